@@ -1,0 +1,54 @@
+#pragma once
+// Waiting on a counter shared by threads: spin briefly (the common case on idle cores is a wait of a
+// few hundred nanoseconds), yield a little, then sleep in the kernel (futex via std::atomic::wait).
+// With more ranks than cores a spinning waiter would steal the core of the rank it waits for.
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace shardwise::detail {
+
+// The top bit of a counter marks an aborted run: every waiter on it wakes and gives up.
+inline constexpr std::uint32_t aborted_bit = std::uint32_t{1} << 31;
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Blocks until the counter reaches target (true) or is marked aborted first (false); `block` =
+// false checks once.
+inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block = true) {
+  constexpr int spins = 128;
+  constexpr int yields = 8;
+  for (int attempt = 0;; ++attempt) {
+    const std::uint32_t value = counter.load(std::memory_order_acquire);
+    if ((value & ~aborted_bit) >= target) return true;  // complete, even if the run aborted since
+    if ((value & aborted_bit) != 0) return false;
+    if (!block) return false;
+    if (attempt < spins) {
+      cpu_relax();
+    } else if (attempt < spins + yields) {
+      std::this_thread::yield();
+    } else {
+      counter.wait(value, std::memory_order_acquire);
+    }
+  }
+}
+
+// Adds one arrival; the arrival that completes the count wakes the sleepers.
+inline void arrive(std::atomic<std::uint32_t>& counter, std::uint32_t target) noexcept {
+  if (counter.fetch_add(1, std::memory_order_acq_rel) + 1 == target) counter.notify_all();
+}
+
+inline void mark_aborted(std::atomic<std::uint32_t>& counter) noexcept {
+  counter.fetch_or(aborted_bit, std::memory_order_acq_rel);
+  counter.notify_all();
+}
+
+}  // namespace shardwise::detail

@@ -1,0 +1,23 @@
+#pragma once
+// Which element types may travel through a communicator, and in what type reductions accumulate.
+#include <cstdint>
+#include <type_traits>
+
+#include "shardwise/core/bf16.hpp"
+
+namespace shardwise {
+
+// Anything that can be copied as bytes can be moved (gather, all-to-all, broadcast, send).
+template <class T>
+concept communicable = std::is_trivially_copyable_v<T> && !std::is_const_v<T>;
+
+// Types a reduction (sum, prod, min, max) is defined on. bf16 is reduced in float.
+template <class T>
+concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int32_t> ||
+                    std::same_as<T, std::int64_t> || std::same_as<T, bf16>;
+
+// The type partial results are held in while reducing T.
+template <reducible T>
+using accumulator_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
+}  // namespace shardwise

@@ -1,0 +1,158 @@
+// What only the threads backend promises: a failing rank never leaves the others hanging, run()
+// reports the first error with its rank, and disagreements between ranks are caught rather than
+// read out of bounds. (Under MPI a failed rank ends the job through MPI_Abort instead.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/threads.hpp"
+
+namespace {
+
+using namespace shardwise;
+
+std::string message_of(const std::exception& e) { return e.what(); }
+
+TEST(threads_failures, a_rank_that_throws_makes_the_others_collectives_throw) {
+  for (const int ranks : {2, 3, 8}) {
+    std::atomic<int> peer_errors{0};
+    try {
+      threads::run(ranks, [&](threads::communicator& comm) {
+        std::vector<float> data(1000, 1.0F);
+        comm.all_reduce(data, op::sum);  // everyone passes the first one
+        if (comm.rank() == 1) throw std::runtime_error("rank one gives up");
+        try {
+          comm.all_reduce(data, op::sum);  // the others block here until rank 1's failure reaches them
+        } catch (const peer_error& e) {
+          ++peer_errors;
+          EXPECT_NE(message_of(e).find("rank 1 failed"), std::string::npos) << e.what();
+          throw;
+        }
+        ADD_FAILURE() << "rank " << comm.rank() << " completed an all_reduce without rank 1";
+      });
+      ADD_FAILURE() << "run returned normally";
+    } catch (const rank_failure& e) {
+      EXPECT_EQ(e.rank(), 1);
+      EXPECT_NE(message_of(e).find("[rank 1] threads::run"), std::string::npos) << e.what();
+      EXPECT_NE(message_of(e).find("rank one gives up"), std::string::npos) << e.what();
+      try {
+        std::rethrow_if_nested(e);
+        ADD_FAILURE() << "the original exception is not nested";
+      } catch (const std::runtime_error& original) {
+        EXPECT_EQ(message_of(original), "rank one gives up");
+      }
+    }
+    EXPECT_EQ(peer_errors.load(), ranks - 1);
+  }
+}
+
+TEST(threads_failures, pending_requests_and_receives_are_released_too) {
+  EXPECT_THROW(threads::run(4,
+                            [](threads::communicator& comm) {
+                              std::vector<double> data(64, 1.0), received(64);
+                              if (comm.rank() == 3) throw std::logic_error("late failure");
+                              auto started = comm.iall_reduce(data, op::sum);
+                              auto receive = comm.irecv(received, 3);  // rank 3 never sends
+                              started.wait();
+                            }),
+               rank_failure);
+}
+
+TEST(threads_failures, a_shardwise_error_is_rethrown_as_it_is) {
+  try {
+    threads::run(3, [](threads::communicator& comm) {
+      std::vector<int> three(3), four(4);
+      if (comm.rank() == 2) comm.all_reduce(three, four);  // only rank 2 errs
+      comm.barrier();
+    });
+    ADD_FAILURE() << "run returned normally";
+  } catch (const argument_error& e) {
+    EXPECT_EQ(e.rank(), 2);
+    EXPECT_EQ(e.operation(), "all_reduce");
+  }
+}
+
+// Ranks that disagree (different sizes, roots or operations) all throw, naming both sides.
+TEST(threads_failures, ranks_that_disagree_all_throw) {
+  std::atomic<int> errors{0};
+  threads::run(3, [&](threads::communicator& comm) {
+    std::vector<float> data(comm.rank() == 1 ? 5 : 4);
+    try {
+      comm.all_reduce(data, op::sum);
+      ADD_FAILURE() << "mismatched all_reduce completed on rank " << comm.rank();
+    } catch (const argument_error& e) {
+      ++errors;
+      EXPECT_NE(message_of(e).find("5 elements"), std::string::npos) << e.what();
+      EXPECT_NE(message_of(e).find("4 elements"), std::string::npos) << e.what();
+    }
+    std::vector<int> counts(1);
+    try {
+      if (comm.rank() == 0) comm.all_gather(std::vector<int>{1}, std::vector<int>(3));
+      else comm.all_reduce(counts, op::max);
+      ADD_FAILURE() << "different collectives matched on rank " << comm.rank();
+    } catch (const argument_error& e) {
+      ++errors;
+      EXPECT_NE(message_of(e).find("all_gather on int32"), std::string::npos) << e.what();
+    }
+    std::vector<int> sends(3, 1), receives(3, 1);
+    if (comm.rank() == 0) receives[2] = 2;
+    std::vector<int> in(3), out(comm.rank() == 0 ? 4 : 3);
+    EXPECT_THROW(comm.all_to_all_v(in, sends, out, receives), argument_error);
+    comm.barrier();  // still in step afterwards
+  });
+  EXPECT_EQ(errors.load(), 6);
+}
+
+TEST(threads_failures, a_receive_of_the_wrong_size_is_an_error_and_the_sender_completes) {
+  threads::run(2, [](threads::communicator& comm) {
+    if (comm.rank() == 0) {
+      std::vector<float> data(10);
+      comm.isend(data, 1).wait();
+    } else {
+      std::vector<float> data(12);
+      try {
+        comm.recv(data, 0);
+        ADD_FAILURE() << "short message accepted";
+      } catch (const argument_error& e) {
+        EXPECT_NE(message_of(e).find("sent 40 bytes"), std::string::npos) << e.what();
+        EXPECT_NE(message_of(e).find("holds 48 bytes"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+TEST(threads_run, rejects_non_positive_rank_counts) {
+  EXPECT_THROW(threads::run(0, [](threads::communicator&) {}), argument_error);
+}
+
+// Many small collectives with more ranks than cores: blocking waits keep this quick; a spinning
+// implementation would take minutes (the CTest timeout bounds it, no time is asserted here).
+TEST(threads_run, many_small_collectives_on_oversubscribed_ranks) {
+  threads::run(8, [](threads::communicator& comm) {
+    std::vector<std::int64_t> value(1);
+    for (int step = 0; step < 3000; ++step) {
+      value[0] = comm.rank() + step;
+      comm.all_reduce(value, op::sum);
+      ASSERT_EQ(value[0], 28 + 8 * static_cast<std::int64_t>(step));
+    }
+  });
+}
+
+TEST(bf16, rounds_to_nearest_even_and_keeps_nan) {
+  EXPECT_EQ(static_cast<float>(bf16(1.0F)), 1.0F);
+  EXPECT_EQ(static_cast<float>(bf16(256.0F)), 256.0F);
+  EXPECT_EQ(static_cast<float>(bf16(257.0F)), 256.0F);  // halfway, rounds to even
+  EXPECT_EQ(static_cast<float>(bf16(259.0F)), 260.0F);  // halfway, rounds to even (up)
+  EXPECT_EQ(static_cast<float>(bf16(258.5F)), 258.0F);  // below halfway
+  EXPECT_EQ(static_cast<float>(bf16(259.5F)), 260.0F);  // above halfway
+  EXPECT_TRUE(std::isnan(static_cast<float>(bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(static_cast<float>(bf16(-3.0F)), -3.0F);
+}
+
+}  // namespace

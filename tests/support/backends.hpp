@@ -1,0 +1,52 @@
+#pragma once
+// One test body, every backend (the Kokkos way): a typed test suite over `backends`, whose single
+// member is the backend this executable was built for. The same source builds twice: `<name>_threads`
+// runs each body in-process for several rank counts; `<name>_mpi` (SHARDWISE_TEST_MPI) runs it once on
+// the MPI world that mpiexec started, skipping when that size is not one the test asked for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+#include "shardwise/comm/threads.hpp"
+#ifdef SHARDWISE_TEST_MPI
+#include "shardwise/comm/mpi.hpp"
+#endif
+
+namespace shardwise::testing {
+
+inline constexpr std::initializer_list<int> default_rank_counts = {1, 2, 3, 4, 6, 8};
+
+struct threads_backend {
+  // Reductions combine ranks 0, 1, …, P-1 in order, so float sums equal a serial left-to-right sum.
+  static constexpr bool sums_in_rank_order = true;
+
+  template <class Body>
+  static void run(Body&& body, std::initializer_list<int> rank_counts = default_rank_counts) {
+    for (const int ranks : rank_counts) {
+      SCOPED_TRACE("threads backend, P = " + std::to_string(ranks));
+      shardwise::threads::run(ranks, body);
+    }
+  }
+};
+
+#ifdef SHARDWISE_TEST_MPI
+struct mpi_backend {
+  static constexpr bool sums_in_rank_order = false;  // MPI picks its own reduction tree
+
+  template <class Body>
+  static void run(Body&& body, std::initializer_list<int> rank_counts = default_rank_counts) {
+    auto world = shardwise::mpi::communicator::world();
+    if (std::find(rank_counts.begin(), rank_counts.end(), world.size()) == rank_counts.end()) {
+      GTEST_SKIP() << "this test does not run on " << world.size() << " MPI ranks";
+    }
+    body(world);
+  }
+};
+using backends = ::testing::Types<mpi_backend>;
+#else
+using backends = ::testing::Types<threads_backend>;
+#endif
+
+}  // namespace shardwise::testing
