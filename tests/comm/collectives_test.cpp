@@ -257,6 +257,48 @@ TYPED_TEST(collectives, broadcast_from_every_root) {
   });
 }
 
+// Buffers of several MiB take the cache-bypassing store path, here deliberately misaligned (one
+// element into the allocation) so its unaligned head and tail are exercised too.
+TYPED_TEST(collectives, large_misaligned_buffers) {
+  TypeParam::run(
+      [](communicator auto& comm) {
+        const auto ranks = static_cast<std::size_t>(comm.size());
+        const std::size_t n = (std::size_t{3} << 20) / ranks * ranks + ranks * 3;  // ~12 MiB of floats
+        auto misaligned = [](std::vector<float>& storage) { return std::span<float>(storage).subspan(1); };
+
+        std::vector<float> in_storage(n + 1), out_storage(n + 1);
+        auto in = misaligned(in_storage);
+        auto out = misaligned(out_storage);
+        for (std::size_t i = 0; i < n; ++i) in[i] = contribution<float>(op::sum, comm.rank(), i);
+        comm.all_reduce(in, out, op::sum);
+        EXPECT_TRUE(same_elements<float>(out, serial_reduction<float>(op::sum, comm.size(), n))) << "all_reduce";
+
+        const std::size_t block = n / ranks;
+        comm.reduce_scatter(in, out.first(block), op::max);
+        const auto maxima = serial_reduction<float>(op::max, comm.size(), n);
+        EXPECT_TRUE(same_elements<float>(
+            out.first(block), std::span<const float>(maxima).subspan(block * static_cast<std::size_t>(comm.rank()), block)))
+            << "reduce_scatter";
+
+        for (std::size_t i = 0; i < block; ++i) in[i] = tagged<float>(comm.rank(), i);
+        comm.all_gather(in.first(block), out);
+        for (std::size_t r = 0; r < ranks; ++r)
+          for (const std::size_t i : {std::size_t{0}, block / 2, block - 1})
+            ASSERT_EQ(out[r * block + i], tagged<float>(static_cast<int>(r), i)) << "all_gather block " << r;
+
+        for (std::size_t i = 0; i < n; ++i) in[i] = tagged<float>(comm.rank(), i);
+        comm.all_to_all(in, out);
+        for (std::size_t r = 0; r < ranks; ++r)
+          for (const std::size_t i : {std::size_t{0}, block - 1})
+            ASSERT_EQ(out[r * block + i], tagged<float>(static_cast<int>(r), static_cast<std::size_t>(comm.rank()) * block + i))
+                << "all_to_all block " << r;
+
+        comm.broadcast(in, 0);
+        for (const std::size_t i : {std::size_t{0}, n / 3, n - 1}) ASSERT_EQ(in[i], tagged<float>(0, i)) << "broadcast";
+      },
+      {1, 2, 3});
+}
+
 // Point to point: a ring in both directions, with non-blocking sends and receives posted before any
 // is waited on, and several messages per pair and tag that must arrive in order.
 TYPED_TEST(collectives, send_and_recv_around_a_ring) {
@@ -294,6 +336,29 @@ TYPED_TEST(collectives, send_and_recv_around_a_ring) {
   });
 }
 
+// A receive must be exactly the size of the message (MPI alone would accept a shorter one); the sender
+// completes either way.
+TYPED_TEST(collectives, a_receive_of_the_wrong_size_is_an_error) {
+  TypeParam::run(
+      [](communicator auto& comm) {
+        if (comm.rank() == 0) {
+          std::vector<float> data(10);
+          comm.isend(data, 1, 5).wait();
+        } else if (comm.rank() == 1) {
+          std::vector<float> data(12);
+          try {
+            comm.recv(data, 0, 5);
+            ADD_FAILURE() << "a 10-element message filled a 12-element receive";
+          } catch (const argument_error& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find("rank 0 sent 40 bytes with tag 5"), std::string::npos) << what;
+            EXPECT_NE(what.find("holds 48 bytes"), std::string::npos) << what;
+          }
+        }
+      },
+      {2, 3, 8});
+}
+
 // A started barrier cannot complete while one rank is missing: rank 0 joins only after every other
 // rank has seen its own barrier still pending.
 TYPED_TEST(collectives, barrier_waits_for_every_rank) {
@@ -305,7 +370,7 @@ TYPED_TEST(collectives, barrier_waits_for_every_rank) {
             comm.recv(flag, r, 1);
             EXPECT_EQ(flag[0], 0) << "rank " << r << " completed a barrier that rank 0 had not joined";
           }
-          comm.barrier();
+          comm.ibarrier().wait();  // MPI matches a started barrier only with started barriers
         } else {
           auto pending = comm.ibarrier();
           std::vector<int> completed{pending.test() ? 1 : 0};

@@ -10,6 +10,9 @@
 //   Backend split(int color, int key)   a collective: ranks with equal colour form a communicator,
 //                                       ordered by key, then by rank
 // Communicators are move-only: each holds the sequence of collectives it has issued.
+//
+// As in MPI, every rank of a communicator issues the same collectives in the same order, each in the
+// same form (all blocking, or all started with i…); a started collective matches only started ones.
 #include <concepts>
 #include <span>
 

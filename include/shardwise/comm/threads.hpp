@@ -5,8 +5,9 @@
 // ranks meet in one `operation` per number, where each rank posts a pointer to its call descriptor
 // (its spans). Once all have posted, each rank does its share of the data movement by reading its
 // peers' buffers directly (no staging copies), then waits until every peer has finished reading its
-// own buffers before it returns. All-reduce is split as reduce-scatter (rank r reduces chunk r of
-// every input) followed by all-gather of the reduced chunks, so the reduction work is spread evenly.
+// own buffers before it returns. In an all-reduce rank r reduces chunk r of every input and writes
+// the result into every rank's output, so the reduction work is spread evenly and every byte is read
+// and written once, in one round.
 //
 // Non-blocking forms post at once and do their share inside wait()/test(), so several collectives
 // can be outstanding. If any rank's body throws, the run is aborted: every rank blocked in (or later
@@ -31,6 +32,7 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/blocking_wait.hpp"
+#include "shardwise/comm/detail/streaming_store.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::threads {
@@ -256,18 +258,30 @@ inline std::size_t chunk_start(std::size_t n, int ranks, int r) {
   return std::min(n, (n * static_cast<std::size_t>(r) / static_cast<std::size_t>(ranks)) & ~std::size_t{15});
 }
 
+// Whether a rank that writes this many bytes in one call should bypass the cache (see
+// streaming_store.hpp); decided once per call so every block of it is stored the same way.
 template <class T>
-void copy_elements(T* to, const T* from, std::size_t count) {
-  if (count != 0 && to != from) std::memcpy(static_cast<void*>(to), from, count * sizeof(T));
+bool streams(std::size_t elements_written) {
+  return elements_written * sizeof(T) >= shardwise::detail::streaming_threshold_bytes;
 }
 
-// out[begin, end) = reduction over ranks 0..P-1 (in that order) of source(s)[begin, end). A tile is
-// read completely before it is written, so out may alias one of the sources.
-template <op Reduction, class T, class Source>
-void reduce_range(T* out, std::size_t begin, std::size_t end, int ranks, const Source& source) {
+template <class T>
+void copy_elements(T* to, const T* from, std::size_t count, bool streaming) {
+  if (count != 0 && to != from)
+    shardwise::detail::store_bytes(reinterpret_cast<std::byte*>(to), reinterpret_cast<const std::byte*>(from),
+                                   count * sizeof(T), streaming);
+}
+
+// For i in [begin, end): reduces source(0)[i], …, source(P-1)[i] in rank order and writes the result to
+// destination(0)[i], …, destination(D-1)[i]. A tile is read completely before it is written, so a
+// destination may alias a source.
+template <op Reduction, class T, class Source, class Destination>
+void reduce_range(std::size_t begin, std::size_t end, int ranks, const Source& source, int destinations,
+                  const Destination& destination, bool streaming) {
   using A = accumulator_t<T>;
   constexpr std::size_t tile = 1024;
   A accumulated[tile];
+  T result[tile];
   for (std::size_t base = begin; base < end; base += tile) {
     const std::size_t count = std::min(tile, end - base);
     const T* first = source(0) + base;
@@ -277,90 +291,102 @@ void reduce_range(T* out, std::size_t begin, std::size_t end, int ranks, const S
       for (std::size_t i = 0; i < count; ++i)
         accumulated[i] = combine<Reduction>(accumulated[i], static_cast<A>(next[i]));
     }
-    for (std::size_t i = 0; i < count; ++i) out[base + i] = static_cast<T>(accumulated[i]);
+    for (std::size_t i = 0; i < count; ++i) result[i] = static_cast<T>(accumulated[i]);
+    for (int d = 0; d < destinations; ++d) copy_elements(destination(d) + base, result, count, streaming);
   }
+  if (streaming) shardwise::detail::finish_streaming();
 }
 
-template <class T, class Source>
-void reduce_range(op reduction, T* out, std::size_t begin, std::size_t end, int ranks, const Source& source) {
-  dispatch(reduction, [&](auto compiled) { reduce_range<decltype(compiled)::value>(out, begin, end, ranks, source); });
+template <class T, class Source, class Destination>
+void reduce_range(op reduction, std::size_t begin, std::size_t end, int ranks, const Source& source,
+                  int destinations, const Destination& destination) {
+  const bool streaming = streams<T>((end - begin) * static_cast<std::size_t>(destinations));
+  dispatch(reduction, [&](auto compiled) {
+    reduce_range<decltype(compiled)::value, T>(begin, end, ranks, source, destinations, destination, streaming);
+  });
 }
 
 // Rounds of work each collective needs; a barrier needs none beyond everyone having arrived.
 template <class Call>
 inline constexpr int phases = 1;
-template <class T>
-inline constexpr int phases<calls::all_reduce<T>> = 2;
 template <>
 inline constexpr int phases<calls::barrier> = 0;
 
+// Rank r reduces chunk r of every input and writes it straight into every rank's output: inputs are
+// read once and outputs written once, in a single round. Only rank r touches chunk r of any buffer,
+// so in place is safe.
 template <class T>
-void perform(calls::all_reduce<T>& mine, const operation& op, int rank, int ranks, int phase) {
+void perform(calls::all_reduce<T>& mine, const operation& op, int rank, int ranks, int) {
   const std::size_t n = mine.in.size();
-  if (phase == 0) {  // reduce my chunk of every input into my output
-    reduce_range(mine.reduction, mine.out.data(), chunk_start(n, ranks, rank), chunk_start(n, ranks, rank + 1), ranks,
-                 [&](int s) { return peer<calls::all_reduce<T>>(op, s).in.data(); });
-    return;
-  }
-  for (int k = 1; k < ranks; ++k) {  // then gather the chunks the others reduced
-    const int s = (rank + k) % ranks;
-    const std::size_t begin = chunk_start(n, ranks, s);
-    copy_elements(mine.out.data() + begin, peer<calls::all_reduce<T>>(op, s).out.data() + begin,
-                  chunk_start(n, ranks, s + 1) - begin);
-  }
+  reduce_range<T>(
+      mine.reduction, chunk_start(n, ranks, rank), chunk_start(n, ranks, rank + 1), ranks,
+      [&](int s) { return peer<calls::all_reduce<T>>(op, s).in.data(); }, ranks,
+      [&](int d) { return peer<calls::all_reduce<T>>(op, d).out.data(); });
 }
 
 template <class T>
 void perform(calls::reduce<T>& mine, const operation& op, int rank, int ranks, int) {
   const std::size_t n = mine.in.size();
   T* out = peer<calls::reduce<T>>(op, mine.root).out.data();
-  reduce_range(mine.reduction, out, chunk_start(n, ranks, rank), chunk_start(n, ranks, rank + 1), ranks,
-               [&](int s) { return peer<calls::reduce<T>>(op, s).in.data(); });
+  reduce_range<T>(
+      mine.reduction, chunk_start(n, ranks, rank), chunk_start(n, ranks, rank + 1), ranks,
+      [&](int s) { return peer<calls::reduce<T>>(op, s).in.data(); }, 1, [&](int) { return out; });
 }
 
 template <class T>
 void perform(calls::reduce_scatter<T>& mine, const operation& op, int rank, int ranks, int) {
   const std::size_t block = mine.out.size();
-  reduce_range(mine.reduction, mine.out.data(), 0, block, ranks,
-               [&](int s) { return peer<calls::reduce_scatter<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank); });
+  const std::size_t offset = block * static_cast<std::size_t>(rank);
+  reduce_range<T>(
+      mine.reduction, 0, block, ranks, [&](int s) { return peer<calls::reduce_scatter<T>>(op, s).in.data() + offset; },
+      1, [&](int) { return mine.out.data(); });
 }
 
 template <class T>
 void perform(calls::all_gather<T>& mine, const operation& op, int rank, int ranks, int) {
   const std::size_t block = mine.in.size();
+  const bool streaming = streams<T>(mine.out.size());
   for (int k = 0; k < ranks; ++k) {
     const int s = (rank + k) % ranks;
     copy_elements(mine.out.data() + block * static_cast<std::size_t>(s), peer<calls::all_gather<T>>(op, s).in.data(),
-                  block);
+                  block, streaming);
   }
+  if (streaming) shardwise::detail::finish_streaming();
 }
 
 template <class T>
 void perform(calls::all_to_all<T>& mine, const operation& op, int rank, int ranks, int) {
   const std::size_t block = mine.out.size() / static_cast<std::size_t>(ranks);
+  const bool streaming = streams<T>(mine.out.size());
   for (int k = 0; k < ranks; ++k) {
     const int s = (rank + k) % ranks;
     copy_elements(mine.out.data() + block * static_cast<std::size_t>(s),
-                  peer<calls::all_to_all<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank), block);
+                  peer<calls::all_to_all<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank), block, streaming);
   }
+  if (streaming) shardwise::detail::finish_streaming();
 }
 
 template <class T>
 void perform(calls::all_to_all_v<T>& mine, const operation& op, int rank, int ranks, int) {
   std::size_t received = 0;
+  const bool streaming = streams<T>(mine.out.size());
   for (int s = 0; s < ranks; ++s) {
     const auto& from = peer<calls::all_to_all_v<T>>(op, s);
     std::size_t offset = 0;
     for (int r = 0; r < rank; ++r) offset += static_cast<std::size_t>(from.send_counts[static_cast<std::size_t>(r)]);
     const auto count = static_cast<std::size_t>(mine.receive_counts[static_cast<std::size_t>(s)]);
-    copy_elements(mine.out.data() + received, from.in.data() + offset, count);
+    copy_elements(mine.out.data() + received, from.in.data() + offset, count, streaming);
     received += count;
   }
+  if (streaming) shardwise::detail::finish_streaming();
 }
 
 template <class T>
 void perform(calls::broadcast<T>& mine, const operation& op, int rank, int, int) {
-  if (rank != mine.root) copy_elements(mine.data.data(), peer<calls::broadcast<T>>(op, mine.root).data.data(), mine.data.size());
+  if (rank == mine.root) return;
+  const bool streaming = streams<T>(mine.data.size());
+  copy_elements(mine.data.data(), peer<calls::broadcast<T>>(op, mine.root).data.data(), mine.data.size(), streaming);
+  if (streaming) shardwise::detail::finish_streaming();
 }
 
 // split(color, key): phase 0, the first member of each colour creates the group; phase 1, the others

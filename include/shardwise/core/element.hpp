@@ -1,5 +1,6 @@
 #pragma once
 // Which element types may travel through a communicator, and in what type reductions accumulate.
+#include <concepts>
 #include <cstdint>
 #include <type_traits>
 

@@ -1,0 +1,19 @@
+# Driver of a compile-fail test, run as `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> -P`:
+# building TARGET must fail, and the build's output must contain EXPECT (so it failed for the promised
+# reason, not a typo).
+set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
+if(CONFIG)
+  list(APPEND build_command --config "${CONFIG}")
+endif()
+execute_process(COMMAND ${build_command} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
+
+# The build's output is printed as is (FATAL_ERROR would re-wrap the compiler's lines).
+if(result EQUAL 0)
+  message("${output}")
+  message(FATAL_ERROR "${TARGET} compiled, but it must not")
+endif()
+if(NOT output MATCHES "${EXPECT}")
+  message("${output}")
+  message(FATAL_ERROR "${TARGET} failed to compile, but its output above does not match \"${EXPECT}\"")
+endif()
+message(STATUS "${TARGET} does not compile, as expected, with a message matching \"${EXPECT}\"")

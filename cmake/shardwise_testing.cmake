@@ -1,0 +1,128 @@
+# Test scaffolding every later issue reuses:
+#   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>])
+#   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex>)
+#   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>])
+#   shardwise_add_header_check()
+#
+# Included by each directory that registers tests (the variables below are directory-scoped).
+include_guard(DIRECTORY)
+
+set(_shardwise_default_timeout 300)
+
+# Open MPI's launcher refuses more ranks than cores without --oversubscribe; other launchers
+# oversubscribe silently and may reject the flag.
+set(_shardwise_oversubscribe "")
+if(MPIEXEC_EXECUTABLE)
+  execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE _shardwise_mpiexec_version ERROR_QUIET)
+  if(_shardwise_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    set(_shardwise_oversubscribe --oversubscribe)
+  endif()
+endif()
+
+set(_shardwise_mpi_environment
+  # CI machines and containers often run as root, which Open MPI refuses unless both are set.
+  OMPI_ALLOW_RUN_AS_ROOT=1
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # Container seccomp profiles block cross-memory attach (process_vm_readv); copy through shared memory.
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
+  # Open MPI forwards output through a pseudo-terminal, which would make GoogleTest colour the logs.
+  GTEST_COLOR=no)
+
+# Registers CTest test TEST running TARGET on RANKS MPI processes.
+function(shardwise_add_mpi_run)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TEST;TARGET;RANKS;TIMEOUT" "LABELS")
+  if(NOT arg_TEST OR NOT arg_TARGET OR NOT arg_RANKS OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "usage: shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <s>] [LABELS ...])")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT ${_shardwise_default_timeout})
+  endif()
+  set(labels mpi ${arg_LABELS})
+  add_test(NAME ${arg_TEST}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS} ${_shardwise_oversubscribe}
+            ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${arg_TARGET}> ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(${arg_TEST} PROPERTIES
+    PROCESSORS ${arg_RANKS}
+    TIMEOUT ${arg_TIMEOUT}
+    ENVIRONMENT "${_shardwise_mpi_environment}"
+    LABELS "${labels}")
+endfunction()
+
+# One test body, every backend: SOURCES build twice. <name>_threads runs in-process as test
+# <name>.threads; with MPI, <name>_mpi (SHARDWISE_TEST_MPI=1, main() from tests/support/mpi_main.cpp)
+# runs under mpiexec as <name>.mpi.<n> for each n in MPI_RANKS (default 1 3 8).
+function(shardwise_add_backend_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES;MPI_RANKS")
+  if(NOT arg_NAME OR NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "usage: shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <s>])")
+  endif()
+  if(NOT arg_MPI_RANKS)
+    set(arg_MPI_RANKS 1 3 8)
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT ${_shardwise_default_timeout})
+  endif()
+
+  add_executable(${arg_NAME}_threads ${arg_SOURCES})
+  target_include_directories(${arg_NAME}_threads PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(${arg_NAME}_threads PRIVATE shardwise::shardwise GTest::gtest_main shardwise_warnings)
+  add_test(NAME ${arg_NAME}.threads COMMAND ${arg_NAME}_threads)
+  set_tests_properties(${arg_NAME}.threads PROPERTIES TIMEOUT ${arg_TIMEOUT} LABELS threads)
+
+  if(TARGET shardwise::mpi)
+    add_executable(${arg_NAME}_mpi ${arg_SOURCES} "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
+    target_compile_definitions(${arg_NAME}_mpi PRIVATE SHARDWISE_TEST_MPI=1)
+    target_include_directories(${arg_NAME}_mpi PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+    target_link_libraries(${arg_NAME}_mpi PRIVATE shardwise::mpi GTest::gtest shardwise_warnings)
+    foreach(ranks IN LISTS arg_MPI_RANKS)
+      shardwise_add_mpi_run(TEST ${arg_NAME}.mpi.${ranks} TARGET ${arg_NAME}_mpi RANKS ${ranks} TIMEOUT ${arg_TIMEOUT})
+    endforeach()
+  endif()
+endfunction()
+
+# Proves that SOURCE does not compile and that the compiler says EXPECT (a regex) while refusing it.
+# The object target is outside ALL; test compile_fail.<name> builds it through cmake --build.
+function(shardwise_add_compile_fail_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;SOURCE;EXPECT" "")
+  if(NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_EXPECT OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "usage: shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex>)")
+  endif()
+  set(target compile_fail_${arg_NAME})
+  add_library(${target} OBJECT EXCLUDE_FROM_ALL ${arg_SOURCE})
+  set_target_properties(${target} PROPERTIES EXCLUDE_FROM_DEFAULT_BUILD TRUE)
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(${target} PRIVATE shardwise::shardwise)
+  add_test(NAME compile_fail.${arg_NAME}
+    COMMAND "${CMAKE_COMMAND}" "-DBUILD_DIR=${CMAKE_BINARY_DIR}" "-DTARGET=${target}" "-DCONFIG=$<CONFIG>"
+            "-DEXPECT=${arg_EXPECT}" -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
+  # Concurrent builds in one build tree (Ninja's log, a re-run of configure) must not race.
+  set_tests_properties(compile_fail.${arg_NAME} PROPERTIES LABELS compile_fail RESOURCE_LOCK shardwise_build_tree)
+endfunction()
+
+# Every public header compiles on its own, and twice in one translation unit (include guard). One
+# generated .cpp per header under include/shardwise/, all in the object library shardwise_header_check
+# (built with ALL); headers of the MPI backend go into shardwise_header_check_mpi, only with MPI.
+function(shardwise_add_header_check)
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}/include"
+       "${PROJECT_SOURCE_DIR}/include/shardwise/*.hpp")
+  set(sources "")
+  set(mpi_sources "")
+  foreach(header IN LISTS headers)
+    string(REGEX REPLACE "\\.hpp$" ".cpp" source "${CMAKE_CURRENT_BINARY_DIR}/header_check/${header}")
+    # file(CONFIGURE) rewrites only on change, so a re-configure does not recompile every check.
+    file(CONFIGURE OUTPUT "${source}" CONTENT "#include <${header}>\n#include <${header}>\n" @ONLY)
+    if(header MATCHES "^shardwise/comm/mpi(\\.hpp$|/)")
+      list(APPEND mpi_sources "${source}")
+    else()
+      list(APPEND sources "${source}")
+    endif()
+  endforeach()
+
+  add_library(shardwise_header_check OBJECT ${sources})
+  target_link_libraries(shardwise_header_check PRIVATE shardwise::shardwise shardwise_warnings)
+  if(mpi_sources AND TARGET shardwise::mpi)
+    add_library(shardwise_header_check_mpi OBJECT ${mpi_sources})
+    target_link_libraries(shardwise_header_check_mpi PRIVATE shardwise::mpi shardwise_warnings)
+    add_dependencies(shardwise_header_check shardwise_header_check_mpi)
+  endif()
+endfunction()

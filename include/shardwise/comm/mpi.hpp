@@ -1,0 +1,525 @@
+#pragma once
+// The MPI backend: one rank per MPI process (`mpiexec -n P ./program`), a thin layer over MPI.
+//
+// Each collective maps to the one MPI call that does it: blocking calls to blocking MPI (Open MPI's
+// blocking collectives are faster than its non-blocking ones), started calls to the MPI_I… twin. Data
+// that is only moved travels as MPI_BYTE, so any trivially copyable type works through one code path;
+// reductions use MPI's own datatypes, and bf16 is widened to float, reduced in float and rounded back
+// once, as the threads backend does. Communicators use MPI_ERRORS_RETURN and every return code is
+// checked, so an MPI failure is a shardwise::mpi_error carrying MPI's own text, not an abort.
+//
+// Included on its own (not by shardwise.hpp): programs that never use MPI never need it.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/bf16.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::mpi {
+
+namespace detail {
+
+// The one place an MPI return code is looked at.
+inline void check(int code, int world_rank, std::string_view operation) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+    throw mpi_error(world_rank, operation, code, "(MPI_Error_string could not describe this code)");
+  }
+  throw mpi_error(world_rank, operation, code, std::string_view(text, static_cast<std::size_t>(length)));
+}
+
+// MPI datatypes of the types MPI reduces itself (bf16 is reduced as float).
+template <class T>
+MPI_Datatype datatype() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return MPI_INT32_T;
+  else {
+    static_assert(std::is_same_v<T, std::int64_t>, "shardwise::mpi: no MPI datatype for this element type");
+    return MPI_INT64_T;
+  }
+}
+
+inline MPI_Op operation_of(op reduction) {
+  switch (reduction) {
+    case op::sum: return MPI_SUM;
+    case op::prod: return MPI_PROD;
+    case op::min: return MPI_MIN;
+    case op::max: break;
+  }
+  return MPI_MAX;
+}
+
+// MPI counts are ints: refuse a buffer whose count would not fit rather than pass a wrapped one.
+// unit_bytes > 1 when elements travel as bytes.
+inline int count_of(std::size_t elements, std::size_t unit_bytes, int world_rank, std::string_view operation) {
+  if (elements > static_cast<std::size_t>(INT_MAX) / unit_bytes) {
+    throw argument_error(world_rank, operation,
+                         std::to_string(elements) + " elements" +
+                             (unit_bytes > 1 ? " of " + std::to_string(unit_bytes) + " bytes, sent as bytes," : "") +
+                             " exceed MPI's count limit of " + std::to_string(INT_MAX));
+  }
+  return static_cast<int>(elements * unit_bytes);
+}
+
+// Calls an MPI operation's blocking form, or its non-blocking twin (the same arguments and a request)
+// when `pending` is given, so each collective is written once for both forms.
+// Args come from the blocking form alone (type_identity_t keeps the others out of deduction).
+template <class... Args>
+int blocking_or_started(MPI_Request* pending, int (*blocking)(Args...),
+                        std::type_identity_t<int (*)(Args..., MPI_Request*)> started,
+                        std::type_identity_t<Args>... args) {
+  return pending != nullptr ? started(args..., pending) : blocking(args...);
+}
+
+// What is left to do once MPI has finished (round bf16 back, move an in-place block into place); it
+// also owns the temporaries MPI reads and writes until then. Empty when there is nothing to do.
+using completion = std::function<void()>;
+
+// The float twin of a bf16 reduction: it reduces `staged` (the widened input) in place.
+inline calls::all_reduce<float> in_float(const calls::all_reduce<bf16>& call, std::span<float> staged, int) {
+  return {staged, staged, call.reduction};
+}
+inline calls::reduce<float> in_float(const calls::reduce<bf16>& call, std::span<float> staged, int rank) {
+  return {staged, rank == call.root ? staged : std::span<float>{}, call.reduction, call.root};
+}
+inline calls::reduce_scatter<float> in_float(const calls::reduce_scatter<bf16>& call, std::span<float> staged,
+                                             int rank) {
+  return {staged, staged.subspan(static_cast<std::size_t>(rank) * call.out.size(), call.out.size()), call.reduction};
+}
+
+// A receive must get exactly the message size it asked for (MPI itself accepts shorter messages): the
+// same rule, and the same words, as the threads backend.
+inline void check_received(const MPI_Status& status, int expected_bytes, int tag, int world_rank) {
+  int received = 0;
+  check(MPI_Get_count(&status, MPI_BYTE, &received), world_rank, "recv");
+  if (received != expected_bytes)
+    throw argument_error(world_rank, "recv",
+                         "rank " + std::to_string(status.MPI_SOURCE) + " sent " + std::to_string(received) +
+                             " bytes with tag " + std::to_string(tag) + ", the receive buffer holds " +
+                             std::to_string(expected_bytes) + " bytes");
+}
+
+// Prints why this rank failed, then takes every rank down so none waits forever for this one.
+// Call only from a catch handler.
+[[noreturn]] inline void abort_world() noexcept {
+  auto prefix = [] {
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);  // best effort: this rank is going down either way
+    return "[rank " + std::to_string(rank) + "] ";
+  };
+  std::string text;
+  try {
+    throw;
+  } catch (const shardwise::error& failure) {
+    text = failure.what();  // already "[rank N] operation: …"
+  } catch (const std::exception& failure) {
+    text = prefix() + failure.what();
+  } catch (...) {
+    text = prefix() + "the rank body threw a non-standard exception";
+  }
+  std::fprintf(stderr, "%s\n", text.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
+}
+
+}  // namespace detail
+
+// A started operation. wait() and test() complete it (and run its completion step once); a request
+// whose wait failed is finished. Destroying an active request waits for it, since MPI may still be
+// using its buffers; an error there is swallowed only while another exception unwinds the stack
+// (otherwise it escapes the noexcept destructor and terminates: loud, never silent).
+class request {
+ public:
+  request() = default;
+  request(request&& other) noexcept
+      : handle_(std::exchange(other.handle_, MPI_REQUEST_NULL)),
+        complete_(std::exchange(other.complete_, {})),
+        status_(other.status_),
+        expected_bytes_(std::exchange(other.expected_bytes_, -1)),
+        tag_(other.tag_),
+        world_rank_(other.world_rank_),
+        operation_(other.operation_) {}
+  request& operator=(request&& other) noexcept {
+    if (this != &other) {
+      finish();
+      handle_ = std::exchange(other.handle_, MPI_REQUEST_NULL);
+      complete_ = std::exchange(other.complete_, {});
+      status_ = other.status_;
+      expected_bytes_ = std::exchange(other.expected_bytes_, -1);
+      tag_ = other.tag_;
+      world_rank_ = other.world_rank_;
+      operation_ = other.operation_;
+    }
+    return *this;
+  }
+  request(const request&) = delete;
+  request& operator=(const request&) = delete;
+  ~request() { finish(); }
+
+  void wait() {
+    if (handle_ != MPI_REQUEST_NULL) settle(MPI_Wait(&handle_, &status_));
+    run_completion();
+  }
+  bool test() {
+    if (handle_ != MPI_REQUEST_NULL) {
+      int done = 0;
+      settle(MPI_Test(&handle_, &done, &status_));
+      if (done == 0) return false;
+    }
+    run_completion();
+    return true;
+  }
+
+ private:
+  friend class communicator;
+  request(int world_rank, std::string_view operation) : world_rank_(world_rank), operation_(operation) {}
+
+  void settle(int code) {
+    if (code == MPI_SUCCESS) return;
+    handle_ = MPI_REQUEST_NULL;
+    complete_ = {};
+    detail::check(code, world_rank_, operation_);
+  }
+  void run_completion() {
+    if (complete_) std::exchange(complete_, {})();
+    if (expected_bytes_ >= 0) detail::check_received(status_, std::exchange(expected_bytes_, -1), tag_, world_rank_);
+  }
+  void finish() noexcept {
+    if (handle_ == MPI_REQUEST_NULL && !complete_ && expected_bytes_ < 0) return;
+    if (std::uncaught_exceptions() > 0) {
+      try {
+        wait();
+      } catch (...) {  // the exception already in flight is the one to report
+      }
+    } else {
+      wait();
+    }
+  }
+
+  MPI_Request handle_ = MPI_REQUEST_NULL;
+  detail::completion complete_;
+  MPI_Status status_{};
+  int expected_bytes_ = -1;  // a receive's size, checked against status_ once complete
+  int tag_ = 0;
+  int world_rank_ = -1;
+  std::string_view operation_;
+};
+
+// A group of MPI processes (an owned MPI communicator). Move-only; freed on destruction.
+class communicator : public communicator_interface<communicator> {
+ public:
+  using request = mpi::request;
+
+  // A duplicate of MPI_COMM_WORLD, so switching errors to MPI_ERRORS_RETURN and our traffic leave the
+  // user's world untouched. Collective over MPI_COMM_WORLD; MPI must be initialised (see environment).
+  [[nodiscard]] static communicator world() {
+    int initialized = 0;
+    detail::check(MPI_Initialized(&initialized), -1, "mpi::communicator::world");
+    if (initialized == 0) {
+      throw error(-1, "mpi::communicator::world",
+                  "MPI is not initialised: use shardwise::mpi::run or a shardwise::mpi::environment");
+    }
+    int world_rank = -1;  // the rank every error names
+    detail::check(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), -1, "mpi::communicator::world");
+    MPI_Comm duplicate = MPI_COMM_NULL;
+    detail::check(MPI_Comm_dup(MPI_COMM_WORLD, &duplicate), world_rank, "mpi::communicator::world");
+    return communicator(duplicate, world_rank, "mpi::communicator::world");
+  }
+
+  communicator(communicator&& other) noexcept
+      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
+        rank_(other.rank_),
+        size_(other.size_),
+        world_rank_(other.world_rank_) {}
+  communicator& operator=(communicator&& other) noexcept {
+    if (this != &other) {
+      release();
+      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+      rank_ = other.rank_;
+      size_ = other.size_;
+      world_rank_ = other.world_rank_;
+    }
+    return *this;
+  }
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+  ~communicator() { release(); }
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] int world_rank() const noexcept { return world_rank_; }
+  // The underlying MPI communicator, for calling MPI directly; it stays owned by this object.
+  [[nodiscard]] MPI_Comm native() const noexcept { return comm_; }
+
+  // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective.
+  [[nodiscard]] communicator split(int color, int key) {
+    if (color < 0) throw argument_error(world_rank_, "split", "colour " + std::to_string(color) + " is negative");
+    MPI_Comm part = MPI_COMM_NULL;
+    detail::check(MPI_Comm_split(comm_, color, key, &part), world_rank_, "split");
+    return communicator(part, world_rank_, "split");
+  }
+
+  // Backend hooks (communicator_interface calls these after checking arguments).
+  template <class Call>
+  void run(const Call& call) {
+    if (auto complete = issue(call, nullptr)) complete();
+  }
+  template <class Call>
+  [[nodiscard]] request start(const Call& call) {
+    request started(world_rank_, Call::name);
+    started.complete_ = issue(call, &started.handle_);
+    if constexpr (requires { call.source; }) {  // a receive: its size is checked on completion
+      started.expected_bytes_ = static_cast<int>(call.data.size_bytes());
+      started.tag_ = call.tag;
+    }
+    return started;
+  }
+
+ private:
+  // Delegating first makes *this own `owned` before anything below can throw, so it is always freed.
+  explicit communicator(MPI_Comm owned) noexcept : comm_(owned) {}
+  communicator(MPI_Comm owned, int world_rank, std::string_view operation) : communicator(owned) {
+    world_rank_ = world_rank;
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), operation);
+    check(MPI_Comm_rank(comm_, &rank_), operation);
+    check(MPI_Comm_size(comm_, &size_), operation);
+  }
+
+  void release() noexcept {
+    if (comm_ == MPI_COMM_NULL) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    // After MPI_Finalize there is nothing left to free. A failing free cannot be reported from a
+    // destructor; it only leaks a handle.
+    if (finalized == 0) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+
+  void check(int code, std::string_view operation) const { detail::check(code, world_rank_, operation); }
+  int elements(std::size_t n, std::string_view operation) const {
+    return detail::count_of(n, 1, world_rank_, operation);
+  }
+  template <class T>
+  int bytes(std::size_t n, std::string_view operation) const {
+    return detail::count_of(n, sizeof(T), world_rank_, operation);
+  }
+
+  // bf16: reduce a widened float copy of the input in place, then round the result back once.
+  template <class Call>
+  detail::completion reduce_in_float(const Call& call, MPI_Request* pending) {
+    std::vector<float> staged(call.in.begin(), call.in.end());
+    const auto widened = detail::in_float(call, staged, rank_);
+    auto reduced = issue(widened, pending);
+    // Moving the vector into the completion keeps its data (which MPI holds a pointer to) in place.
+    return [staged = std::move(staged), result = widened.out, out = call.out, reduced = std::move(reduced)] {
+      if (reduced) reduced();
+      std::ranges::copy(result, out.begin());
+    };
+  }
+
+  // Each issue() starts its call (pending != nullptr) or runs it to the end, and returns what is left
+  // to do after MPI completes.
+  template <class T>
+  detail::completion issue(const calls::all_reduce<T>& call, MPI_Request* pending) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      return reduce_in_float(call, pending);
+    } else {
+      const void* in = call.in.data() == call.out.data() ? MPI_IN_PLACE : call.in.data();
+      check(detail::blocking_or_started(pending, MPI_Allreduce, MPI_Iallreduce, in, call.out.data(),
+                                        elements(call.out.size(), call.name), detail::datatype<T>(),
+                                        detail::operation_of(call.reduction), comm_),
+            call.name);
+      return {};
+    }
+  }
+
+  template <class T>
+  detail::completion issue(const calls::reduce<T>& call, MPI_Request* pending) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      return reduce_in_float(call, pending);
+    } else {
+      // MPI_IN_PLACE is the root's alone; other ranks always send their input.
+      const bool in_place = rank_ == call.root && call.in.data() == call.out.data();
+      check(detail::blocking_or_started(pending, MPI_Reduce, MPI_Ireduce, in_place ? MPI_IN_PLACE : call.in.data(),
+                                        call.out.data(), elements(call.in.size(), call.name),
+                                        detail::datatype<T>(), detail::operation_of(call.reduction), call.root,
+                                        comm_),
+            call.name);
+      return {};
+    }
+  }
+
+  template <class T>
+  detail::completion issue(const calls::reduce_scatter<T>& call, MPI_Request* pending) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      return reduce_in_float(call, pending);
+    } else {
+      const std::size_t block = call.out.size();
+      const std::size_t offset = static_cast<std::size_t>(rank_) * block;
+      const bool in_place = call.out.data() == call.in.data() + offset;
+      // In place, MPI reads the whole buffer and leaves the result at its start, not at block rank().
+      T* const whole = in_place ? call.out.data() - offset : nullptr;
+      check(detail::blocking_or_started(pending, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block,
+                                        in_place ? MPI_IN_PLACE : call.in.data(), in_place ? whole : call.out.data(),
+                                        elements(block, call.name), detail::datatype<T>(),
+                                        detail::operation_of(call.reduction), comm_),
+            call.name);
+      if (!in_place || offset == 0) return {};
+      return [whole, block, out = call.out] { std::copy(whole, whole + block, out.data()); };
+    }
+  }
+
+  template <class T>
+  detail::completion issue(const calls::all_gather<T>& call, MPI_Request* pending) {
+    const bool in_place = call.in.data() == call.out.data() + static_cast<std::size_t>(rank_) * call.in.size();
+    const int block = bytes<T>(call.in.size(), call.name);
+    check(detail::blocking_or_started(pending, MPI_Allgather, MPI_Iallgather,
+                                      in_place ? MPI_IN_PLACE : call.in.data(), block, MPI_BYTE, call.out.data(),
+                                      block, MPI_BYTE, comm_),
+          call.name);
+    return {};
+  }
+
+  template <class T>
+  detail::completion issue(const calls::all_to_all<T>& call, MPI_Request* pending) {
+    const bool in_place = call.in.data() == call.out.data();
+    const int block = bytes<T>(call.out.size() / static_cast<std::size_t>(size_), call.name);
+    check(detail::blocking_or_started(pending, MPI_Alltoall, MPI_Ialltoall, in_place ? MPI_IN_PLACE : call.in.data(),
+                                      block, MPI_BYTE, call.out.data(), block, MPI_BYTE, comm_),
+          call.name);
+    return {};
+  }
+
+  template <class T>
+  detail::completion issue(const calls::all_to_all_v<T>& call, MPI_Request* pending) {
+    // MPI takes a count and a displacement per rank, here in bytes: table = [send counts | send
+    // displacements | receive counts | receive displacements]. Blocks are packed in rank order, so
+    // displacements are prefix sums; once both totals fit an int, every count and displacement does.
+    bytes<T>(call.in.size(), call.name);
+    bytes<T>(call.out.size(), call.name);
+    const auto ranks = static_cast<std::size_t>(size_);
+    std::vector<int> table(4 * ranks);
+    auto fill = [&](std::span<const int> counts, int* byte_counts) {
+      int* const displacements = byte_counts + ranks;
+      int offset = 0;
+      for (std::size_t r = 0; r < ranks; ++r) {
+        byte_counts[r] = counts[r] * static_cast<int>(sizeof(T));
+        displacements[r] = offset;
+        offset += byte_counts[r];
+      }
+    };
+    int* const send = table.data();
+    int* const receive = send + 2 * ranks;
+    fill(call.send_counts, send);
+    fill(call.receive_counts, receive);
+    check(detail::blocking_or_started(pending, MPI_Alltoallv, MPI_Ialltoallv, call.in.data(), send, send + ranks,
+                                      MPI_BYTE, call.out.data(), receive, receive + ranks, MPI_BYTE, comm_),
+          call.name);
+    if (pending == nullptr) return {};
+    return [table = std::move(table)] {};  // MPI reads the table until the operation completes
+  }
+
+  template <class T>
+  detail::completion issue(const calls::broadcast<T>& call, MPI_Request* pending) {
+    check(detail::blocking_or_started(pending, MPI_Bcast, MPI_Ibcast, call.data.data(),
+                                      bytes<T>(call.data.size(), call.name), MPI_BYTE, call.root, comm_),
+          call.name);
+    return {};
+  }
+
+  template <class T>
+  detail::completion issue(const calls::send<T>& call, MPI_Request* pending) {
+    check(detail::blocking_or_started(pending, MPI_Send, MPI_Isend, call.data.data(),
+                                      bytes<T>(call.data.size(), call.name), MPI_BYTE, call.destination, call.tag,
+                                      comm_),
+          call.name);
+    return {};
+  }
+
+  template <class T>
+  detail::completion issue(const calls::recv<T>& call, MPI_Request* pending) {
+    // MPI_Recv ends in a status where MPI_Irecv ends in a request, so this pair is spelt out.
+    const int count = bytes<T>(call.data.size(), call.name);
+    if (pending != nullptr) {
+      check(MPI_Irecv(call.data.data(), count, MPI_BYTE, call.source, call.tag, comm_, pending), call.name);
+      return {};
+    }
+    MPI_Status status{};
+    check(MPI_Recv(call.data.data(), count, MPI_BYTE, call.source, call.tag, comm_, &status), call.name);
+    detail::check_received(status, count, call.tag, world_rank_);
+    return {};
+  }
+
+  detail::completion issue(const calls::barrier& call, MPI_Request* pending) {
+    check(detail::blocking_or_started(pending, MPI_Barrier, MPI_Ibarrier, comm_), call.name);
+    return {};
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 0;
+  int world_rank_ = -1;
+};
+
+static_assert(shardwise::communicator<communicator>, "mpi::communicator must model shardwise::communicator");
+
+// Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) unless something else already
+// did, and finalises it on destruction if it initialised it. For programs that own main(), like tests.
+class environment {
+ public:
+  environment() { initialize(nullptr, nullptr); }
+  environment(int& argc, char**& argv) { initialize(&argc, &argv); }
+  environment(const environment&) = delete;
+  environment& operator=(const environment&) = delete;
+  ~environment() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owner_ && finalized == 0) MPI_Finalize();  // a destructor cannot report a failing finalize
+  }
+
+ private:
+  void initialize(int* argc, char*** argv) {
+    int initialized = 0;
+    detail::check(MPI_Initialized(&initialized), -1, "mpi::environment");
+    if (initialized != 0) return;
+    int provided = 0;
+    detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), -1, "mpi::environment");
+    owner_ = true;
+  }
+  bool owner_ = false;
+};
+
+// Runs body(communicator&) on this process's rank of MPI_COMM_WORLD, initialising and finalising MPI
+// around it when nobody else does. If body throws, the error is printed ("[rank N] …") and the whole
+// job is aborted, so no rank hangs waiting for this one.
+template <class Body>
+void run(int& argc, char**& argv, Body&& body) {
+  environment session(argc, argv);
+  try {
+    auto world = communicator::world();
+    std::forward<Body>(body)(world);
+  } catch (...) {
+    detail::abort_world();
+  }
+}
+
+}  // namespace shardwise::mpi

@@ -1,0 +1,96 @@
+#pragma once
+// Grid shapes, without any communicator: the coordinate type, and the ways P ranks can be laid out as a
+// D-dimensional grid (every factorisation, or the most nearly cubic one).
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+// A point of a D-dimensional grid, or a grid's shape (its extent along each axis).
+template <std::size_t Dimensions>
+using coordinates = std::array<int, Dimensions>;
+
+// Every shape of Dimensions positive extents whose product is `ranks`, in lexicographic order
+// ({1, 12}, {2, 6}, {3, 4}, {4, 3}, {6, 2}, {12, 1} for 2-D and 12). Empty when ranks < 1.
+template <std::size_t Dimensions>
+[[nodiscard]] std::vector<coordinates<Dimensions>> grid_shapes(int ranks) {
+  static_assert(Dimensions >= 1, "shardwise: a grid has at least one dimension");
+  std::vector<coordinates<Dimensions>> shapes;
+  if (ranks < 1) return shapes;
+  // Every extent divides `ranks`, so only its divisors are candidates.
+  std::vector<int> divisors;
+  for (int d = 1; d <= ranks / d; ++d) {
+    if (ranks % d != 0) continue;
+    divisors.push_back(d);
+    if (d != ranks / d) divisors.push_back(ranks / d);
+  }
+  std::sort(divisors.begin(), divisors.end());
+
+  coordinates<Dimensions> shape{};
+  auto fill = [&](auto& self, std::size_t axis, int remaining) -> void {
+    if (axis + 1 == Dimensions) {
+      shape[axis] = remaining;
+      shapes.push_back(shape);
+      return;
+    }
+    for (const int extent : divisors) {
+      if (extent > remaining) break;
+      if (remaining % extent != 0) continue;
+      shape[axis] = extent;
+      self(self, axis + 1, remaining / extent);
+    }
+  };
+  fill(fill, 0, ranks);
+  return shapes;
+}
+
+// The most nearly cubic grid of `ranks` ranks: the least sum of extents (then the least largest
+// extent), listed largest first as MPI_Dims_create does: 8 -> 2x2x2, 12 -> 3x2x2, 16 -> 4x2x2, 7 -> 7x1x1.
+template <std::size_t Dimensions>
+[[nodiscard]] coordinates<Dimensions> balanced_shape(int ranks) {
+  if (ranks < 1)
+    throw mesh_error(-1, "balanced_shape", "needs at least one rank, got " + std::to_string(ranks));
+  auto shapes = grid_shapes<Dimensions>(ranks);
+  auto cost = [](const coordinates<Dimensions>& shape) {
+    return std::pair{std::accumulate(shape.begin(), shape.end(), 0LL), *std::max_element(shape.begin(), shape.end())};
+  };
+  auto best = *std::min_element(shapes.begin(), shapes.end(),
+                                [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
+  std::sort(best.begin(), best.end(), std::greater<>());
+  return best;
+}
+
+namespace detail {
+
+// "2x2x3": how errors and logs print a shape.
+template <std::size_t Dimensions>
+[[nodiscard]] std::string shape_string(const coordinates<Dimensions>& shape) {
+  std::string text;
+  for (std::size_t a = 0; a < Dimensions; ++a) {
+    if (a != 0) text += 'x';
+    text += std::to_string(shape[a]);
+  }
+  return text;
+}
+
+// "(1, 0, 1)": how errors and logs print a point.
+template <std::size_t Dimensions>
+[[nodiscard]] std::string coords_string(const coordinates<Dimensions>& point) {
+  std::string text = "(";
+  for (std::size_t a = 0; a < Dimensions; ++a) {
+    if (a != 0) text += ", ";
+    text += std::to_string(point[a]);
+  }
+  return text + ')';
+}
+
+}  // namespace detail
+}  // namespace shardwise
