@@ -53,7 +53,7 @@ command receive_command() {
   for (int done = 0;;) {
     MPI_Test(&pending, &done, MPI_STATUS_IGNORE);
     if (done) return next;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 // Non-blocking on the root too: a blocking broadcast would not match the others' MPI_Ibcast.
@@ -113,16 +113,20 @@ void call_raw(MPI_Comm comm, collective what, buffers& data) {
   }
 }
 
-// One timed iteration on every rank of `comm`: barrier, the operation, then the slowest rank's time
-// (gathered outside the measurement). Returns seconds on every rank.
+// One timed iteration on every rank of `comm`: from the first rank leaving a barrier to the last rank
+// finishing the operation (steady_clock is one clock for every thread and process of this machine,
+// and a rank descheduled before it starts its own clock would otherwise hide its delay). The two
+// extremes are gathered outside the measurement. Returns seconds on every rank.
 template <class Communicator, class Operation>
 double slowest(Communicator& comm, Operation&& operation) {
+  using clock = std::chrono::steady_clock;
+  auto seconds_since_epoch = [] { return std::chrono::duration<double>(clock::now().time_since_epoch()).count(); };
   comm.barrier();
-  const auto start = std::chrono::steady_clock::now();
+  const double start = seconds_since_epoch();
   operation();
-  std::array<double, 1> seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  comm.all_reduce(seconds, op::max);
-  return seconds[0];
+  std::array<double, 2> extremes{seconds_since_epoch(), -start};  // max of both: last end, first start
+  comm.all_reduce(extremes, op::max);
+  return extremes[0] + extremes[1];
 }
 
 // The loop every participating rank runs; rank 0 reports each iteration to Google Benchmark.
@@ -175,8 +179,10 @@ constexpr long long smallest = 4 * kib;
 constexpr long long largest = 64 * kib * kib;
 
 // Enough iterations for a stable median at small sizes, few at 64 MiB (where one call takes up to a
-// few hundred milliseconds at P = 8 on two cores).
+// few hundred milliseconds at P = 8 on two cores), and more repetitions there: on an oversubscribed
+// machine single medians of large calls move by 20 % from run to run.
 long long iterations_for(long long bytes) { return std::clamp<long long>((256 * kib * kib) / bytes / 4, 3, 2000); }
+int repetitions_for(long long bytes) { return bytes >= 16 * kib * kib ? 11 : 5; }
 
 void register_all(mpi::communicator* world) {
   for (const int ranks : {2, 8}) {
@@ -188,7 +194,7 @@ void register_all(mpi::communicator* world) {
           benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, world, how, what, ranks)
               ->Arg(bytes)
               ->Iterations(iterations_for(bytes))
-              ->Repetitions(5)
+              ->Repetitions(repetitions_for(bytes))
               ->ReportAggregatesOnly(true)
               ->UseManualTime()
               ->Unit(benchmark::kMillisecond);
@@ -199,7 +205,7 @@ void register_all(mpi::communicator* world) {
                                    ranks)
           ->Arg(bytes)
           ->Iterations(iterations_for(bytes))
-          ->Repetitions(5)
+          ->Repetitions(repetitions_for(bytes))
           ->ReportAggregatesOnly(true)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);

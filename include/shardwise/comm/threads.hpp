@@ -47,6 +47,8 @@ struct group;
 
 // One threads::run: the abort flag, the first error and every group, so an abort can wake them all.
 struct context {
+  explicit context(int ranks) : spins(shardwise::detail::spins_for(ranks)) {}
+  const int spins;
   std::atomic<bool> aborted{false};
   std::atomic<int> failed_rank{-1};
   std::mutex mutex;
@@ -587,7 +589,7 @@ class collective final : public pending {
 
   // false: not yet. Throws peer_error once peers can no longer touch this rank's buffers.
   bool advance(const std::atomic<std::uint32_t>& counter, std::uint32_t ranks, bool block) {
-    if (wait_until(counter, ranks, block)) return true;
+    if (wait_until(counter, ranks, block, group_->run->spins)) return true;
     if ((counter.load() & shardwise::detail::aborted_bit) == 0) return false;
     drain_and_release();
     throw_peer_failure(*group_->run, world_rank(), Call::name);
@@ -703,7 +705,7 @@ class transfer_wait final : public pending {
 
   bool progress(bool block) override {
     if (done_) return true;
-    if (!wait_until(*flag_, 1, block)) {
+    if (!wait_until(*flag_, 1, block, group_->run->spins)) {
       if ((flag_->load() & shardwise::detail::aborted_bit) == 0) return false;
       withdraw();
       throw_peer_failure(*group_->run, world_rank_, name_);
@@ -881,7 +883,7 @@ static_assert(shardwise::communicator<communicator>, "threads::communicator must
 template <class Body>
 void run(int ranks, Body&& body) {
   if (ranks < 1) throw argument_error(-1, "threads::run", "needs at least one rank, got " + std::to_string(ranks));
-  auto run_context = std::make_shared<detail::context>();
+  auto run_context = std::make_shared<detail::context>(ranks);
   std::vector<int> world_ranks(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) world_ranks[static_cast<std::size_t>(r)] = r;
   const auto world = detail::make_group(run_context, std::move(world_ranks));

@@ -21,10 +21,18 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// How long to spin before sleeping: while every waiter has a core of its own, a peer usually arrives
+// within microseconds and a futex wake-up would cost more than the wait; with more waiters than
+// cores, spinning only delays the peer being waited for.
+inline int spins_for(int waiters) noexcept {
+  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+  return waiters <= cores ? 8192 : 128;
+}
+
 // Blocks until the counter reaches target (true) or is marked aborted first (false); `block` =
 // false checks once.
-inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block = true) {
-  constexpr int spins = 128;
+inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block = true,
+                       int spins = 128) {
   constexpr int yields = 8;
   for (int attempt = 0;; ++attempt) {
     const std::uint32_t value = counter.load(std::memory_order_acquire);
