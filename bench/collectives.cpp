@@ -185,30 +185,24 @@ long long iterations_for(long long bytes) { return std::clamp<long long>((256 * 
 int repetitions_for(long long bytes) { return bytes >= 16 * kib * kib ? 11 : 5; }
 
 void register_all(mpi::communicator* world) {
-  for (const int ranks : {2, 8}) {
-    for (const collective what : collectives_measured)
-      for (const variant how : {variant::threads, variant::mpi, variant::raw_mpi}) {
-        const std::string name = std::string(collective_names[static_cast<std::size_t>(what)]) + "/" +
-                                 variant_names[static_cast<std::size_t>(how)] + "/P:" + std::to_string(ranks);
-        for (long long bytes = smallest; bytes <= largest; bytes *= 4)
-          benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, world, how, what, ranks)
-              ->Arg(bytes)
-              ->Iterations(iterations_for(bytes))
-              ->Repetitions(repetitions_for(bytes))
-              ->ReportAggregatesOnly(true)
-              ->UseManualTime()
-              ->Unit(benchmark::kMillisecond);
-      }
-    const std::string name = std::string("copy_bound/copy/P:") + std::to_string(ranks);
+  auto add = [&](const std::string& name, variant how, collective what, int ranks) {
     for (long long bytes = smallest; bytes <= largest; bytes *= 4)
-      benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, world, variant::copy, collective::all_gather,
-                                   ranks)
+      benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, world, how, what, ranks)
           ->Arg(bytes)
           ->Iterations(iterations_for(bytes))
           ->Repetitions(repetitions_for(bytes))
           ->ReportAggregatesOnly(true)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
+  };
+  for (const int ranks : {2, 8}) {
+    const std::string suffix = "/P:" + std::to_string(ranks);
+    for (const collective what : collectives_measured)
+      for (const variant how : {variant::threads, variant::mpi, variant::raw_mpi})
+        add(std::string(collective_names[static_cast<std::size_t>(what)]) + "/" +
+                variant_names[static_cast<std::size_t>(how)] + suffix,
+            how, what, ranks);
+    add("copy_bound/copy" + suffix, variant::copy, collective::all_gather, ranks);  // `what` unused by copy
   }
 }
 
