@@ -197,6 +197,7 @@ class request {
     if (code == MPI_SUCCESS) return;
     handle_ = MPI_REQUEST_NULL;
     complete_ = {};
+    expected_bytes_ = -1;
     detail::check(code, world_rank_, operation_);
   }
   void run_completion() {
