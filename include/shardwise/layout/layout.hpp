@@ -1,0 +1,185 @@
+#pragma once
+// The `layout` concept: which part of a global matrix each rank of a mesh holds.
+//
+// As with std::mdspan's layout policies, a layout is a policy type with a nested template
+// `mapping<D>`, built from the global shape and the shape of a D-dimensional process grid:
+//
+//   typename L::template mapping<D> m(matrix_extents{rows, cols}, coordinates<D>{2, 2, 2});
+//
+// Required of a mapping (checked by layout_mapping below):
+//   m.extents()           the global shape
+//   m.ranks()             how many ranks the grid has (the product of its extents)
+//   m.block_count(rank)   how many rectangular blocks `rank` holds (0 is allowed: vector_3d)
+//   m.block(rank, b)      the b-th of them: global offsets, extents owned, extents stored (>= owned
+//                         under padding; the padding is zero and never read as data)
+//   m.owner(i, j)         which rank and block hold global element (i, j), and where in the block;
+//                         for a replicated element, the replica on the lowest rank
+//   m.replicas()          how many ranks hold each element (1 unless the layout replicates)
+//   M::is_replicated      constexpr: some elements may live on several ranks
+//   M::is_balanced        constexpr: every rank stores the same number of elements
+// and the contract the library relies on: blocks of one rank are disjoint; blocks of different ranks
+// are equal or disjoint; every element lies in replicas() blocks, one of them where owner() says.
+//
+// Tensors of rank > 2 (batch x sequence x hidden) are laid out as matrices by flatten(), which
+// multiplies the leading dimensions into rows, as the 3-D paper does.
+//
+// Ranks are numbered as process_mesh numbers them: row-major, last axis fastest (rank_in_grid).
+// Mappings throw argument_error (or mesh_error, for a grid they cannot use) from their constructor with
+// rank -1 ("[no rank]"); dtensor reports such errors with the rank that hit them.
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/padding.hpp"
+#include "shardwise/mesh/shape.hpp"
+
+namespace shardwise {
+
+// The global shape of a distributed matrix.
+struct matrix_extents {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  friend bool operator==(const matrix_extents&, const matrix_extents&) = default;
+};
+
+// A tensor of any rank as a matrix: leading dimensions multiply into rows, the last one is columns.
+// A scalar (no dimensions) is 1x1; a vector of n elements is 1xn.
+[[nodiscard]] inline matrix_extents flatten(std::span<const std::int64_t> shape) {
+  if (shape.empty()) return {1, 1};
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  return {rows, shape.back()};
+}
+
+// A rectangle of the global matrix held by one rank. Stored row-major with stored_cols per row.
+struct block_info {
+  std::int64_t row_offset = 0;
+  std::int64_t col_offset = 0;
+  std::int64_t rows = 0;  // owned
+  std::int64_t cols = 0;
+  std::int64_t stored_rows = 0;  // allocated: owned plus padding
+  std::int64_t stored_cols = 0;
+  [[nodiscard]] std::int64_t elements() const noexcept { return rows * cols; }
+  [[nodiscard]] std::int64_t stored_elements() const noexcept { return stored_rows * stored_cols; }
+  friend bool operator==(const block_info&, const block_info&) = default;
+};
+
+// Where a global element lives: a rank, one of its blocks, and the index inside that block.
+struct location {
+  int rank = 0;
+  int block = 0;
+  std::int64_t row = 0;
+  std::int64_t col = 0;
+  friend bool operator==(const location&, const location&) = default;
+};
+
+template <class M>
+concept layout_mapping = std::copyable<M> && requires(const M& m, int rank, int b, std::int64_t i) {
+  { m.extents() } -> std::same_as<matrix_extents>;
+  { m.ranks() } -> std::convertible_to<int>;
+  { m.block_count(rank) } -> std::convertible_to<int>;
+  { m.block(rank, b) } -> std::same_as<block_info>;
+  { m.owner(i, i) } -> std::same_as<location>;
+  { m.replicas() } -> std::convertible_to<int>;
+  // Constant expressions, so algorithms can require them with static_assert / requires.
+  typename std::bool_constant<M::is_replicated>;
+  typename std::bool_constant<M::is_balanced>;
+};
+
+// L is a layout for D-dimensional meshes.
+template <class L, std::size_t D>
+concept layout = requires {
+  typename L::template mapping<D>;
+}
+&&layout_mapping<typename L::template mapping<D>>&&
+    std::constructible_from<typename L::template mapping<D>, matrix_extents, coordinates<D>>;
+
+template <class L, std::size_t D>
+using mapping_t = typename L::template mapping<D>;
+
+// ---- helpers every mapping may use
+
+// The rank of `point` in a grid of `shape`: row-major, last axis fastest (process_mesh's order).
+template <std::size_t D>
+[[nodiscard]] constexpr int rank_in_grid(const coordinates<D>& shape, const coordinates<D>& point) {
+  int rank = 0;
+  for (std::size_t a = 0; a < D; ++a) rank = rank * shape[a] + point[a];
+  return rank;
+}
+
+// The inverse of rank_in_grid.
+template <std::size_t D>
+[[nodiscard]] constexpr coordinates<D> point_in_grid(const coordinates<D>& shape, int rank) {
+  coordinates<D> point{};
+  for (std::size_t a = D; a-- > 0;) {
+    point[a] = rank % shape[a];
+    rank /= shape[a];
+  }
+  return point;
+}
+
+template <std::size_t D>
+[[nodiscard]] constexpr int grid_size(const coordinates<D>& shape) {
+  int size = 1;
+  for (const int extent : shape) size *= extent;
+  return size;
+}
+
+// Global (row, col) of a location: the way back from owner().
+template <layout_mapping M>
+[[nodiscard]] std::pair<std::int64_t, std::int64_t> global_index(const M& mapping, const location& at) {
+  const block_info b = mapping.block(at.rank, at.block);
+  return {b.row_offset + at.row, b.col_offset + at.col};
+}
+
+// Elements `rank` stores (owned plus padding): its memory, in elements.
+template <layout_mapping M>
+[[nodiscard]] std::int64_t stored_elements(const M& mapping, int rank) {
+  std::int64_t total = 0;
+  for (int b = 0; b < mapping.block_count(rank); ++b) total += mapping.block(rank, b).stored_elements();
+  return total;
+}
+
+namespace detail {
+
+// Throws unless `extent` elements of `dimension` ("rows", "columns") can be cut into `parts` under
+// `Rule`. `how` says over what the dimension is cut ("rows over mesh axes (0, 1) of the grid 2x2").
+template <padding_rule Rule>
+void check_cut(std::int64_t extent, std::int64_t parts, std::string_view dimension, const std::string& how) {
+  if (extent < 0)
+    throw argument_error(-1, "layout", "a matrix cannot have " + std::to_string(extent) + " " + std::string(dimension));
+  if (Rule::needs_divisible && extent % parts != 0)
+    throw argument_error(-1, "layout",
+                         std::to_string(extent) + " " + std::string(dimension) + " do not split into " +
+                             std::to_string(parts) + " equal parts (" + how + ", padding rule " +
+                             std::string(Rule::name) + "); use the padded or ragged rule, or a shape divisible by " +
+                             std::to_string(parts));
+}
+
+// Throws unless 0 <= rank < ranks and 0 <= b < blocks.
+inline void check_block(int rank, int ranks, int b, int blocks) {
+  if (rank < 0 || rank >= ranks)
+    throw argument_error(-1, "layout::block",
+                         "rank " + std::to_string(rank) + " is outside a grid of " + std::to_string(ranks) + " ranks");
+  if (b < 0 || b >= blocks)
+    throw argument_error(-1, "layout::block",
+                         "rank " + std::to_string(rank) + " holds " + std::to_string(blocks) + " blocks, not block " +
+                             std::to_string(b));
+}
+
+// Throws unless (i, j) lies in the matrix.
+inline void check_index(const matrix_extents& extents, std::int64_t i, std::int64_t j) {
+  if (i < 0 || i >= extents.rows || j < 0 || j >= extents.cols)
+    throw argument_error(-1, "layout::owner",
+                         "element (" + std::to_string(i) + ", " + std::to_string(j) + ") is outside the " +
+                             std::to_string(extents.rows) + "x" + std::to_string(extents.cols) + " matrix");
+}
+
+}  // namespace detail
+}  // namespace shardwise

@@ -1,0 +1,198 @@
+#pragma once
+// dtensor<T, Layout, Mesh>: one rank's share of a global matrix distributed over a process_mesh by a
+// layout (layout/layout.hpp). It owns the rank's blocks in one buffer, exposes each as an Eigen::Map,
+// and knows the global shape. Higher-rank tensors are matrices through flatten().
+//
+//   process_mesh mesh(world, {2, 2, 2});
+//   auto a = from_function<cube_3d<>::input>(mesh, {96, 64}, [](auto i, auto j) { return float(i + j); });
+//   a.local() *= 2;                                     // this rank's block, as Eigen
+//   auto b = redistribute<row_1d<ragged>>(a);           // tensor/distribute.hpp
+//
+// Made by: the constructor (zeros), from_function (global index -> value, never materialising the
+// whole matrix), from_blocks (this rank's blocks), scatter (a whole matrix on one rank). Read back by
+// gather / all_gather (tensor/distribute.hpp).
+//
+// The tensor borrows its mesh, which must outlive it. Padding (layout/padding.hpp) is stored after the
+// owned part of each block, held at zero; local(b) shows only the owned part.
+#include <Eigen/Core>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shardwise/core/element.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/partial_sum.hpp"
+
+namespace shardwise {
+
+namespace detail {
+
+// Builds a layout's mapping; its errors (raised without a rank) are re-raised naming `world_rank`.
+template <class Layout, std::size_t D>
+mapping_t<Layout, D> make_mapping(const matrix_extents& extents, const coordinates<D>& grid, int world_rank) {
+  auto without_prefix = [](const error& e) {
+    const std::string text = e.what();
+    const std::string prefix = "[no rank] " + e.operation() + ": ";
+    return text.compare(0, prefix.size(), prefix) == 0 ? text.substr(prefix.size()) : text;
+  };
+  try {
+    return mapping_t<Layout, D>(extents, grid);
+  } catch (const mesh_error& e) {
+    if (e.rank() >= 0) throw;
+    throw mesh_error(world_rank, e.operation(), without_prefix(e));
+  } catch (const argument_error& e) {
+    if (e.rank() >= 0) throw;
+    throw argument_error(world_rank, e.operation(), without_prefix(e));
+  }
+}
+
+}  // namespace detail
+
+template <class T, class Layout, class Mesh>
+class dtensor {
+  static_assert(communicable<T>,
+                "shardwise::dtensor: elements travel between ranks as bytes, so T must be trivially copyable");
+  static_assert(
+      requires {
+        Mesh::dimensions;
+        typename Mesh::communicator_type;
+      },
+      "shardwise::dtensor: the third argument must be a shardwise::process_mesh");
+  static_assert(layout<Layout, Mesh::dimensions>,
+                "shardwise::dtensor: Layout does not model shardwise::layout for a mesh of this many dimensions "
+                "(a policy with a nested mapping<D>; see layout/layout.hpp)");
+
+ public:
+  using value_type = T;
+  using layout_type = Layout;
+  using mesh_type = Mesh;
+  static constexpr std::size_t dimensions = Mesh::dimensions;
+  using mapping_type = mapping_t<Layout, dimensions>;
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using block_map = Eigen::Map<matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+  using const_block_map = Eigen::Map<const matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+  // The blocks are addends of a sum still to be taken over some mesh axes (layout/partial_sum.hpp).
+  static constexpr bool is_partial_sum = is_partial_sum_v<Layout>;
+
+  // A tensor of `extents` whose blocks are zero. Throws (naming this rank) when the layout cannot cut
+  // the shape over the mesh, e.g. an exact layout and a shape that does not divide.
+  dtensor(Mesh& mesh, matrix_extents extents)
+      : mesh_(&mesh),
+        mapping_(detail::make_mapping<Layout, dimensions>(extents, mesh.shape(), mesh.world().world_rank())),
+        rank_(mesh.world().rank()) {
+    std::size_t total = 0;
+    for (int b = 0; b < mapping_.block_count(rank_); ++b) {
+      blocks_.push_back(mapping_.block(rank_, b));
+      offsets_.push_back(total);
+      total += static_cast<std::size_t>(blocks_.back().stored_elements());
+    }
+    storage_.assign(total, T{});
+  }
+
+  // Layouts never convert implicitly; this overload exists only to say so in words.
+  template <class OtherLayout>
+  requires(!std::same_as<OtherLayout, Layout>)
+      dtensor(const dtensor<T, OtherLayout, Mesh>& other)  // NOLINT(google-explicit-constructor)
+      : dtensor(other.mesh(), other.extents()) {
+    static_assert(std::is_same_v<OtherLayout, Layout>,
+                  "shardwise::dtensor: a tensor of one layout was given where another layout is required (the two "
+                  "are named above and below); layouts never convert implicitly: call redistribute<NewLayout>(t), "
+                  "which moves the data, or reduce(t) for a partial sum");
+  }
+
+  dtensor(const dtensor&) = default;
+  dtensor(dtensor&&) noexcept = default;
+  dtensor& operator=(const dtensor&) = default;
+  dtensor& operator=(dtensor&&) noexcept = default;
+  ~dtensor() = default;
+
+  [[nodiscard]] Mesh& mesh() const noexcept { return *mesh_; }
+  [[nodiscard]] const mapping_type& mapping() const noexcept { return mapping_; }
+  [[nodiscard]] matrix_extents extents() const noexcept { return mapping_.extents(); }
+  [[nodiscard]] std::int64_t rows() const noexcept { return mapping_.extents().rows; }
+  [[nodiscard]] std::int64_t cols() const noexcept { return mapping_.extents().cols; }
+
+  // This rank's blocks: how many, where each lies in the global matrix, and each as an Eigen matrix.
+  [[nodiscard]] int block_count() const noexcept { return static_cast<int>(blocks_.size()); }
+  [[nodiscard]] const block_info& block(int b = 0) const { return blocks_[checked(b, "dtensor::block")]; }
+  [[nodiscard]] block_map local(int b = 0) {
+    const block_info& info = blocks_[checked(b, "dtensor::local")];
+    return block_map(storage_.data() + offsets_[static_cast<std::size_t>(b)], info.rows, info.cols,
+                     Eigen::OuterStride<>(info.stored_cols));
+  }
+  [[nodiscard]] const_block_map local(int b = 0) const {
+    const block_info& info = blocks_[checked(b, "dtensor::local")];
+    return const_block_map(storage_.data() + offsets_[static_cast<std::size_t>(b)], info.rows, info.cols,
+                           Eigen::OuterStride<>(info.stored_cols));
+  }
+
+  // Every block's storage (padding included), back to back in block order, each row-major with its
+  // stored extents: what collectives send.
+  [[nodiscard]] std::span<T> data() noexcept { return storage_; }
+  [[nodiscard]] std::span<const T> data() const noexcept { return storage_; }
+
+ private:
+  std::size_t checked(int b, const char* operation) const {
+    if (b < 0 || b >= block_count())
+      throw argument_error(
+          mesh_->world().world_rank(), operation,
+          "this rank holds " + std::to_string(block_count()) + " blocks, not block " + std::to_string(b));
+    return static_cast<std::size_t>(b);
+  }
+
+  Mesh* mesh_;
+  mapping_type mapping_;
+  int rank_;
+  std::vector<block_info> blocks_;
+  std::vector<std::size_t> offsets_;
+  std::vector<T> storage_;
+};
+
+// A tensor whose element (i, j) is f(i, j); each rank evaluates f on its own elements only.
+template <class Layout, class Mesh, class F>
+requires std::invocable<F&, std::int64_t, std::int64_t>
+[[nodiscard]] auto from_function(Mesh& mesh, matrix_extents extents, F&& f) {
+  using T = std::remove_cvref_t<std::invoke_result_t<F&, std::int64_t, std::int64_t>>;
+  dtensor<T, Layout, Mesh> tensor(mesh, extents);
+  for (int b = 0; b < tensor.block_count(); ++b) {
+    const block_info& info = tensor.block(b);
+    auto local = tensor.local(b);
+    for (std::int64_t r = 0; r < info.rows; ++r)
+      for (std::int64_t c = 0; c < info.cols; ++c) local(r, c) = f(info.row_offset + r, info.col_offset + c);
+  }
+  return tensor;
+}
+
+// A tensor from this rank's blocks, in the order and of the extents the layout gives this rank
+// (mapping().block(rank, b)); throws argument_error when their number or shapes differ.
+template <class Layout, class Mesh, class T>
+[[nodiscard]] dtensor<T, Layout, Mesh> from_blocks(
+    Mesh& mesh, matrix_extents extents,
+    const std::vector<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>& blocks) {
+  dtensor<T, Layout, Mesh> tensor(mesh, extents);
+  const int rank = mesh.world().world_rank();
+  if (static_cast<int>(blocks.size()) != tensor.block_count())
+    throw argument_error(rank, "from_blocks",
+                         "the layout gives this rank " + std::to_string(tensor.block_count()) + " blocks, " +
+                             std::to_string(blocks.size()) + " were given");
+  for (int b = 0; b < tensor.block_count(); ++b) {
+    const auto& given = blocks[static_cast<std::size_t>(b)];
+    const block_info& info = tensor.block(b);
+    if (given.rows() != info.rows || given.cols() != info.cols)
+      throw argument_error(rank, "from_blocks",
+                           "block " + std::to_string(b) + " is " + std::to_string(given.rows()) + "x" +
+                               std::to_string(given.cols()) + ", the layout gives this rank a " +
+                               std::to_string(info.rows) + "x" + std::to_string(info.cols) + " block at (" +
+                               std::to_string(info.row_offset) + ", " + std::to_string(info.col_offset) + ")");
+    tensor.local(b) = given;
+  }
+  return tensor;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,251 @@
+// dtensor on every backend: for every built-in layout on 1-D, 2-D and 3-D meshes of P ranks and global
+// shapes that include 1, primes and shapes that do not divide the grid —
+//   scatter then gather (and all_gather) gives back the matrix exactly, and each block holds the right
+//   elements; from_function makes the same blocks without the whole matrix;
+//   redistribute A -> B gives B's blocks, and back -> A is the identity, for every pair of layouts;
+//   a partial sum reduces to the serial sum; transform, scale and the Frobenius norm match serial Eigen;
+//   runtime misuse (an exact layout and a shape that does not divide, a diagonal on a non-square
+//   plane, wrong blocks) throws on every rank, naming the rank, the shape, the grid and the rule.
+#include "shardwise/tensor/dtensor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardwise/layout/block_cyclic_2d.hpp"
+#include "shardwise/layout/cube_3d.hpp"
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/tensor/distribute.hpp"
+#include "shardwise/tensor/elementwise.hpp"
+#include "shardwise/tensor/norm.hpp"
+#include "shardwise/tensor/reduce.hpp"
+#include "support/backends.hpp"
+
+namespace {
+
+using namespace shardwise;
+using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// 1..9 ranks make 1-D meshes of every size up to 9, 2-D 2x2 and 3x3 and rectangular grids; the 3-D
+// tests add 27 ranks, the 3x3x3 cube.
+constexpr std::initializer_list<int> rank_counts = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+template <class Backend>
+class dtensor_test : public ::testing::Test {};
+TYPED_TEST_SUITE(dtensor_test, shardwise::testing::backends);
+
+// Distinct, exactly representable values: any misplaced element shows.
+double value(std::int64_t i, std::int64_t j) { return static_cast<double>(i * 1000 + j) + 0.25; }
+
+matrix whole(const matrix_extents& shape) {
+  matrix m(shape.rows, shape.cols);
+  for (std::int64_t i = 0; i < shape.rows; ++i)
+    for (std::int64_t j = 0; j < shape.cols; ++j) m(i, j) = value(i, j);
+  return m;
+}
+
+std::vector<matrix_extents> shapes() {
+  std::vector<matrix_extents> result{{1, 1}, {13, 7}, {5, 24}};
+  std::mt19937 generator(3);
+  std::uniform_int_distribution<std::int64_t> extent(1, 30);
+  for (int k = 0; k < 2; ++k) result.push_back({extent(generator), extent(generator)});
+  return result;
+}
+
+template <class Tensor>
+void expect_blocks_hold_values(const Tensor& t) {
+  for (int b = 0; b < t.block_count(); ++b) {
+    const block_info& info = t.block(b);
+    const auto local = t.local(b);
+    for (std::int64_t r = 0; r < info.rows; ++r)
+      for (std::int64_t c = 0; c < info.cols; ++c)
+        ASSERT_EQ(local(r, c), value(info.row_offset + r, info.col_offset + c))
+            << "block " << b << " (" << r << ", " << c << ")";
+  }
+}
+
+template <class Tensor>
+std::vector<double> storage(const Tensor& t) {
+  return {t.data().begin(), t.data().end()};
+}
+
+// scatter / gather / all_gather / from_function for one layout.
+template <class Layout, class Mesh>
+void check_round_trip(Mesh& mesh, const matrix_extents& shape) {
+  const int root = mesh.world().size() - 1;
+  const bool at_root = mesh.world().rank() == root;
+  const matrix expected = whole(shape);
+  const auto t = scatter<Layout>(mesh, at_root ? expected : matrix{}, root);
+  EXPECT_EQ(t.extents(), shape);
+  expect_blocks_hold_values(t);
+  const matrix back = gather(t, root);
+  if (at_root) {
+    EXPECT_TRUE(back == expected);  // EXPECT_EQ would print Eigen matrices as ranges
+  } else {
+    EXPECT_EQ(back.size(), 0);
+  }
+  EXPECT_TRUE(all_gather(t) == expected);
+  const auto made = from_function<Layout>(mesh, shape, value);
+  EXPECT_EQ(storage(made), storage(t));  // padding included: zero in both
+}
+
+// A -> B gives B's blocks; B -> A gives A's blocks back.
+template <class A, class B, class Mesh>
+void check_redistribute(Mesh& mesh, const matrix_extents& shape) {
+  const auto a = from_function<A>(mesh, shape, value);
+  const auto b = redistribute<B>(a);
+  EXPECT_EQ(storage(b), storage(from_function<B>(mesh, shape, value)));
+  EXPECT_EQ(storage(redistribute<A>(b)), storage(a));
+}
+
+template <class... Layouts>
+struct layouts {};
+
+template <class A, class Mesh, class... Bs>
+void check_redistribute_from(Mesh& mesh, const matrix_extents& shape) {
+  (check_redistribute<A, Bs>(mesh, shape), ...);
+}
+
+template <class Mesh, class... Ls>
+void check_layouts(Mesh& mesh, const matrix_extents& shape, layouts<Ls...>) {
+  const std::string trace = "grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) +
+                            "x" + std::to_string(shape.cols);
+  SCOPED_TRACE(trace);
+  (check_round_trip<Ls>(mesh, shape), ...);
+  (check_redistribute_from<Ls, Mesh, Ls...>(mesh, shape), ...);  // every ordered pair
+}
+
+matrix_extents divisible(const matrix_extents& shape, int ranks) { return {shape.rows * ranks, shape.cols * ranks}; }
+
+TYPED_TEST(dtensor_test, one_dimensional_round_trips) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        for (const auto& shape : shapes()) {
+          check_layouts(mesh, shape, layouts<replicated<ragged>, row_1d<ragged>, col_1d<padded>, row_1d<padded>>{});
+          check_layouts(mesh, divisible(shape, world.size()), layouts<row_1d<>, col_1d<>>{});
+        }
+      },
+      rank_counts);
+}
+
+TYPED_TEST(dtensor_test, two_dimensional_round_trips) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<2>(world.size()));
+        for (const auto& shape : shapes()) {
+          check_layouts(mesh, shape,
+                        layouts<block_2d<ragged>, block_2d<padded>, col_1d<ragged>, replicated<>, block_cyclic_2d<2, 3>,
+                                split<rows_over<1, 0>, cols_over<>, padded>>{});
+          check_layouts(mesh, divisible(shape, world.size()), layouts<block_2d<>, row_1d<padded>>{});
+        }
+      },
+      rank_counts);
+}
+
+TYPED_TEST(dtensor_test, three_dimensional_round_trips) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<3>(world.size()));
+        using paper = cube_3d<directions<>, padded>;
+        using ragged_cube = cube_3d<directions<>, ragged>;
+        for (const auto& shape : shapes()) {
+          check_layouts(mesh, shape,
+                        layouts<paper::input, paper::weight, paper::output, ragged_cube::input, ragged_cube::weight,
+                                replicated<>>{});
+          check_layouts(mesh, divisible(shape, world.size()), layouts<cube_3d<>::input, cube_3d<>::output>{});
+          if (mesh.shape()[1] == mesh.shape()[2]) {
+            check_layouts(mesh, {1, shape.cols}, layouts<paper::vector, ragged_cube::vector, paper::input>{});
+          }
+        }
+      },
+      {1, 2, 4, 6, 8, 9, 27});  // 27: the 3x3x3 cube
+}
+
+// The 3-D paper's local product before the reduce-scatter: C_il on (i, j, l) needs a sum over z. Here
+// each rank's addend is value * (l + 1); the sum is value * p_z (p_z + 1) / 2.
+TYPED_TEST(dtensor_test, partial_sums_reduce_to_the_serial_sum) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<3>(world.size()));
+        using addends_layout = partial_sum<split<rows_over<0>, cols_over<1>, padded>, 2>;
+        const int l = mesh.coords()[2];
+        const int pz = mesh.shape()[2];
+        for (const auto& shape : shapes()) {
+          auto addends = from_function<addends_layout>(
+              mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * (l + 1); });
+          scale(addends, 2.0);  // linear: allowed before the reduction
+          const auto sums = reduce(addends);
+          const auto expected = from_function<split<rows_over<0>, cols_over<1>, padded>>(
+              mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * pz * (pz + 1); });
+          EXPECT_EQ(storage(sums), storage(expected));
+        }
+      },
+      {1, 2, 4, 8, 27});
+}
+
+TYPED_TEST(dtensor_test, elementwise_and_norm_match_serial_eigen) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<2>(world.size()));
+        for (const auto& shape : shapes()) {
+          const matrix serial = whole(shape);
+          const auto t = from_function<block_cyclic_2d<3, 2>>(mesh, shape, value);
+          const auto r = from_function<row_1d<ragged>>(mesh, shape, value);  // replicated over axis 1
+          const auto squared = transform(t, [](double v) { return v * v; });
+          EXPECT_TRUE(all_gather(squared) == matrix(serial.array().square()));
+          EXPECT_NEAR(frobenius_norm(t), serial.norm(), 1e-9 * serial.norm());
+          EXPECT_NEAR(frobenius_norm(r), serial.norm(), 1e-9 * serial.norm());
+        }
+      },
+      rank_counts);
+}
+
+TYPED_TEST(dtensor_test, from_blocks_takes_this_ranks_blocks) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<2>(world.size()));
+        const matrix_extents shape{11, 9};
+        const mapping_t<block_cyclic_2d<2>, 2> m(shape, mesh.shape());
+        std::vector<matrix> blocks;
+        for (int b = 0; b < m.block_count(world.rank()); ++b) {
+          const block_info info = m.block(world.rank(), b);
+          blocks.push_back(whole(shape).block(info.row_offset, info.col_offset, info.rows, info.cols));
+        }
+        EXPECT_TRUE(all_gather(from_blocks<block_cyclic_2d<2>>(mesh, shape, blocks)) == whole(shape));
+        blocks.emplace_back(1, 1);
+        EXPECT_THROW((void)from_blocks<block_cyclic_2d<2>>(mesh, shape, blocks), argument_error);
+      },
+      rank_counts);
+}
+
+// Every rank throws, naming itself, the shape, the grid and the rule.
+TYPED_TEST(dtensor_test, shapes_an_exact_layout_cannot_cut_throw_on_every_rank) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {2, world.size() / 2});
+        try {
+          (void)from_function<block_2d<>>(mesh, {9, 4}, value);
+          FAIL() << "9 rows over 2 parts were accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          const std::string text = e.what();
+          for (const std::string& part : {"[rank " + std::to_string(world.world_rank()) + "]", std::string("9 rows"),
+                                          "grid " + detail::shape_string(mesh.shape()), std::string("exact")})
+            EXPECT_NE(text.find(part), std::string::npos) << "missing \"" << part << "\" in: " << text;
+        }
+        process_mesh cube(world, {1, 2, world.size() / 2});
+        EXPECT_THROW((void)from_function<vector_3d<>>(cube, {1, 8}, value), mesh_error);
+      },
+      {2, 6, 8});
+}
+
+}  // namespace
