@@ -17,9 +17,9 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "mpi_orders.hpp"
 #include "shardwise/comm/mpi.hpp"
 #include "shardwise/comm/threads.hpp"
 
@@ -35,7 +35,8 @@ constexpr std::array collectives_measured = {collective::all_reduce, collective:
 constexpr std::array<const char*, 4> collective_names = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"};
 constexpr std::array<const char*, 4> variant_names = {"threads", "mpi", "raw_mpi", "copy"};
 
-// What rank 0 tells the other MPI ranks before each MPI benchmark; ranks = 0 ends the program.
+// What rank 0 tells the other MPI ranks before each MPI benchmark (see mpi_orders.hpp); ranks = 0
+// ends the program.
 struct command {
   int what = 0;
   int ranks = 0;
@@ -43,25 +44,6 @@ struct command {
   long long iterations = 0;
   int use_shardwise = 0;
 };
-
-// The other ranks wait for commands asleep (test + short sleep), so they do not steal the cores that
-// the threads variant is measured on. MPI's own blocking waits would spin.
-command receive_command() {
-  command next;
-  MPI_Request pending = MPI_REQUEST_NULL;
-  MPI_Ibcast(&next, sizeof next, MPI_BYTE, 0, MPI_COMM_WORLD, &pending);
-  for (int done = 0;;) {
-    MPI_Test(&pending, &done, MPI_STATUS_IGNORE);
-    if (done) return next;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-// Non-blocking on the root too: a blocking broadcast would not match the others' MPI_Ibcast.
-void send_command(command next) {
-  MPI_Request pending = MPI_REQUEST_NULL;
-  MPI_Ibcast(&next, sizeof next, MPI_BYTE, 0, MPI_COMM_WORLD, &pending);
-  MPI_Wait(&pending, MPI_STATUS_IGNORE);
-}
 
 std::size_t elements_of(long long bytes) { return static_cast<std::size_t>(bytes) / sizeof(float); }
 
@@ -167,7 +149,7 @@ void benchmark_collective(benchmark::State& state, mpi::communicator* world, var
     });
   } else {
     const command order{static_cast<int>(what), ranks, bytes, iterations, how == variant::mpi ? 1 : 0};
-    send_command(order);
+    bench::send_order(order);
     run_mpi_variant(&state, order, *world);
   }
   state.SetBytesProcessed(state.iterations() * bytes);
@@ -217,14 +199,14 @@ int main(int argc, char** argv) {
   }
   if (world.rank() != 0) {
     // Follow rank 0's orders until it says stop.
-    for (command order = receive_command(); order.ranks != 0; order = receive_command())
+    for (command order = bench::receive_order<command>(); order.ranks != 0; order = bench::receive_order<command>())
       run_mpi_variant(nullptr, order, world);
     return 0;
   }
   benchmark::Initialize(&argc, argv);
   register_all(&world);
   benchmark::RunSpecifiedBenchmarks();
-  send_command(command{});
+  bench::send_order(command{});
   benchmark::Shutdown();
   return 0;
 }

@@ -18,15 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "launch.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
-#ifdef SHARDWISE_EXAMPLE_MPI
-#include "shardwise/comm/mpi.hpp"
-#else
-#include "shardwise/comm/threads.hpp"
-#endif
 
-int main([[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
+int main(int argc, char** argv) {
   // 1. The rank body. Every rank runs this same function (SPMD); `world` is this rank's handle on the
   //    communicator of all ranks. Written against the `communicator` concept, not a backend, the body
   //    runs unchanged on threads and on MPI: only the launcher at the bottom differs.
@@ -89,18 +85,9 @@ int main([[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
     if (world.rank() == 0) std::printf("all %d ranks got the sums they expected\n", world.size());
   };
 
-  // 8. Launch. On threads, run() starts 8 ranks and rethrows the first error any rank threw. Under
-  //    MPI, mpiexec starts the processes and run() gives each its rank of MPI_COMM_WORLD; an error
-  //    is printed and aborts the job, so the exit status is non-zero either way.
-  try {
-#ifdef SHARDWISE_EXAMPLE_MPI
-    shardwise::mpi::run(argc, argv, body);
-#else
-    shardwise::threads::run(8, body);
-#endif
-  } catch (const std::exception& failure) {
-    std::fprintf(stderr, "%s\n", failure.what());
-    return 1;
-  }
-  return 0;
+  // 8. Launch (examples/launch.hpp, shared by every example). On threads, shardwise::threads::run(8,
+  //    body) starts 8 ranks and rethrows the first error any rank threw. Built as 01_hello_mesh_mpi,
+  //    mpiexec starts the processes and shardwise::mpi::run(argc, argv, body) gives each its rank of
+  //    MPI_COMM_WORLD; an error is printed and aborts the job. The exit status is non-zero either way.
+  return shardwise::examples::launch(argc, argv, 8, body);
 }

@@ -1,0 +1,387 @@
+#pragma once
+// The weight update of data-parallel training, replicated or sharded across the N replicas
+// (Xu et al., "Automatic Cross-Replica Sharding of Weight Update in Data-Parallel Training").
+//
+//   replicated_update<O>: all-reduce the gradients; every replica updates all weights and keeps all
+//                         optimizer state.
+//   sharded_update<O>:    reduce-scatter the gradients; replica r updates only block r of every bucket
+//                         (flat_layout.hpp) and keeps only that block of the optimizer state, across
+//                         steps; then all-gather the weights.
+//
+// Both are one class: the same segments, the same optimizer code, the same statistics. They differ in
+// which segments a rank updates and in how per-shard partial sums become whole-tensor sums: sharded,
+// one all-reduce per reduction round carries the sums of every tensor; replicated, the rank adds the
+// partial sums of the N blocks itself, in rank order, which is the order in which the threads backend
+// reduces, so there the two give bitwise equal weights for every optimizer.
+//
+// Gradients are averaged: the update sees (Σ over replicas of each replica's gradient) / N, the
+// division done in float after the reduction. With Weight = bf16 the weights the forward and backward
+// passes read are bf16 (and gathered as bf16, half the bytes), while the update runs on float32 master
+// weights kept like the optimizer state: sharded, or whole when replicated.
+//
+// Usage, on every rank:
+//   optim::sharded_update<optim::adam> update(comm, {{7, 5}, {1, 13}}, optim::adam{}); // shapes, hyper-parameters
+//   update.set_weights(0, initial_w0); update.set_weights(1, initial_w1);              // equal on every rank
+//   loop: read update.weights(t); write this replica's gradients to update.gradients(t); update.step(comm, lr);
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/bf16.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/optim/flat_layout.hpp"
+#include "shardwise/optim/memory.hpp"
+#include "shardwise/optim/optimizer.hpp"
+
+namespace shardwise::optim {
+
+enum class weight_update { replicated, sharded };
+
+namespace detail {
+struct checkpoint_access;  // checkpoint.hpp: reads and restores a replica's blocks
+}  // namespace detail
+
+struct update_options {
+  // Elements per bucket (one reduce-scatter and one all-gather each per step); 0: all in one bucket.
+  std::size_t bucket_elements = 0;
+};
+
+template <class Optimizer, weight_update Mode, class Weight = float>
+class data_parallel_update {
+  static_assert(require_optimizer<Optimizer>());
+  static_assert(std::is_same_v<Weight, float> || std::is_same_v<Weight, bf16>,
+                "shardwise: weights are stored as float or bf16 (the update itself always runs in float32)");
+
+  static constexpr bool sharded = Mode == weight_update::sharded;
+  static constexpr bool has_master = !std::is_same_v<Weight, float>;
+  static constexpr std::size_t K = state_count<Optimizer>;
+  static constexpr int rounds = reduction_rounds<Optimizer>;
+  static constexpr const char* name = sharded ? "sharded_update" : "replicated_update";
+
+ public:
+  using optimizer_type = Optimizer;
+  using weight_type = Weight;
+
+  template <communicator C>
+  data_parallel_update(const C& comm, std::vector<parameter_shape> shapes, Optimizer hyper_parameters = {},
+                       update_options options = {})
+      : layout_(std::move(shapes), comm.size(), options.bucket_elements),
+        optimizer_(hyper_parameters),
+        rank_(comm.rank()),
+        world_rank_(comm.world_rank()),
+        weights_(layout_.padded_elements()),
+        gradients_(layout_.padded_elements()) {
+    const std::size_t state_elements = sharded ? layout_.shard_elements() : layout_.padded_elements();
+    state_length_ = state_elements;
+    state_.assign(K * state_elements, 0.0f);
+    if constexpr (has_master) master_.assign(state_elements, 0.0f);
+
+    // Replicated, a rank updates every replica's block; sharded, only its own.
+    for (int r = sharded ? rank_ : 0; r < (sharded ? rank_ + 1 : layout_.replicas()); ++r)
+      blocks_.push_back(layout_.segments_of(r));
+
+    std::size_t tensor_state = 0;
+    for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
+      tensor_state_offsets_.push_back(tensor_state);
+      tensor_state += tensor_state_size(optimizer_, layout_.shape(t));
+    }
+    tensor_state_offsets_.push_back(tensor_state);
+    tensor_state_.assign(tensor_state, 0.0f);
+
+    if constexpr (rounds > 0) {
+      for (int round = 0; round < rounds; ++round) {
+        auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
+        std::size_t total = 0;
+        for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
+          offsets.push_back(total);
+          total += optimizer_.statistics_size(round, layout_.shape(t));
+        }
+        offsets.push_back(total);
+        statistics_[static_cast<std::size_t>(round)].assign(total, 0.0);
+        if constexpr (!sharded) partial_statistics_.resize(std::max(partial_statistics_.size(), total));
+      }
+    }
+  }
+
+  [[nodiscard]] const flat_layout& layout() const noexcept { return layout_; }
+  [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
+  [[nodiscard]] long steps_done() const noexcept { return steps_; }
+
+  // The full weights of a tensor, equal on every replica between steps.
+  [[nodiscard]] std::span<const Weight> weights(std::size_t tensor) const {
+    checked(tensor, "weights");
+    return std::span<const Weight>(weights_).subspan(layout_.offset(tensor), layout_.shape(tensor).size());
+  }
+
+  // Sets a tensor's weights (and this replica's part of its master weights); the same on every replica.
+  void set_weights(std::size_t tensor, std::span<const float> values) {
+    checked(tensor, "set_weights");
+    const std::size_t size = layout_.shape(tensor).size();
+    if (values.size() != size)
+      throw argument_error(world_rank_, std::string(name) + "::set_weights",
+                           "tensor " + std::to_string(tensor) + " has " + std::to_string(size) + " elements, got " +
+                               std::to_string(values.size()));
+    std::copy(values.begin(), values.end(), weights_.begin() + static_cast<std::ptrdiff_t>(layout_.offset(tensor)));
+    if constexpr (has_master) {
+      for (const auto& block : blocks_)
+        for (const auto& run : block)
+          if (run.tensor == tensor)
+            std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(run.first), run.count,
+                        master_.begin() + static_cast<std::ptrdiff_t>(state_index(run)));
+    }
+  }
+
+  // Where this replica's gradient of a tensor goes before step(); step() consumes it (afterwards the
+  // buffer holds partial reductions), so write every gradient before every step.
+  [[nodiscard]] std::span<float> gradients(std::size_t tensor) {
+    checked(tensor, "gradients");
+    return std::span<float>(gradients_).subspan(layout_.offset(tensor), layout_.shape(tensor).size());
+  }
+
+  // One update: reduce the gradients, update (this replica's part of) the weights, share the weights.
+  // A collective: every replica calls it with the same learning rate.
+  template <communicator C>
+  void step(C& comm, float learning_rate) {
+    run_step(comm, static_cast<C*>(nullptr), learning_rate);
+  }
+
+  // Partial sharding: the replicas form groups, and the update shards within each group only. `group`
+  // is this replica's group (the update was built on it); `across` joins the replicas that hold the
+  // same block in every group. The gradients are reduce-scattered within the group, then the blocks are
+  // all-reduced across groups (all buckets' blocks in one call) and divided by the number of all
+  // replicas, group.size() × across.size(); the weights are all-gathered within the group.
+  template <communicator C, communicator D>
+  requires sharded void step(C& group, D& across, float learning_rate) { run_step(group, &across, learning_rate); }
+
+  // The whole of one state variable of one tensor (a collective when sharded: every replica calls it).
+  template <communicator C>
+  [[nodiscard]] std::vector<float> gather_state(C& comm, std::size_t state_variable, std::size_t tensor) const {
+    check_communicator(comm, "gather_state");
+    checked(tensor, "gather_state");
+    if (state_variable >= K)
+      throw argument_error(world_rank_, std::string(name) + "::gather_state",
+                           "state variable " + std::to_string(state_variable) +
+                               " does not exist; the optimizer keeps " + std::to_string(K));
+    const auto state = std::span<const float>(state_).subspan(state_variable * state_length_, state_length_);
+    const std::size_t begin = layout_.offset(tensor);
+    const std::size_t size = layout_.shape(tensor).size();
+    if constexpr (sharded) {
+      const auto& b = layout_.bucket_of(tensor);
+      std::vector<float> bucket(b.padded);
+      comm.all_gather(state.subspan(b.shard_offset, b.shard), bucket);
+      const auto first = bucket.begin() + static_cast<std::ptrdiff_t>(begin - b.begin);
+      return {first, first + static_cast<std::ptrdiff_t>(size)};
+    } else {
+      const auto first = state.begin() + static_cast<std::ptrdiff_t>(begin);
+      return {first, first + static_cast<std::ptrdiff_t>(size)};
+    }
+  }
+
+  // The optimizer's per-tensor state (Adafactor's factors), equal on every replica.
+  [[nodiscard]] std::span<const float> tensor_state(std::size_t tensor) const {
+    checked(tensor, "tensor_state");
+    return std::span<const float>(tensor_state_)
+        .subspan(tensor_state_offsets_[tensor], tensor_state_offsets_[tensor + 1] - tensor_state_offsets_[tensor]);
+  }
+
+  // The bytes this replica holds, from the sizes of its own buffers.
+  [[nodiscard]] memory_footprint memory() const noexcept {
+    std::size_t statistics_bytes = partial_statistics_.size() * sizeof(double);
+    for (const auto& sums : statistics_) statistics_bytes += sums.size() * sizeof(double);
+    return {layout_.parameter_elements(),
+            weights_.size() * sizeof(Weight),
+            master_.size() * sizeof(float),
+            (gradients_.size() + across_staging_.size()) * sizeof(float),
+            state_.size() * sizeof(float),
+            tensor_state_.size() * sizeof(float),
+            statistics_bytes};
+  }
+
+ private:
+  friend detail::checkpoint_access;
+
+  void checked(std::size_t tensor, const char* operation) const {
+    if (tensor >= layout_.tensor_count())
+      throw argument_error(
+          world_rank_, std::string(name) + "::" + operation,
+          "tensor " + std::to_string(tensor) + " does not exist; there are " + std::to_string(layout_.tensor_count()));
+  }
+
+  template <class C>
+  void check_communicator(const C& comm, const char* operation) const {
+    if (comm.size() != layout_.replicas() || comm.rank() != rank_)
+      throw argument_error(comm.world_rank(), std::string(name) + "::" + operation,
+                           "built for rank " + std::to_string(rank_) + " of " + std::to_string(layout_.replicas()) +
+                               " replicas, called with rank " + std::to_string(comm.rank()) + " of " +
+                               std::to_string(comm.size()));
+  }
+
+  // Where a segment's state (and master weights) live: this replica's blocks when sharded, the flat
+  // index when replicated.
+  [[nodiscard]] std::size_t state_index(const flat_layout::segment& run) const noexcept {
+    return sharded ? run.local : run.flat;
+  }
+
+  template <class C, class D>
+  void run_step(C& comm, D* across, float learning_rate) {
+    check_communicator(comm, "step");
+    const step_info step{++steps_, learning_rate};
+    reduce_gradients(comm, across);
+    if constexpr (rounds > 0) {
+      for (int round = 0; round < rounds; ++round) {
+        sum_statistics(comm, round, step);
+        for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
+          optimizer_.finish(round, step, layout_.shape(t), statistics(round, t), writable_tensor_state(t));
+      }
+    }
+    for (const auto& block : blocks_)
+      for (const auto& run : block) {
+        optimizer_.apply(step, slice_of(run), context_of(run.tensor));
+        if constexpr (has_master) store_weights(run);
+      }
+    if constexpr (sharded)
+      for (const auto& b : layout_.buckets()) comm.all_gather(std::span<Weight>(weights_).subspan(b.begin, b.padded));
+  }
+
+  // The gradient blocks this replica updates: its own block of each bucket, or all of every bucket.
+  [[nodiscard]] std::span<float> reduced_gradients(const flat_layout::bucket& b) {
+    const auto bucket = std::span<float>(gradients_).subspan(b.begin, b.padded);
+    return sharded ? bucket.subspan(static_cast<std::size_t>(rank_) * b.shard, b.shard) : bucket;
+  }
+
+  template <class C, class D>
+  void reduce_gradients(C& comm, D* across) {
+    for (const auto& b : layout_.buckets()) {
+      const auto bucket = std::span<float>(gradients_).subspan(b.begin, b.padded);
+      if constexpr (sharded)
+        comm.reduce_scatter(bucket);
+      else
+        comm.all_reduce(bucket);
+    }
+    int replicas = layout_.replicas();
+    if (across != nullptr) {
+      replicas *= across->size();
+      sum_across_groups(*across);
+    }
+    for (const auto& b : layout_.buckets())
+      for (float& g : reduced_gradients(b)) g /= static_cast<float>(replicas);
+  }
+
+  // One all-reduce for the blocks of every bucket: in place with one bucket, else through a buffer
+  // of one replica's blocks (allocated on first use, and counted by memory()).
+  template <class D>
+  void sum_across_groups(D& across) {
+    const auto buckets = layout_.buckets();
+    if (buckets.size() == 1) {
+      across.all_reduce(reduced_gradients(buckets.front()));
+      return;
+    }
+    across_staging_.resize(layout_.shard_elements());
+    for (const auto& b : buckets)
+      std::ranges::copy(reduced_gradients(b), across_staging_.begin() + static_cast<std::ptrdiff_t>(b.shard_offset));
+    across.all_reduce(across_staging_);
+    for (const auto& b : buckets)
+      std::ranges::copy(std::span<const float>(across_staging_).subspan(b.shard_offset, b.shard),
+                        reduced_gradients(b).begin());
+  }
+
+  // Whole-tensor sums of one round: each block's partial sums, added over the N blocks.
+  template <class C>
+  void sum_statistics(C& comm, int round, const step_info& step) {
+    auto& sums = statistics_[static_cast<std::size_t>(round)];
+    const auto accumulate_block = [&](const std::vector<flat_layout::segment>& block, std::span<double> partial) {
+      std::ranges::fill(partial, 0.0);
+      for (const auto& run : block) {
+        const auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
+        optimizer_.accumulate(round, step, slice_of(run), tensor_state(run.tensor),
+                              partial.subspan(offsets[run.tensor], offsets[run.tensor + 1] - offsets[run.tensor]));
+      }
+    };
+    if constexpr (sharded) {
+      accumulate_block(blocks_.front(), sums);
+      comm.all_reduce(sums);
+    } else {
+      const auto partial = std::span<double>(partial_statistics_).first(sums.size());
+      for (std::size_t r = 0; r < blocks_.size(); ++r) {
+        accumulate_block(blocks_[r], r == 0 ? std::span<double>(sums) : partial);
+        if (r != 0)
+          for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += partial[i];
+      }
+    }
+  }
+
+  [[nodiscard]] std::span<const double> statistics(int round, std::size_t tensor) const {
+    const auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
+    return std::span<const double>(statistics_[static_cast<std::size_t>(round)])
+        .subspan(offsets[tensor], offsets[tensor + 1] - offsets[tensor]);
+  }
+
+  [[nodiscard]] std::span<float> writable_tensor_state(std::size_t tensor) {
+    return std::span<float>(tensor_state_)
+        .subspan(tensor_state_offsets_[tensor], tensor_state_offsets_[tensor + 1] - tensor_state_offsets_[tensor]);
+  }
+
+  [[nodiscard]] slice<K> slice_of(const flat_layout::segment& run) {
+    slice<K> piece{run.tensor,
+                   layout_.shape(run.tensor),
+                   run.first,
+                   master_weights(run),
+                   std::span<const float>(gradients_).subspan(run.flat, run.count),
+                   {}};
+    for (std::size_t k = 0; k < K; ++k)
+      piece.state[k] = std::span<float>(state_).subspan(k * state_length_ + state_index(run), run.count);
+    return piece;
+  }
+
+  [[nodiscard]] std::span<float> master_weights(const flat_layout::segment& run) {
+    if constexpr (has_master)
+      return std::span<float>(master_).subspan(state_index(run), run.count);
+    else
+      return std::span<float>(weights_).subspan(run.flat, run.count);
+  }
+
+  // Rounds the updated master weights of a segment into the stored (narrower) weights.
+  void store_weights(const flat_layout::segment& run) {
+    const auto master = master_weights(run);
+    std::ranges::copy(master, weights_.begin() + static_cast<std::ptrdiff_t>(run.flat));
+  }
+
+  [[nodiscard]] tensor_context context_of(std::size_t tensor) const {
+    tensor_context context{layout_.shape(tensor), {}, tensor_state(tensor)};
+    for (int round = 0; round < rounds; ++round)
+      context.statistics[static_cast<std::size_t>(round)] = statistics(round, tensor);
+    return context;
+  }
+
+  flat_layout layout_;
+  Optimizer optimizer_;
+  int rank_;
+  int world_rank_;
+  long steps_ = 0;
+  std::vector<Weight> weights_;   // full, padded
+  std::vector<float> gradients_;  // full, padded
+  std::vector<float> master_;     // float32 weights when Weight is narrower, laid out like the state
+  std::size_t state_length_ = 0;  // elements of one state variable on this replica
+  std::vector<float> state_;      // K variables back to back
+  std::vector<std::vector<flat_layout::segment>> blocks_;  // the segments this replica updates, block by block
+  std::vector<std::size_t> tensor_state_offsets_;
+  std::vector<float> tensor_state_;
+  std::array<std::vector<std::size_t>, max_reduction_rounds> statistics_offsets_;
+  std::array<std::vector<double>, max_reduction_rounds> statistics_;
+  std::vector<double> partial_statistics_;  // replicated only: one block's partial sums
+  std::vector<float> across_staging_;       // partial sharding with several buckets: blocks to all-reduce
+};
+
+template <class Optimizer, class Weight = float>
+using sharded_update = data_parallel_update<Optimizer, weight_update::sharded, Weight>;
+
+template <class Optimizer, class Weight = float>
+using replicated_update = data_parallel_update<Optimizer, weight_update::replicated, Weight>;
+
+}  // namespace shardwise::optim
