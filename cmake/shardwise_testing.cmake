@@ -1,5 +1,6 @@
 # Test scaffolding every later issue reuses:
 #   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>])
+#   shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TIMEOUT <seconds>])
 #   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex>)
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>])
 #   shardwise_add_header_check()
@@ -46,6 +47,22 @@ function(shardwise_add_mpi_run)
     TIMEOUT ${arg_TIMEOUT}
     ENVIRONMENT "${_shardwise_mpi_environment}"
     LABELS "${labels}")
+endfunction()
+
+# A test that needs no ranks, or only the threads backend: one executable, test <name>.
+function(shardwise_add_in_process_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES")
+  if(NOT arg_NAME OR NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "usage: shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TIMEOUT <s>])")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT ${_shardwise_default_timeout})
+  endif()
+  add_executable(${arg_NAME}_test ${arg_SOURCES})
+  target_include_directories(${arg_NAME}_test PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(${arg_NAME}_test PRIVATE shardwise::shardwise GTest::gtest_main shardwise_warnings)
+  add_test(NAME ${arg_NAME} COMMAND ${arg_NAME}_test)
+  set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT ${arg_TIMEOUT} LABELS threads)
 endfunction()
 
 # One test body, every backend: SOURCES build twice. <name>_threads runs in-process as test
