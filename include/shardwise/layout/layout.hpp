@@ -23,7 +23,7 @@
 // Tensors of rank > 2 (batch x sequence x hidden) are laid out as matrices by flatten(), which
 // multiplies the leading dimensions into rows, as the 3-D paper does.
 //
-// Ranks are numbered as process_mesh numbers them: row-major, last axis fastest (rank_in_grid).
+// Ranks are numbered as process_mesh numbers them: row-major, last axis fastest (rank_in_grid, mesh/shape.hpp).
 // Mappings throw argument_error (or mesh_error, for a grid they cannot use) from their constructor with
 // rank -1 ("[no rank]"); dtensor reports such errors with the rank that hit them.
 #include <concepts>
@@ -104,25 +104,6 @@ template <class L, std::size_t D>
 using mapping_t = typename L::template mapping<D>;
 
 // ---- helpers every mapping may use
-
-// The rank of `point` in a grid of `shape`: row-major, last axis fastest (process_mesh's order).
-template <std::size_t D>
-[[nodiscard]] constexpr int rank_in_grid(const coordinates<D>& shape, const coordinates<D>& point) {
-  int rank = 0;
-  for (std::size_t a = 0; a < D; ++a) rank = rank * shape[a] + point[a];
-  return rank;
-}
-
-// The inverse of rank_in_grid.
-template <std::size_t D>
-[[nodiscard]] constexpr coordinates<D> point_in_grid(const coordinates<D>& shape, int rank) {
-  coordinates<D> point{};
-  for (std::size_t a = D; a-- > 0;) {
-    point[a] = rank % shape[a];
-    rank /= shape[a];
-  }
-  return point;
-}
 
 template <std::size_t D>
 [[nodiscard]] constexpr int grid_size(const coordinates<D>& shape) {

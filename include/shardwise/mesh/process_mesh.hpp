@@ -8,7 +8,8 @@
 //
 // Rank order: row-major, LAST axis fastest (as MPI_Cart_create and C arrays). In a 2x2x3 mesh the rank
 // at (i, j, l) is (i * 2 + j) * 3 + l. "Rank" means the rank in the communicator the mesh is built
-// over; coords(rank) and rank_of(coords) are where this order is written down, all else asks them.
+// over; rank_in_grid/point_in_grid in mesh/shape.hpp write this order down, and coords(rank) and
+// rank_of(coords) ask them.
 //
 // Axes: axis(a) holds the ranks that differ from this one only in coordinate a, ordered by that
 // coordinate, so axis(a).size() == shape()[a] and axis(a).rank() == coords()[a].
@@ -67,24 +68,17 @@ class process_mesh {
       fail("process_mesh::coords", "rank " + std::to_string(rank) + " is outside the grid " +
                                        detail::shape_string(shape_) + " of " + std::to_string(world_->size()) +
                                        " ranks");
-    coordinates<Dimensions> point{};
-    for (std::size_t a = Dimensions; a-- > 0;) {
-      point[a] = rank % shape_[a];
-      rank /= shape_[a];
-    }
-    return point;
+    return point_in_grid(shape_, rank);
   }
 
   // The rank at `point`; throws mesh_error when a coordinate lies outside the grid.
   [[nodiscard]] int rank_of(const coordinates<Dimensions>& point) const {
-    int rank = 0;
     for (std::size_t a = 0; a < Dimensions; ++a) {
       if (point[a] < 0 || point[a] >= shape_[a])
         fail("process_mesh::rank_of", "coordinates " + detail::coords_string(point) + " are outside the grid " +
                                           detail::shape_string(shape_) + " (axis " + std::to_string(a) + ")");
-      rank = rank * shape_[a] + point[a];
     }
-    return rank;
+    return rank_in_grid(shape_, point);
   }
 
   // The communicator the mesh is built over.

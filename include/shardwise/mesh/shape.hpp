@@ -18,6 +18,26 @@ namespace shardwise {
 template <std::size_t Dimensions>
 using coordinates = std::array<int, Dimensions>;
 
+// The rank of `point` in a grid of `shape`: row-major, last axis fastest (as MPI_Cart_create and C
+// arrays). The one place this order is written; process_mesh and the layouts ask it.
+template <std::size_t D>
+[[nodiscard]] constexpr int rank_in_grid(const coordinates<D>& shape, const coordinates<D>& point) {
+  int rank = 0;
+  for (std::size_t a = 0; a < D; ++a) rank = rank * shape[a] + point[a];
+  return rank;
+}
+
+// The inverse of rank_in_grid.
+template <std::size_t D>
+[[nodiscard]] constexpr coordinates<D> point_in_grid(const coordinates<D>& shape, int rank) {
+  coordinates<D> point{};
+  for (std::size_t a = D; a-- > 0;) {
+    point[a] = rank % shape[a];
+    rank /= shape[a];
+  }
+  return point;
+}
+
 // Every shape of Dimensions positive extents whose product is `ranks`, in lexicographic order
 // ({1, 12}, {2, 6}, {3, 4}, {4, 3}, {6, 2}, {12, 1} for 2-D and 12). Empty when ranks < 1.
 template <std::size_t Dimensions>
