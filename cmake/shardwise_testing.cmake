@@ -1,6 +1,6 @@
 # Test scaffolding every later issue reuses:
 #   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>])
-#   shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TIMEOUT <seconds>])
+#   shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TARGET <target>] [TIMEOUT <seconds>])
 #   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex>)
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>])
 #   shardwise_add_header_check()
@@ -49,19 +49,23 @@ function(shardwise_add_mpi_run)
     LABELS "${labels}")
 endfunction()
 
-# A test that needs no ranks, or only the threads backend: one executable, test <name>.
+# A test that needs no ranks, or only the threads backend: executable TARGET (default <name>_test),
+# test <name>.
 function(shardwise_add_in_process_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TARGET;TIMEOUT" "SOURCES")
   if(NOT arg_NAME OR NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "usage: shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TIMEOUT <s>])")
+    message(FATAL_ERROR "usage: shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TARGET <t>] [TIMEOUT <s>])")
+  endif()
+  if(NOT arg_TARGET)
+    set(arg_TARGET ${arg_NAME}_test)
   endif()
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT ${_shardwise_default_timeout})
   endif()
-  add_executable(${arg_NAME}_test ${arg_SOURCES})
-  target_include_directories(${arg_NAME}_test PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-  target_link_libraries(${arg_NAME}_test PRIVATE shardwise::shardwise GTest::gtest_main shardwise_warnings)
-  add_test(NAME ${arg_NAME} COMMAND ${arg_NAME}_test)
+  add_executable(${arg_TARGET} ${arg_SOURCES})
+  target_include_directories(${arg_TARGET} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(${arg_TARGET} PRIVATE shardwise::shardwise GTest::gtest_main shardwise_warnings)
+  add_test(NAME ${arg_NAME} COMMAND ${arg_TARGET})
   set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT ${arg_TIMEOUT} LABELS threads)
 endfunction()
 
@@ -80,11 +84,8 @@ function(shardwise_add_backend_test)
     set(arg_TIMEOUT ${_shardwise_default_timeout})
   endif()
 
-  add_executable(${arg_NAME}_threads ${arg_SOURCES})
-  target_include_directories(${arg_NAME}_threads PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-  target_link_libraries(${arg_NAME}_threads PRIVATE shardwise::shardwise GTest::gtest_main shardwise_warnings)
-  add_test(NAME ${arg_NAME}.threads COMMAND ${arg_NAME}_threads)
-  set_tests_properties(${arg_NAME}.threads PROPERTIES TIMEOUT ${arg_TIMEOUT} LABELS threads)
+  shardwise_add_in_process_test(NAME ${arg_NAME}.threads TARGET ${arg_NAME}_threads SOURCES ${arg_SOURCES}
+                                TIMEOUT ${arg_TIMEOUT})
 
   if(TARGET shardwise::mpi)
     add_executable(${arg_NAME}_mpi ${arg_SOURCES} "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
