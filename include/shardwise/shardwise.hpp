@@ -7,6 +7,7 @@
 #include "shardwise/comm/interface.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"

@@ -467,4 +467,53 @@ TYPED_TEST(collectives, wrong_sizes_are_named_errors) {
   });
 }
 
+
+// Every call adds its ring-algorithm volume to traffic() (comm/traffic.hpp): written out here per call,
+// with a block of 3 doubles per rank (24 bytes) and P ranks.
+TYPED_TEST(collectives, traffic_counts_each_call_and_its_bytes) {
+  TypeParam::run([](communicator auto& comm) {
+    const int ranks = comm.size();
+    const int rank = comm.rank();
+    const std::int64_t block = 3 * sizeof(double);
+    const std::int64_t others = ranks - 1;
+    std::vector<double> one_block(3, 1.0);
+    std::vector<double> blocks(static_cast<std::size_t>(3 * ranks), 1.0);
+    std::vector<double> out_blocks(blocks.size());
+    auto expect_call = [&](auto&& call, std::int64_t sent, std::int64_t received, const char* what) {
+      const traffic_count before = comm.traffic();
+      call();
+      EXPECT_EQ(comm.traffic() - before, (traffic_count{1, sent, received})) << what << ", rank " << rank;
+    };
+    expect_call([&] { comm.all_gather(one_block, out_blocks); }, others * block, others * block, "all_gather");
+    expect_call([&] { comm.iall_gather(one_block, out_blocks).wait(); }, others * block, others * block,
+                "iall_gather");
+    expect_call([&] { comm.reduce_scatter(blocks, one_block); }, others * block, others * block, "reduce_scatter");
+    expect_call([&] { comm.all_to_all(blocks, out_blocks); }, others * block, others * block, "all_to_all");
+    // 3P doubles all-reduced: 2 (P-1)/P of them each way.
+    expect_call([&] { comm.all_reduce(blocks); }, 2 * others * block, 2 * others * block, "all_reduce");
+    expect_call([&] { comm.broadcast(blocks, 0); }, rank == 0 && ranks > 1 ? ranks * block : 0,
+                rank == 0 ? 0 : ranks * block, "broadcast");
+    expect_call([&] { comm.reduce(one_block, op::sum, 0); }, rank == 0 ? 0 : block, rank == 0 ? others * block : 0,
+                "reduce");
+    // all_to_all_v: r + 1 doubles to rank r; what stays on this rank is not traffic.
+    std::vector<int> send_counts(static_cast<std::size_t>(ranks));
+    std::iota(send_counts.begin(), send_counts.end(), 1);
+    const std::vector<int> receive_counts(static_cast<std::size_t>(ranks), rank + 1);
+    std::vector<double> v_in(static_cast<std::size_t>(ranks * (ranks + 1) / 2));
+    std::vector<double> v_out(static_cast<std::size_t>(ranks * (rank + 1)));
+    const std::int64_t sent_v = static_cast<std::int64_t>(sizeof(double)) * (ranks * (ranks + 1) / 2 - (rank + 1));
+    const std::int64_t received_v = static_cast<std::int64_t>(sizeof(double)) * others * (rank + 1);
+    expect_call([&] { comm.all_to_all_v(v_in, send_counts, v_out, receive_counts); }, sent_v, received_v,
+                "all_to_all_v");
+    expect_call([&] { comm.barrier(); }, 0, 0, "barrier");
+    // Point to point around a ring: one message out, one in.
+    const traffic_count before = comm.traffic();
+    std::vector<double> incoming(3);
+    auto outgoing = comm.isend(one_block, (rank + 1) % ranks, 7);
+    comm.recv(incoming, (rank + ranks - 1) % ranks, 7);
+    outgoing.wait();
+    EXPECT_EQ(comm.traffic() - before, (traffic_count{2, block, block})) << "send and recv, rank " << rank;
+  });
+}
+
 }  // namespace

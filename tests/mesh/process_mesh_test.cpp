@@ -263,4 +263,31 @@ TYPED_TEST(mesh_test, meshes_share_a_communicator_and_move) {
       rank_counts);
 }
 
+// mesh.traffic() keeps each axis apart: an all-gather along axis a shows on that axis only, with
+// (extent - 1) blocks each way.
+TYPED_TEST(mesh_test, traffic_is_counted_per_axis) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        for_each_shape(world.size(), [&](const auto& shape) {
+          SCOPED_TRACE(trace(shape, world.rank()));
+          process_mesh mesh(world, shape);
+          constexpr std::size_t D = decltype(mesh)::dimensions;
+          for (std::size_t a = 0; a < D; ++a) {
+            const auto before = mesh.traffic();
+            const std::vector<float> mine(5, 1.0f);
+            std::vector<float> all(5 * static_cast<std::size_t>(shape[a]));
+            mesh.axis(static_cast<int>(a)).all_gather(mine, all);
+            const auto moved = mesh.traffic() - before;
+            const std::int64_t bytes = (shape[a] - 1) * 5 * std::int64_t{sizeof(float)};
+            for (std::size_t b = 0; b < D; ++b)
+              EXPECT_EQ(moved.axes[b], (b == a ? traffic_count{1, bytes, bytes} : traffic_count{}))
+                  << "all_gather along axis " << a << ", reading axis " << b << ": " << to_string(moved);
+            EXPECT_EQ(moved.world, traffic_count{});
+            EXPECT_EQ(moved.total(), (traffic_count{1, bytes, bytes}));
+          }
+        });
+      },
+      rank_counts);
+}
+
 }  // namespace

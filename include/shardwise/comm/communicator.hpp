@@ -9,6 +9,7 @@
 //   request start(const calls::X<T>&)   the same, non-blocking
 //   Backend split(int color, int key)   a collective: ranks with equal colour form a communicator,
 //                                       ordered by key, then by rank
+// and the interface counts every call's traffic (traffic(), comm/traffic.hpp).
 // Communicators are move-only: each holds the sequence of collectives it has issued.
 //
 // As in MPI, every rank of a communicator issues the same collectives in the same order, each in the
@@ -18,6 +19,7 @@
 
 #include "shardwise/comm/interface.hpp"
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/comm/traffic.hpp"
 
 namespace shardwise {
 
@@ -36,6 +38,7 @@ concept communicator = std::movable<C> && !std::copyable<C> &&
                          { cc.rank() } -> std::convertible_to<int>;
                          { cc.size() } -> std::convertible_to<int>;
                          { cc.world_rank() } -> std::convertible_to<int>;
+                         { cc.traffic() } -> std::convertible_to<traffic_count>;
                          typename C::request;
                          requires request<typename C::request>;
                          c.all_reduce(in, out, op::sum);

@@ -9,6 +9,7 @@
 
 #include "shardwise/comm/calls.hpp"
 #include "shardwise/comm/checks.hpp"
+#include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/element.hpp"
 
 namespace shardwise {
@@ -184,18 +185,27 @@ class communicator_interface {
   void barrier() { execute(calls::barrier{}); }
   [[nodiscard]] auto ibarrier() { return begin(calls::barrier{}); }
 
+  // ---- accounting: the calls issued through this communicator so far and this rank's bytes
+  [[nodiscard]] const traffic_count& traffic() const noexcept { return traffic_; }
+
  private:
   Backend& self() { return static_cast<Backend&>(*this); }
 
   template <class Call>
   void execute(const Call& call) {
-    checks::validate(call, self().rank(), self().size(), self().world_rank());
+    admit(call);
     self().run(call);
   }
   template <class Call>
   auto begin(const Call& call) {
-    checks::validate(call, self().rank(), self().size(), self().world_rank());
+    admit(call);
     return self().start(call);
+  }
+  // Counted once the arguments are known good, whether the call then succeeds or not.
+  template <class Call>
+  void admit(const Call& call) {
+    checks::validate(call, self().rank(), self().size(), self().world_rank());
+    traffic_ += traffic_of(call, self().rank(), self().size());
   }
 
   template <class In, class Out>
@@ -271,6 +281,8 @@ class communicator_interface {
     const std::size_t block = whole.size() / static_cast<std::size_t>(self().size());
     return whole.subspan(static_cast<std::size_t>(self().rank()) * block, block);
   }
+
+  traffic_count traffic_{};
 };
 
 }  // namespace shardwise

@@ -247,13 +247,15 @@ class communicator : public communicator_interface<communicator> {
   }
 
   communicator(communicator&& other) noexcept
-      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
+      : communicator_interface<communicator>(other),  // the traffic counted so far moves along
+        comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
         rank_(other.rank_),
         size_(other.size_),
         world_rank_(other.world_rank_) {}
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       release();
+      communicator_interface<communicator>::operator=(other);
       comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
       rank_ = other.rank_;
       size_ = other.size_;

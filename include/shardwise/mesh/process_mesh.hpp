@@ -22,6 +22,9 @@
 // body keeps using its communicator, and one communicator can carry several meshes (a 2-D and a 3-D
 // view of the same ranks). The mesh owns its axis communicators; it is movable, not copyable.
 //
+// Accounting: traffic() gives the calls and bytes of this rank on the world and on each axis
+// (comm/traffic.hpp); the difference of two readings is what the code between them moved.
+//
 // Every coordinate in rank order, as a range: all_coords(mesh) in mesh/all_coords.hpp (kept apart
 // because range-v3 costs every file that includes it about a second of compile time).
 #include <algorithm>
@@ -34,10 +37,38 @@
 #include <utility>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/mesh/shape.hpp"
 
 namespace shardwise {
+
+// This rank's traffic on a mesh: on the communicator it is built over, and on each axis.
+template <std::size_t Dimensions>
+struct mesh_traffic {
+  traffic_count world;
+  std::array<traffic_count, Dimensions> axes{};
+
+  // Everything this rank moved: the world and every axis.
+  [[nodiscard]] traffic_count total() const noexcept {
+    traffic_count sum = world;
+    for (const auto& axis : axes) sum += axis;
+    return sum;
+  }
+  friend mesh_traffic operator-(mesh_traffic a, const mesh_traffic& b) noexcept {
+    a.world -= b.world;
+    for (std::size_t k = 0; k < Dimensions; ++k) a.axes[k] -= b.axes[k];
+    return a;
+  }
+  friend bool operator==(const mesh_traffic&, const mesh_traffic&) = default;
+};
+
+template <std::size_t Dimensions>
+[[nodiscard]] std::string to_string(const mesh_traffic<Dimensions>& t) {
+  std::string text = "world: " + to_string(t.world);
+  for (std::size_t a = 0; a < Dimensions; ++a) text += "; axis " + std::to_string(a) + ": " + to_string(t.axes[a]);
+  return text;
+}
 
 template <class Communicator, std::size_t Dimensions>
 class process_mesh {
@@ -98,6 +129,13 @@ class process_mesh {
 
   [[nodiscard]] Communicator& row() noexcept requires(Dimensions == 2) { return axes_[1]; }
   [[nodiscard]] Communicator& column() noexcept requires(Dimensions == 2) { return axes_[0]; }
+
+  // This rank's calls and bytes so far, on the world and on each axis.
+  [[nodiscard]] mesh_traffic<Dimensions> traffic() const {
+    mesh_traffic<Dimensions> t{world_->traffic(), {}};
+    for (std::size_t a = 0; a < Dimensions; ++a) t.axes[a] = axes_[a].traffic();
+    return t;
+  }
 
  private:
   [[noreturn]] void fail(std::string_view operation, const std::string& detail) const {
