@@ -21,6 +21,7 @@
 #include "shardwise/mesh/all_coords.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
+#include "shardwise/ops/attention.hpp"
 #include "shardwise/optim/adafactor.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/adamw.hpp"

@@ -1,0 +1,153 @@
+#pragma once
+// Scaled dot-product attention on distributed Q, K, V, forward and backward, with no communication.
+//
+// Q, K and V are (batch·sequence) x hidden matrices of one layout, hidden = heads·head_dim. For every
+// sample s and head h, with Q_sh the sequence x head_dim block of sample s and head h:
+//   S = Q_sh K_shᵀ / √head_dim (masked above the diagonal when causal),  P = softmax over each row of S,
+//   O_sh = P V_sh.
+// Attention mixes the rows of one sample and the columns of one head, nothing else, so it is local
+// whenever every rank's block holds whole samples and whole heads — which is what the layouts of
+// tensor-parallel Transformers give (docs/tensor-parallel.md):
+//   1-D  Q, K, V column-parallel (row_1d): all rows, heads/P per rank          needs heads % P == 0
+//   2-D  block_2d on q x q:           batch/q samples, heads/q per rank        needs batch % q == 0, heads % q == 0
+//   3-D  cube_3d output (rows over (x, z), columns over y)                     needs batch % (p_x p_z) == 0,
+//                                                                              heads % p_y == 0
+// A block that cuts a sample or a head throws argument_error naming the rank, the block and the rule.
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+struct attention_shape {
+  std::int64_t sequence = 1;  // rows per sample
+  std::int64_t head_dim = 1;  // columns per head
+  bool causal = false;        // position t attends to positions <= t only
+};
+
+// What the backward pass needs from the forward one: every (sample, head)'s probabilities P.
+template <class T>
+struct attention_saved {
+  std::vector<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> probabilities;
+};
+
+namespace detail {
+
+template <class Tensor>
+void check_attention_blocks(const Tensor& t, const attention_shape& shape, const char* operation) {
+  static_assert(!Tensor::is_partial_sum,
+                "shardwise::attention: Q, K and V hold partial sums; softmax of an addend is not softmax of the "
+                "sum: call reduce(t) first");
+  const int rank = t.mesh().world().world_rank();
+  if (shape.sequence < 1 || shape.head_dim < 1)
+    throw argument_error(rank, operation,
+                         "sequence (" + std::to_string(shape.sequence) + ") and head_dim (" +
+                             std::to_string(shape.head_dim) + ") must be positive");
+  if (t.rows() % shape.sequence != 0 || t.cols() % shape.head_dim != 0)
+    throw argument_error(rank, operation,
+                         "a " + std::to_string(t.rows()) + "x" + std::to_string(t.cols()) +
+                             " matrix is not whole samples of " + std::to_string(shape.sequence) +
+                             " rows and whole heads of " + std::to_string(shape.head_dim) + " columns");
+  for (int b = 0; b < t.block_count(); ++b) {
+    const block_info& info = t.block(b);
+    const bool whole_samples = info.row_offset % shape.sequence == 0 && info.rows % shape.sequence == 0;
+    const bool whole_heads = info.col_offset % shape.head_dim == 0 && info.cols % shape.head_dim == 0;
+    if (!whole_samples || !whole_heads)
+      throw argument_error(
+          rank, operation,
+          "this rank's block (rows " + std::to_string(info.row_offset) + "+" + std::to_string(info.rows) +
+              ", columns " + std::to_string(info.col_offset) + "+" + std::to_string(info.cols) + ") cuts " +
+              (whole_samples ? "a head of " + std::to_string(shape.head_dim) + " columns"
+                             : "a sample of " + std::to_string(shape.sequence) + " rows") +
+              "; attention stays local only when every block holds whole samples and whole heads (batch divisible "
+              "by the ranks the rows are split over, heads by the ranks the columns are split over)");
+  }
+}
+
+// Calls f(block, row, col) for every (sample, head) tile of every block, in a fixed order.
+template <class Tensor, class F>
+void for_each_tile(const Tensor& t, const attention_shape& shape, F&& f) {
+  for (int b = 0; b < t.block_count(); ++b) {
+    const block_info& info = t.block(b);
+    for (std::int64_t r = 0; r < info.rows; r += shape.sequence)
+      for (std::int64_t c = 0; c < info.cols; c += shape.head_dim) f(b, r, c);
+  }
+}
+
+}  // namespace detail
+
+// O = attention(Q, K, V); fills `saved` for attention_backward.
+template <class T, class Layout, class Mesh>
+[[nodiscard]] dtensor<T, Layout, Mesh> attention_forward(const dtensor<T, Layout, Mesh>& q,
+                                                         const dtensor<T, Layout, Mesh>& k,
+                                                         const dtensor<T, Layout, Mesh>& v,
+                                                         const attention_shape& shape, attention_saved<T>& saved) {
+  detail::check_attention_blocks(q, shape, "attention_forward");
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
+  const std::int64_t n = shape.sequence;
+  const std::int64_t d = shape.head_dim;
+  dtensor<T, Layout, Mesh> out(q.mesh(), q.extents());
+  saved.probabilities.clear();
+  detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
+    matrix p = (q.local(b).block(r, c, n, d) * k.local(b).block(r, c, n, d).transpose()) * scale;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (shape.causal) p.row(i).tail(n - i - 1).setConstant(-std::numeric_limits<T>::infinity());
+      const T largest = p.row(i).maxCoeff();
+      p.row(i) = (p.row(i).array() - largest).exp();
+      p.row(i) /= p.row(i).sum();
+    }
+    out.local(b).block(r, c, n, d) = p * v.local(b).block(r, c, n, d);
+    saved.probabilities.push_back(std::move(p));
+  });
+  return out;
+}
+
+template <class T, class Layout, class Mesh>
+struct attention_gradients {
+  dtensor<T, Layout, Mesh> q;
+  dtensor<T, Layout, Mesh> k;
+  dtensor<T, Layout, Mesh> v;
+};
+
+// dQ, dK, dV from dO, with P from the forward pass:
+//   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dQ = dS K / √d,  dK = dSᵀ Q / √d.
+template <class T, class Layout, class Mesh>
+[[nodiscard]] attention_gradients<T, Layout, Mesh> attention_backward(const dtensor<T, Layout, Mesh>& q,
+                                                                      const dtensor<T, Layout, Mesh>& k,
+                                                                      const dtensor<T, Layout, Mesh>& v,
+                                                                      const dtensor<T, Layout, Mesh>& d_out,
+                                                                      const attention_shape& shape,
+                                                                      const attention_saved<T>& saved) {
+  detail::check_attention_blocks(q, shape, "attention_backward");
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
+  const std::int64_t n = shape.sequence;
+  const std::int64_t d = shape.head_dim;
+  attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
+  std::size_t tile = 0;
+  detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
+    if (tile >= saved.probabilities.size())
+      throw argument_error(q.mesh().world().world_rank(), "attention_backward",
+                           "the saved forward state has " + std::to_string(saved.probabilities.size()) +
+                               " tiles, fewer than these tensors need: pass the state of the same forward call");
+    const matrix& p = saved.probabilities[tile++];
+    const auto d_o = d_out.local(b).block(r, c, n, d);
+    grad.v.local(b).block(r, c, n, d) = p.transpose() * d_o;
+    const matrix d_p = d_o * v.local(b).block(r, c, n, d).transpose();
+    const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
+    const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
+    grad.q.local(b).block(r, c, n, d) = d_s * k.local(b).block(r, c, n, d);
+    grad.k.local(b).block(r, c, n, d) = d_s.transpose() * q.local(b).block(r, c, n, d);
+  });
+  return grad;
+}
+
+}  // namespace shardwise
