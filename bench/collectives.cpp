@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "mpi_orders.hpp"
 #include "shardwise/comm/mpi.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "slowest_rank.hpp"
 
 namespace {
 
@@ -95,31 +95,7 @@ void call_raw(MPI_Comm comm, collective what, buffers& data) {
   }
 }
 
-// One timed iteration on every rank of `comm`: from the first rank leaving a barrier to the last rank
-// finishing the operation (steady_clock is one clock for every thread and process of this machine,
-// and a rank descheduled before it starts its own clock would otherwise hide its delay). The two
-// extremes are gathered outside the measurement. Returns seconds on every rank.
-template <class Communicator, class Operation>
-double slowest(Communicator& comm, Operation&& operation) {
-  using clock = std::chrono::steady_clock;
-  auto seconds_since_epoch = [] { return std::chrono::duration<double>(clock::now().time_since_epoch()).count(); };
-  comm.barrier();
-  const double start = seconds_since_epoch();
-  operation();
-  std::array<double, 2> extremes{seconds_since_epoch(), -start};  // max of both: last end, first start
-  comm.all_reduce(extremes, op::max);
-  return extremes[0] + extremes[1];
-}
-
-// The loop every participating rank runs; rank 0 reports each iteration to Google Benchmark.
-template <class Communicator, class Operation>
-void measure(benchmark::State* state, long long iterations, Communicator& comm, Operation&& operation) {
-  if (state == nullptr) {
-    for (long long i = 0; i < iterations; ++i) slowest(comm, operation);
-    return;
-  }
-  for (auto _ : *state) state->SetIterationTime(slowest(comm, operation));
-}
+using shardwise::bench::measure;
 
 void run_mpi_variant(benchmark::State* state, const command& order, mpi::communicator& world) {
   const auto what = static_cast<collective>(order.what);

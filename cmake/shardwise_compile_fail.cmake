@@ -1,6 +1,7 @@
-# Driver of a compile-fail test, run as `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> -P`:
+# Driver of a compile-fail test, run as
+# `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> [-DFIRST_ERROR=<regex>] -P`:
 # building TARGET must fail, and the build's output must contain EXPECT (so it failed for the promised
-# reason, not a typo).
+# reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it.
 set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
 if(CONFIG)
   list(APPEND build_command --config "${CONFIG}")
@@ -15,5 +16,13 @@ endif()
 if(NOT output MATCHES "${EXPECT}")
   message("${output}")
   message(FATAL_ERROR "${TARGET} failed to compile, but its output above does not match \"${EXPECT}\"")
+endif()
+if(FIRST_ERROR)
+  # Matched as a string, not split into a list: compiler lines hold semicolons ("[with T = float; ...]").
+  string(REGEX MATCH "[^\n]*error:[^\n]*" first_error "${output}")
+  if(NOT first_error MATCHES "${FIRST_ERROR}")
+    message("${output}")
+    message(FATAL_ERROR "${TARGET}: the first error line\n  ${first_error}\ndoes not match \"${FIRST_ERROR}\"")
+  endif()
 endif()
 message(STATUS "${TARGET} does not compile, as expected, with a message matching \"${EXPECT}\"")

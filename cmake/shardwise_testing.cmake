@@ -1,8 +1,9 @@
 # Test scaffolding every later issue reuses:
 #   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>])
 #   shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TARGET <target>] [TIMEOUT <seconds>])
-#   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex>)
-#   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>])
+#   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> [FIRST_ERROR <regex>])
+#   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>]
+#                         [ARGS <arguments...>])
 #   shardwise_add_header_check()
 #
 # Included by each directory that registers tests (the variables below are directory-scoped).
@@ -29,11 +30,12 @@ set(_shardwise_mpi_environment
   # Open MPI forwards output through a pseudo-terminal, which would make GoogleTest colour the logs.
   GTEST_COLOR=no)
 
-# Registers CTest test TEST running TARGET on RANKS MPI processes.
+# Registers CTest test TEST running TARGET on RANKS MPI processes, each given ARGS.
 function(shardwise_add_mpi_run)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TEST;TARGET;RANKS;TIMEOUT" "LABELS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TEST;TARGET;RANKS;TIMEOUT" "LABELS;ARGS")
   if(NOT arg_TEST OR NOT arg_TARGET OR NOT arg_RANKS OR arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "usage: shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <s>] [LABELS ...])")
+    message(FATAL_ERROR
+            "usage: shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <s>] [LABELS ...] [ARGS ...])")
   endif()
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT ${_shardwise_default_timeout})
@@ -41,7 +43,7 @@ function(shardwise_add_mpi_run)
   set(labels mpi ${arg_LABELS})
   add_test(NAME ${arg_TEST}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS} ${_shardwise_oversubscribe}
-            ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${arg_TARGET}> ${MPIEXEC_POSTFLAGS})
+            ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${arg_TARGET}> ${MPIEXEC_POSTFLAGS} ${arg_ARGS})
   set_tests_properties(${arg_TEST} PROPERTIES
     PROCESSORS ${arg_RANKS}
     TIMEOUT ${arg_TIMEOUT}
@@ -99,11 +101,14 @@ function(shardwise_add_backend_test)
 endfunction()
 
 # Proves that SOURCE does not compile and that the compiler says EXPECT (a regex) while refusing it.
+# With FIRST_ERROR, the first line of the output that contains "error:" must match that regex too: what
+# a user reads first (e.g. the layouts that met), not only somewhere in the notes.
 # The object target is outside ALL; test compile_fail.<name> builds it through cmake --build.
 function(shardwise_add_compile_fail_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;SOURCE;EXPECT" "")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;SOURCE;EXPECT;FIRST_ERROR" "")
   if(NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_EXPECT OR arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "usage: shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex>)")
+    message(FATAL_ERROR
+            "usage: shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> [FIRST_ERROR <regex>])")
   endif()
   set(target compile_fail_${arg_NAME})
   add_library(${target} OBJECT EXCLUDE_FROM_ALL ${arg_SOURCE})
@@ -112,7 +117,8 @@ function(shardwise_add_compile_fail_test)
   target_link_libraries(${target} PRIVATE shardwise::shardwise)
   add_test(NAME compile_fail.${arg_NAME}
     COMMAND "${CMAKE_COMMAND}" "-DBUILD_DIR=${CMAKE_BINARY_DIR}" "-DTARGET=${target}" "-DCONFIG=$<CONFIG>"
-            "-DEXPECT=${arg_EXPECT}" -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
+            "-DEXPECT=${arg_EXPECT}" "-DFIRST_ERROR=${arg_FIRST_ERROR}"
+            -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
   # Concurrent builds in one build tree (Ninja's log, a re-run of configure) must not race.
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES LABELS compile_fail RESOURCE_LOCK shardwise_build_tree)
 endfunction()
@@ -143,4 +149,20 @@ function(shardwise_add_header_check)
     target_link_libraries(shardwise_header_check_mpi PRIVATE shardwise::mpi shardwise_warnings)
     add_dependencies(shardwise_header_check shardwise_header_check_mpi)
   endif()
+endfunction()
+
+# ---- simulated GPUs (issue 6)
+# The body of a backend test built a third time, against the sim_gpu backend (SHARDWISE_TEST_SIM_GPU=1):
+# executable <name>_sim_gpu, in-process test <name>.sim_gpu.
+function(shardwise_add_sim_gpu_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES")
+  if(NOT arg_NAME OR NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "usage: shardwise_add_sim_gpu_test(NAME <name> SOURCES <files...> [TIMEOUT <s>])")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT ${_shardwise_default_timeout})
+  endif()
+  shardwise_add_in_process_test(NAME ${arg_NAME}.sim_gpu TARGET ${arg_NAME}_sim_gpu SOURCES ${arg_SOURCES}
+                                TIMEOUT ${arg_TIMEOUT})
+  target_compile_definitions(${arg_NAME}_sim_gpu PRIVATE SHARDWISE_TEST_SIM_GPU=1)
 endfunction()

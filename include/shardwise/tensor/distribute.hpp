@@ -1,7 +1,8 @@
 #pragma once
 // Moving a distributed matrix between layouts and to or from one rank. Each is collective over the
-// tensor's mesh and goes through one all_to_all_v (tensor/exchange.hpp), or none when every rank
-// already holds what it needs:
+// tensor's mesh and takes the cheapest of three paths (tensor/exchange.hpp): none when every rank
+// already holds what it needs, one all_gather along a mesh axis when the new layout only drops that
+// axis from a dimension, otherwise one all_to_all_v:
 //
 //   auto a = scatter<block_2d<ragged>>(mesh, whole, /*root*/ 0);  // whole: read on the root only
 //   auto b = redistribute<row_1d<padded>>(a);                      // same matrix, new layout
@@ -9,7 +10,9 @@
 //   auto everywhere = all_gather(b);                               // whole matrix on every rank
 //
 // Results are exact: elements are copied, never combined. Partial-sum tensors are refused at compile
-// time (gathering one addend would pass for the sum): reduce them first (tensor/reduce.hpp).
+// time (gathering one addend would pass for the sum): reduce them first (tensor/reduce.hpp). The
+// refusals are deleted overloads, so the compiler's first error names the layout
+// ("use of deleted function ... [with ...; Layout = partial_sum<...>]") and its excerpt says why.
 #include <Eigen/Core>
 #include <array>
 #include <cstdint>
@@ -28,13 +31,6 @@ namespace shardwise {
 
 namespace detail {
 
-template <class Layout>
-constexpr void require_final() {
-  static_assert(!is_partial_sum_v<Layout>,
-                "shardwise: this tensor holds partial sums (its blocks are addends still to be summed over a mesh "
-                "axis); gathering or redistributing them would pass one addend off as the sum: call reduce(t) first");
-}
-
 template <class Communicator>
 void check_root(Communicator& world, int root, std::string_view operation) {
   if (root < 0 || root >= world.size())
@@ -50,14 +46,13 @@ void check_root(Communicator& world, int root, std::string_view operation) {
 template <class Layout, class Mesh, class T>
 [[nodiscard]] dtensor<T, Layout, Mesh> scatter(
     Mesh& mesh, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole, int root = 0) {
-  detail::require_final<Layout>();
   auto& world = mesh.world();
   detail::check_root(world, root, "scatter");
   std::array<std::int64_t, 2> shape{whole.rows(), whole.cols()};
   world.broadcast(shape, root);
   dtensor<T, Layout, Mesh> tensor(mesh, {shape[0], shape[1]});
   const std::span<const T> source(whole.data(), world.rank() == root ? static_cast<std::size_t>(whole.size()) : 0);
-  detail::exchange(world, detail::on_one_rank(tensor.extents(), world.size(), root), source, tensor.mapping(),
+  detail::exchange(mesh, detail::on_one_rank(tensor.extents(), world.size(), root), source, tensor.mapping(),
                    tensor.data(), "scatter");
   return tensor;
 }
@@ -66,12 +61,12 @@ template <class Layout, class Mesh, class T>
 template <class T, class Layout, class Mesh>
 [[nodiscard]] Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> gather(
     const dtensor<T, Layout, Mesh>& tensor, int root = 0) {
-  detail::require_final<Layout>();
   auto& world = tensor.mesh().world();
   detail::check_root(world, root, "gather");
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> whole;
   if (world.rank() == root) whole.resize(tensor.rows(), tensor.cols());
-  detail::exchange(world, tensor.mapping(), tensor.data(), detail::on_one_rank(tensor.extents(), world.size(), root),
+  detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(),
+                   detail::on_one_rank(tensor.extents(), world.size(), root),
                    std::span<T>(whole.data(), static_cast<std::size_t>(whole.size())), "gather");
   return whole;
 }
@@ -80,10 +75,9 @@ template <class T, class Layout, class Mesh>
 template <class T, class Layout, class Mesh>
 [[nodiscard]] Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> all_gather(
     const dtensor<T, Layout, Mesh>& tensor) {
-  detail::require_final<Layout>();
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> whole(tensor.rows(), tensor.cols());
   const mapping_t<replicated<>, Mesh::dimensions> everywhere(tensor.extents(), tensor.mesh().shape());
-  detail::exchange(tensor.mesh().world(), tensor.mapping(), tensor.data(), everywhere,
+  detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), everywhere,
                    std::span<T>(whole.data(), static_cast<std::size_t>(whole.size())), "all_gather");
   return whole;
 }
@@ -92,16 +86,29 @@ template <class T, class Layout, class Mesh>
 // NewLayout cannot cut the shape (an exact layout and a shape that does not divide).
 template <class NewLayout, class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(const dtensor<T, Layout, Mesh>& tensor) {
-  detail::require_final<Layout>();
-  detail::require_final<NewLayout>();
   if constexpr (std::is_same_v<NewLayout, Layout>) {
     return tensor;
   } else {
     dtensor<T, NewLayout, Mesh> moved(tensor.mesh(), tensor.extents());
-    detail::exchange(tensor.mesh().world(), tensor.mapping(), tensor.data(), moved.mapping(), moved.data(),
+    detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), moved.mapping(), moved.data(),
                      "redistribute");
     return moved;
   }
 }
+
+// Partial sums: the blocks are addends still to be summed over a mesh axis.
+template <class Layout, class Mesh, class T>
+requires is_partial_sum_v<Layout>
+void scatter(Mesh&,  // every replica would get the values, and the sum would count them once per replica
+             const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>&, int = 0) = delete;
+template <class T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout>
+void gather(const dtensor<T, Layout, Mesh>&, int = 0) = delete;  // passes one addend off as the sum: reduce(t) first
+template <class T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout>
+void all_gather(const dtensor<T, Layout, Mesh>&) = delete;  // passes one addend off as the sum: reduce(t) first
+template <class NewLayout, class T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout> || is_partial_sum_v<NewLayout>
+void redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // moves addends as if they were sums: reduce(t) first
 
 }  // namespace shardwise

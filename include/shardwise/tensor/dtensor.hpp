@@ -95,16 +95,12 @@ class dtensor {
     storage_.assign(total, T{});
   }
 
-  // Layouts never convert implicitly; this overload exists only to say so in words.
+  // Layouts never convert implicitly. Deleted rather than a static_assert, so that the compiler's first
+  // error names both layouts ("use of deleted function ... [with OtherLayout = ...; Layout = ...]") and
+  // its excerpt of this line shows why.
   template <class OtherLayout>
   requires(!std::same_as<OtherLayout, Layout>)
-      dtensor(const dtensor<T, OtherLayout, Mesh>& other)  // NOLINT(google-explicit-constructor)
-      : dtensor(other.mesh(), other.extents()) {
-    static_assert(std::is_same_v<OtherLayout, Layout>,
-                  "shardwise::dtensor: a tensor of one layout was given where another layout is required (the two "
-                  "are named above and below); layouts never convert implicitly: call redistribute<NewLayout>(t), "
-                  "which moves the data, or reduce(t) for a partial sum");
-  }
+  dtensor(const dtensor<T, OtherLayout, Mesh>&) = delete;  // layouts never convert: redistribute<L>(t) or reduce(t)
 
   dtensor(const dtensor&) = default;
   dtensor(dtensor&&) noexcept = default;

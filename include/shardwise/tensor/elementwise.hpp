@@ -1,7 +1,8 @@
 #pragma once
 // Element-wise operations on a dtensor, local to each rank (no communication).
 //   transform(t, f)   a new tensor of f(element); any f, so only on final tensors: on a partial sum,
-//                     f(addend) summed is not f(sum) unless f is linear, so it does not compile.
+//                     f(addend) summed is not f(sum) unless f is linear, so it does not compile (the
+//                     overload for partial sums is deleted: the first error names the layout).
 //   scale(t, factor)  in place; linear, so allowed on partial sums too.
 // Padding stays zero: f is applied to owned elements only.
 #include <concepts>
@@ -16,9 +17,6 @@ namespace shardwise {
 template <class T, class Layout, class Mesh, class F>
 requires std::invocable<F&, const T&>
 [[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& tensor, F&& f) {
-  static_assert(!is_partial_sum_v<Layout>,
-                "shardwise::transform: the tensor holds partial sums (addends still to be summed over a mesh axis), "
-                "and a non-linear function of an addend is not the function of the sum: call reduce(t) first");
   using U = std::remove_cvref_t<std::invoke_result_t<F&, const T&>>;
   dtensor<U, Layout, Mesh> result(tensor.mesh(), tensor.extents());
   for (int b = 0; b < tensor.block_count(); ++b) {
@@ -29,6 +27,11 @@ requires std::invocable<F&, const T&>
   }
   return result;
 }
+
+template <class T, class Layout, class Mesh, class F>
+requires std::invocable<F&, const T&> && is_partial_sum_v<Layout>
+void transform(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
+    const dtensor<T, Layout, Mesh>&, F&&) = delete;
 
 template <class T, class Layout, class Mesh>
 void scale(dtensor<T, Layout, Mesh>& tensor, const std::type_identity_t<T>& factor) {

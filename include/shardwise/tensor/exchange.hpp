@@ -1,19 +1,24 @@
 #pragma once
-// The general redistribution path: move a matrix held under one layout mapping into the blocks of
-// another with a single all_to_all_v. scatter, gather, all_gather and redistribute are all this, with
-// different pairs of mappings (tensor/distribute.hpp).
+// Moving a matrix held under one layout mapping into the blocks of another, over a process_mesh.
+// scatter, gather, all_gather and redistribute are all this, with different pairs of mappings
+// (tensor/distribute.hpp). Three paths, the cheapest that applies; every rank decides from the
+// mappings alone, for all ranks, so all of them take the same one:
 //
-// Who sends what: every rectangle where a source block meets a destination block is sent once. When the
-// source replicates a block, the receiver takes it from itself if it holds a copy, otherwise from the
-// block's owner() (the lowest rank holding it). Sender and receiver enumerate the rectangles of each
-// (sender, receiver) pair in the same order — source blocks, then destination blocks, rows of each
-// rectangle — so the packed stream needs no headers. Cost: each rank pairs its blocks with every
-// other rank's, O(P * blocks^2) index work; fine for the few blocks per rank of split layouts.
-//
-// The fast path: when every rank finds each of its destination blocks inside one of its own source
-// blocks (slicing a replicated matrix: replicated -> anything, row_1d -> block_2d on a 2-D mesh; or the
-// same cuts under two names), each rank copies locally and nothing travels. Every rank decides this from
-// the mappings alone, for all ranks, so all of them skip the collective or none does.
+// 1. No communication, when every rank finds each of its destination blocks inside one of its own
+//    source blocks (slicing a replicated matrix: replicated -> anything; adding mesh axes to a split,
+//    rows_over<0> -> rows_over<0, 1>; the same cuts under two names). Each rank copies locally.
+// 2. One all_gather along mesh axis a, when every rank's destination block is exactly tiled by the
+//    source blocks of the ranks on its line along a, and those blocks are stored equally large (what
+//    all_gather needs): the destination is the source with axis a dropped from a dimension's list,
+//    rows_over<0, 1> -> rows_over<0>, col_1d -> replicated, and the pieces line up under the padding
+//    rules (always for exact; for padded and ragged when the cuts happen to agree).
+// 3. The general path, one all_to_all_v over the mesh's world: every rectangle where a source block
+//    meets a destination block is sent once. When the source replicates a block, the receiver takes it
+//    from itself if it holds a copy, otherwise from the block's owner() (the lowest rank holding it).
+//    Sender and receiver enumerate the rectangles of each (sender, receiver) pair in the same order —
+//    source blocks, then destination blocks, rows of each rectangle — so the packed stream needs no
+//    headers. Cost: each rank pairs its blocks with every other rank's, O(P * blocks^2) index work;
+//    fine for the few blocks per rank of split layouts.
 #include <algorithm>
 #include <climits>
 #include <cstddef>
@@ -25,6 +30,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/mesh/shape.hpp"
 
 namespace shardwise::detail {
 
@@ -123,7 +129,7 @@ template <layout_mapping From>
   return -1;
 }
 
-// Whether every rank holds, in its own source blocks, everything its destination blocks need.
+// Whether every rank holds, in its own source blocks, everything its destination blocks need (path 1).
 template <layout_mapping From, layout_mapping To>
 [[nodiscard]] bool needs_no_communication(const From& from, const To& to) {
   for (int rank = 0; rank < to.ranks(); ++rank)
@@ -134,29 +140,98 @@ template <layout_mapping From, layout_mapping To>
   return true;
 }
 
-// Collective over `world`, whose ranks are the mappings' ranks: fills `target` (this rank's blocks
-// under `to`) from `source` (this rank's blocks under `from`). Padding in `target` is left untouched.
+// Whether an all_gather along mesh axis a builds every destination block (path 2): on every line along
+// a, each rank has one source and one destination block, the destination blocks are all the same (the
+// gather gives every rank of the line the same pieces), the source blocks tile it exactly (contained in
+// it, distinct — and so disjoint, by the layout contract — and covering it) and are stored equally large. One pass over the
+// ranks per axis.
+template <layout_mapping From, layout_mapping To, std::size_t D>
+[[nodiscard]] bool gathers_along(const From& from, const To& to, const coordinates<D>& grid, std::size_t a) {
+  for (int first = 0; first < to.ranks(); ++first) {
+    coordinates<D> point = point_in_grid(grid, first);
+    if (point[a] != 0) continue;  // each line once, from its first rank
+    if (to.block_count(first) != 1 || from.block_count(first) != 1) return false;
+    const block_info wanted = to.block(first, 0);
+    const std::int64_t stored = from.block(first, 0).stored_elements();
+    std::int64_t covered = 0;
+    std::vector<block_info> seen;  // a source replicated along a holds equal blocks: they do not tile
+    for (; point[a] < grid[a]; ++point[a]) {
+      const int rank = rank_in_grid(grid, point);
+      if (to.block_count(rank) != 1 || to.block(rank, 0) != wanted || from.block_count(rank) != 1) return false;
+      const block_info held = from.block(rank, 0);
+      if (held.stored_elements() != stored) return false;
+      if (held.elements() == 0) continue;
+      if (!contains(wanted, held) || std::ranges::find(seen, held) != seen.end()) return false;
+      seen.push_back(held);
+      covered += held.elements();
+    }
+    if (covered != wanted.elements()) return false;
+  }
+  return true;
+}
+
+// The mesh axis of path 2, or -1 when none serves.
+template <layout_mapping From, layout_mapping To, std::size_t D>
+[[nodiscard]] int gathering_axis(const From& from, const To& to, const coordinates<D>& grid) {
+  for (std::size_t a = 0; a < D; ++a)
+    if (grid[a] > 1 && gathers_along(from, to, grid, a)) return static_cast<int>(a);
+  return -1;
+}
+
+// Copies a rows x cols rectangle between row-major storages of the given row strides.
+template <class T>
+void copy_rectangle(const T* in, std::int64_t in_stride, T* out, std::int64_t out_stride, std::int64_t rows,
+                    std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy(in + r * in_stride, in + r * in_stride + cols, out + r * out_stride);
+}
+
+// Path 1: this rank copies each destination block out of the source block containing it.
+template <class T, layout_mapping From, layout_mapping To>
+void copy_locally(int me, const From& from, std::span<const T> source, const To& to, std::span<T> target) {
+  const std::vector<std::size_t> source_starts = block_starts(from, me);
+  const std::vector<std::size_t> target_starts = block_starts(to, me);
+  for (int db = 0; db < to.block_count(me); ++db) {
+    const block_info wanted = to.block(me, db);
+    if (wanted.elements() == 0) continue;
+    const int sb = containing_block(from, me, wanted);
+    const block_info held = from.block(me, sb);
+    copy_rectangle(source.data() + source_starts[static_cast<std::size_t>(sb)] +
+                       (wanted.row_offset - held.row_offset) * held.stored_cols + (wanted.col_offset - held.col_offset),
+                   held.stored_cols, target.data() + target_starts[static_cast<std::size_t>(db)], wanted.stored_cols,
+                   wanted.rows, wanted.cols);
+  }
+}
+
+// Path 2, collective over mesh.axis(axis): every rank's one source block, gathered along the axis, and
+// each piece put where it lies in this rank's one destination block.
+template <class T, class Mesh, layout_mapping From, layout_mapping To>
+void gather_along(Mesh& mesh, int axis, const From& from, std::span<const T> source, const To& to,
+                  std::span<T> target) {
+  auto& line = mesh.axis(axis);
+  std::vector<T> pieces(source.size() * static_cast<std::size_t>(line.size()));
+  line.all_gather(source, std::span<T>(pieces));
+  // Piece k came from the rank at coordinate k on my line (an axis communicator's rank is that coordinate).
+  const block_info wanted = to.block(mesh.world().rank(), 0);
+  auto point = mesh.coords();
+  int& k = point[static_cast<std::size_t>(axis)];
+  for (k = 0; k < line.size(); ++k) {
+    const block_info held = from.block(mesh.rank_of(point), 0);
+    if (held.elements() == 0) continue;
+    copy_rectangle(pieces.data() + static_cast<std::size_t>(k) * source.size(), held.stored_cols,
+                   target.data() + (held.row_offset - wanted.row_offset) * wanted.stored_cols +
+                       (held.col_offset - wanted.col_offset),
+                   wanted.stored_cols, held.rows, held.cols);
+  }
+}
+
+// Path 3, collective over `world`: one all_to_all_v of every rectangle where a source block meets a
+// destination block.
 template <class T, class Communicator, layout_mapping From, layout_mapping To>
-void exchange(Communicator& world, const From& from, std::span<const T> source, const To& to, std::span<T> target,
-              std::string_view operation) {
+void exchange_all_to_all(Communicator& world, const From& from, std::span<const T> source, const To& to,
+                         std::span<T> target, std::string_view operation) {
   const int me = world.rank();
   const int ranks = world.size();
-  if (needs_no_communication(from, to)) {
-    const std::vector<std::size_t> source_starts = block_starts(from, me);
-    const std::vector<std::size_t> target_starts = block_starts(to, me);
-    for (int db = 0; db < to.block_count(me); ++db) {
-      const block_info wanted = to.block(me, db);
-      if (wanted.elements() == 0) continue;
-      const int sb = containing_block(from, me, wanted);
-      const block_info held = from.block(me, sb);
-      const T* in = source.data() + source_starts[static_cast<std::size_t>(sb)] +
-                    (wanted.row_offset - held.row_offset) * held.stored_cols + (wanted.col_offset - held.col_offset);
-      T* out = target.data() + target_starts[static_cast<std::size_t>(db)];
-      for (std::int64_t r = 0; r < wanted.rows; ++r)
-        std::copy(in + r * held.stored_cols, in + r * held.stored_cols + wanted.cols, out + r * wanted.stored_cols);
-    }
-    return;
-  }
   auto count = [&](std::size_t elements) {
     if (elements > static_cast<std::size_t>(INT_MAX))
       throw argument_error(world.world_rank(), operation,
@@ -207,10 +282,26 @@ void exchange(Communicator& world, const From& from, std::span<const T> source, 
   const std::vector<std::size_t> target_starts = block_starts(to, me);
   const T* next = incoming.data();
   for (const arrival& a : arrivals) {
-    T* first = target.data() + target_starts[static_cast<std::size_t>(a.block)] +
-               (a.part.row - a.wanted.row_offset) * a.wanted.stored_cols + (a.part.col - a.wanted.col_offset);
-    for (std::int64_t r = 0; r < a.part.rows; ++r, next += a.part.cols)
-      std::copy(next, next + a.part.cols, first + r * a.wanted.stored_cols);
+    copy_rectangle(next, a.part.cols,
+                   target.data() + target_starts[static_cast<std::size_t>(a.block)] +
+                       (a.part.row - a.wanted.row_offset) * a.wanted.stored_cols + (a.part.col - a.wanted.col_offset),
+                   a.wanted.stored_cols, a.part.rows, a.part.cols);
+    next += a.part.rows * a.part.cols;
+  }
+}
+
+// Collective over `mesh`, whose world's ranks are the mappings' ranks: fills `target` (this rank's
+// blocks under `to`) from `source` (this rank's blocks under `from`) by the cheapest path that applies.
+// Padding in `target` is left untouched.
+template <class T, class Mesh, layout_mapping From, layout_mapping To>
+void exchange(Mesh& mesh, const From& from, std::span<const T> source, const To& to, std::span<T> target,
+              std::string_view operation) {
+  if (needs_no_communication(from, to)) {
+    copy_locally(mesh.world().rank(), from, source, to, target);
+  } else if (const int axis = gathering_axis(from, to, mesh.shape()); axis >= 0) {
+    gather_along(mesh, axis, from, source, to, target);
+  } else {
+    exchange_all_to_all(mesh.world(), from, source, to, target, operation);
   }
 }
 

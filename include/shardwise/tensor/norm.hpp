@@ -1,7 +1,8 @@
 #pragma once
 // frobenius_norm(t): the Frobenius norm of the global matrix, on every rank. Collective over the mesh.
 // Replicated blocks count once (the copy on the rank owner() names). A partial-sum tensor does not
-// compile: the norm of the addends is not the norm of the sum.
+// compile (a deleted overload, so the first error names the layout): the norm of the addends is not
+// the norm of the sum.
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -15,9 +16,6 @@ namespace shardwise {
 
 template <std::floating_point T, class Layout, class Mesh>
 [[nodiscard]] double frobenius_norm(const dtensor<T, Layout, Mesh>& tensor) {
-  static_assert(!is_partial_sum_v<Layout>,
-                "shardwise::frobenius_norm: the tensor holds partial sums (addends still to be summed over a mesh "
-                "axis), and the norm of the addends is not the norm of the sum: call reduce(t) first");
   auto& world = tensor.mesh().world();
   double squares = 0;
   for (int b = 0; b < tensor.block_count(); ++b) {
@@ -28,5 +26,9 @@ template <std::floating_point T, class Layout, class Mesh>
   world.all_reduce(std::span<double>(&squares, 1), op::sum);
   return std::sqrt(squares);
 }
+
+template <std::floating_point T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout>
+double frobenius_norm(const dtensor<T, Layout, Mesh>&) = delete;  // the norm of addends is not the norm of the sum
 
 }  // namespace shardwise

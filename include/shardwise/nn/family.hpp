@@ -1,0 +1,60 @@
+#pragma once
+// The three tensor-parallel families of a Transformer layer, as layout types. A layer (nn/) is built
+// from two kinds of linear: the first of a sub-block (the Q/K/V projections, the MLP's expansion) takes
+// the layer's input and gives the hidden activations; the second (the attention's output projection,
+// the MLP's contraction) takes them back to the input's layout, so that blocks stack:
+//
+//   family               input            first weight          hidden            second weight
+//   tensor_parallel_1d   replicated       row_1d (columns cut)  row_1d            col_1d (rows cut)   Megatron
+//   tensor_parallel_2d   block_2d         block_2d              block_2d          block_2d            SUMMA (Optimus)
+//   tensor_parallel_3d   cube::input      cube::weight          cube::output      cube::swapped::weight
+//
+// In 3-D the hidden layout IS cube::swapped::input (the paper's exchange of the y and z directions
+// after the first linear), and the second linear, in the swapped cube, gives swapped::output, which IS
+// cube::input again: the types carry the swap, and a block's output has its input's layout.
+#include <cstddef>
+
+#include "shardwise/layout/cube_3d.hpp"
+#include "shardwise/layout/padding.hpp"
+#include "shardwise/layout/split.hpp"
+
+namespace shardwise::nn {
+
+template <padding_rule Padding = exact>
+struct tensor_parallel_1d {
+  static constexpr std::size_t mesh_dimensions = 1;
+  using input = replicated<Padding>;
+  using first_weight = row_1d<Padding>;
+  using hidden = row_1d<Padding>;
+  using second_weight = col_1d<Padding>;
+};
+
+template <padding_rule Padding = exact>
+struct tensor_parallel_2d {
+  static constexpr std::size_t mesh_dimensions = 2;
+  using input = block_2d<Padding>;
+  using first_weight = block_2d<Padding>;
+  using hidden = block_2d<Padding>;
+  using second_weight = block_2d<Padding>;
+};
+
+template <class Directions = directions<>, padding_rule Padding = exact>
+struct tensor_parallel_3d {
+  using cube = cube_3d<Directions, Padding>;
+  static constexpr std::size_t mesh_dimensions = 3;
+  using input = typename cube::input;
+  using first_weight = typename cube::weight;
+  using hidden = typename cube::output;
+  using second_weight = typename cube::swapped::weight;
+};
+
+// Family F describes a Transformer layer on meshes of D dimensions.
+template <class F, std::size_t D>
+concept tensor_parallel_family = requires {
+  typename F::input;
+  typename F::first_weight;
+  typename F::hidden;
+  typename F::second_weight;
+} && F::mesh_dimensions == D;
+
+}  // namespace shardwise::nn

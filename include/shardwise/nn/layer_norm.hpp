@@ -1,0 +1,52 @@
+#pragma once
+// nn::layer_norm<T, Layout, Mesh>: layer normalisation over rows with learnable gamma (starts at 1) and
+// beta (starts at 0), both in vector_layout_t<Layout>; forward keeps what backward needs
+// (ops/layer_norm.hpp does the work).
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/nn/parameter.hpp"
+#include "shardwise/ops/layer_norm.hpp"
+
+namespace shardwise::nn {
+
+template <class T, class Layout, class Mesh>
+class layer_norm {
+ public:
+  using tensor_type = dtensor<T, Layout, Mesh>;
+  using vector_type = parameter<T, vector_layout_t<Layout>, Mesh>;
+
+  layer_norm(Mesh& mesh, std::int64_t features) : gamma_(mesh, {1, features}, T(1)), beta_(mesh, {1, features}, T(0)) {}
+
+  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+    auto [y, saved] = shardwise::layer_norm(x, gamma_.value, beta_.value);
+    saved_.emplace(std::move(saved));
+    return std::move(y);
+  }
+
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+    if (!saved_)
+      throw argument_error(gamma_.value.mesh().world().world_rank(), "nn::layer_norm::backward",
+                           "backward before forward: the layer keeps its statistics from forward");
+    auto gradients = layer_norm_backward(output_gradient, *saved_, gamma_.value);
+    gamma_.gradient = std::move(gradients.gamma);
+    beta_.gradient = std::move(gradients.beta);
+    return std::move(gradients.input);
+  }
+
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f(gamma_);
+    f(beta_);
+  }
+
+ private:
+  vector_type gamma_;
+  vector_type beta_;
+  std::optional<layer_norm_saved<T, Layout, Mesh>> saved_;
+};
+
+}  // namespace shardwise::nn

@@ -1,0 +1,46 @@
+#pragma once
+// nn::mlp<T, Family, Mesh>: the Transformer's feed-forward sub-block, y = GeLU(x·W1 + b1)·W2 + b2, with
+// the first linear input -> hidden and the second hidden -> input in a tensor-parallel family
+// (nn/family.hpp). GeLU is local in every family.
+#include <cstdint>
+#include <optional>
+
+#include "shardwise/nn/sub_block.hpp"
+#include "shardwise/ops/gelu.hpp"
+
+namespace shardwise::nn {
+
+template <class T, class Family, class Mesh>
+class mlp {
+  using first_linear = typename sub_block_linears<T, Family, Mesh>::first;
+  using second_linear = typename sub_block_linears<T, Family, Mesh>::second;
+
+ public:
+  using tensor_type = dtensor<T, typename Family::input, Mesh>;
+
+  // hidden -> expanded -> hidden; `seed` names the layer, its linears take seed + 1 and seed + 2.
+  mlp(Mesh& mesh, std::int64_t hidden, std::int64_t expanded, std::uint64_t seed)
+      : expand_(mesh, hidden, expanded, seed + 1), contract_(mesh, expanded, hidden, seed + 2) {}
+
+  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+    pre_activation_.emplace(expand_.forward(x));
+    return contract_.forward(gelu(*pre_activation_));
+  }
+
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+    return expand_.backward(gelu_backward(contract_.backward(output_gradient), *pre_activation_));
+  }
+
+  template <class F>
+  void for_each_parameter(F&& f) {
+    expand_.for_each_parameter(f);
+    contract_.for_each_parameter(f);
+  }
+
+ private:
+  first_linear expand_;
+  second_linear contract_;
+  std::optional<typename first_linear::output_type> pre_activation_;
+};
+
+}  // namespace shardwise::nn

@@ -1,0 +1,40 @@
+#pragma once
+// parameter<T, Layout, Mesh>: a trainable distributed tensor and its gradient, of one layout.
+//
+// Initial values come from a counter-based generator keyed by (seed, global row, global column)
+// (core/counter_random.hpp), so a layer starts from the same weights whatever its layout and rank
+// count — the serial model and every distributed one are the same model.
+#include <cstdint>
+
+#include "shardwise/core/counter_random.hpp"
+#include "shardwise/layout/layout.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise::nn {
+
+template <class T, class Layout, class Mesh>
+struct parameter {
+  dtensor<T, Layout, Mesh> value;
+  dtensor<T, Layout, Mesh> gradient;
+
+  // Zero gradient, value uniform in [-bound, bound) from `seed`.
+  parameter(Mesh& mesh, matrix_extents extents, std::uint64_t seed, T bound)
+      : value(from_function<Layout>(mesh, extents,
+                                    [&](std::int64_t i, std::int64_t j) {
+                                      return static_cast<T>((2 * uniform_at(seed, i, j) - 1) * bound);
+                                    })),
+        gradient(mesh, extents) {}
+  // Every element `fill` (layer norm's gamma = 1, beta = 0).
+  parameter(Mesh& mesh, matrix_extents extents, T fill)
+      : value(from_function<Layout>(mesh, extents, [fill](std::int64_t, std::int64_t) { return fill; })),
+        gradient(mesh, extents) {}
+
+  // value -= rate * gradient on this rank's blocks; padding, zero in both, stays zero.
+  void descend(T rate) {
+    auto v = value.data();
+    const auto g = gradient.data();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] -= rate * g[i];
+  }
+};
+
+}  // namespace shardwise::nn

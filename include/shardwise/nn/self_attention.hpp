@@ -1,0 +1,84 @@
+#pragma once
+// nn::self_attention<T, Family, Mesh>: multi-head self-attention, forward and backward, in a
+// tensor-parallel family (nn/family.hpp):
+//   Q, K, V = x·W_q + b_q, x·W_k + b_k, x·W_v + b_v    first linears: input -> hidden layout
+//   O = attention(Q, K, V) per sample and head           local (ops/attention.hpp)
+//   y = O·W_o + b_o                                      second linear: hidden -> input layout
+// The hidden layout keeps whole samples and whole heads on a rank when the batch divides by the
+// ranks the rows are cut over and the heads by the ranks the columns are cut over (the table in
+// ops/attention.hpp); other shapes throw argument_error from the first forward, naming the rule.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/nn/sub_block.hpp"
+#include "shardwise/ops/attention.hpp"
+#include "shardwise/tensor/accumulate.hpp"
+
+namespace shardwise::nn {
+
+struct attention_options {
+  std::int64_t hidden = 0;    // model width; heads * head_dim
+  std::int64_t heads = 1;
+  std::int64_t sequence = 1;  // rows per sample
+  bool causal = false;
+};
+
+template <class T, class Family, class Mesh>
+class self_attention {
+  using first_linear = typename sub_block_linears<T, Family, Mesh>::first;
+  using second_linear = typename sub_block_linears<T, Family, Mesh>::second;
+
+ public:
+  using tensor_type = dtensor<T, typename Family::input, Mesh>;
+
+  // `seed` names the layer; its four linears take seed + 1 ... seed + 4.
+  self_attention(Mesh& mesh, const attention_options& options, std::uint64_t seed)
+      : shape_(checked_shape(mesh, options)),
+        query_(mesh, options.hidden, options.hidden, seed + 1),
+        key_(mesh, options.hidden, options.hidden, seed + 2),
+        value_(mesh, options.hidden, options.hidden, seed + 3),
+        output_(mesh, options.hidden, options.hidden, seed + 4) {}
+
+  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+    q_.emplace(query_.forward(x));
+    k_.emplace(key_.forward(x));
+    v_.emplace(value_.forward(x));
+    return output_.forward(attention_forward(*q_, *k_, *v_, shape_, saved_));
+  }
+
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+    const auto heads_gradient = output_.backward(output_gradient);
+    const auto g = attention_backward(*q_, *k_, *v_, heads_gradient, shape_, saved_);
+    auto input_gradient = query_.backward(g.q);
+    accumulate(input_gradient, key_.backward(g.k));
+    accumulate(input_gradient, value_.backward(g.v));
+    return input_gradient;
+  }
+
+  template <class F>
+  void for_each_parameter(F&& f) {
+    query_.for_each_parameter(f);
+    key_.for_each_parameter(f);
+    value_.for_each_parameter(f);
+    output_.for_each_parameter(f);
+  }
+
+ private:
+  static attention_shape checked_shape(Mesh& mesh, const attention_options& options) {
+    if (options.heads < 1 || options.hidden % options.heads != 0)
+      throw argument_error(mesh.world().world_rank(), "nn::self_attention",
+                           "the width " + std::to_string(options.hidden) + " does not split into " +
+                               std::to_string(options.heads) + " heads");
+    return {options.sequence, options.hidden / options.heads, options.causal};
+  }
+
+  attention_shape shape_;
+  first_linear query_, key_, value_;
+  second_linear output_;
+  std::optional<typename first_linear::output_type> q_, k_, v_;
+  attention_saved<T> saved_;
+};
+
+}  // namespace shardwise::nn

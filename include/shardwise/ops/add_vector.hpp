@@ -1,0 +1,43 @@
+#pragma once
+// add_vector(A, b): C = A + b, the vector b (1 x N) added to every row of the M x N matrix A (a bias),
+// and its backward: dA = dC, db = the column sums of dC. b lives in vector_layout_t<Layout>
+// (layout/vector_layout.hpp); in 3-D that is the paper's diagonal storage, and this is its Algorithms
+// 7 (forward) and 8 (backward); the communication is in ops/vector_broadcast.hpp. C has A's layout.
+//
+//   auto c = add_vector(a, bias);                          // dtensor<T, Layout, Mesh>
+//   auto [d_a, d_bias] = add_vector_backward(std::move(d_c));
+//
+// A partial-sum A does not compile: b added to each addend would count once per addend.
+#include <concepts>
+#include <utility>
+
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/ops/vector_broadcast.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+template <std::floating_point T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, Layout, Mesh> add_vector(const dtensor<T, Layout, Mesh>& matrix,
+                                                  const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) {
+  detail::check_vector_fits(matrix, vector, "add_vector");
+  const auto spread = broadcast_vector<Layout>(vector);
+  dtensor<T, Layout, Mesh> sum(matrix.mesh(), matrix.extents());
+  sum.local() = matrix.local().rowwise() + spread.local().row(0);
+  return sum;
+}
+
+// dC passes through to A unchanged (moved in, moved out: no copy for an rvalue).
+template <std::floating_point T, split_layout Layout, class Mesh>
+[[nodiscard]] matrix_vector_gradients<T, Layout, Mesh> add_vector_backward(dtensor<T, Layout, Mesh> output_gradient) {
+  auto vector_gradient = column_sums(output_gradient);
+  return {std::move(output_gradient), std::move(vector_gradient)};
+}
+
+template <class T, class Layout, class Mesh, class Vector>
+requires is_partial_sum_v<Layout>
+void add_vector(const dtensor<T, Layout, Mesh>&,
+                const Vector&) = delete;  // b added to each addend counts once per addend: reduce(t) first
+
+}  // namespace shardwise

@@ -1,0 +1,57 @@
+#pragma once
+// gelu(x): the Gaussian error linear unit in the tanh approximation used by GPT and Megatron,
+//   gelu(x) = x/2 · (1 + tanh(u)),   u = √(2/π) · (x + 0.044715 x³),
+// and its backward, dx = dy · gelu'(x) with
+//   gelu'(x) = (1 + tanh(u))/2 + x/2 · (1 - tanh²(u)) · √(2/π) · (1 + 3 · 0.044715 x²).
+// Element-wise and local to each rank (no communication), on any layout; padding stays zero. A
+// partial-sum tensor does not compile: gelu of the addends, summed, is not gelu of the sum.
+#include <cmath>
+#include <concepts>
+#include <numbers>
+
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/tensor/binary_transform.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+#include "shardwise/tensor/elementwise.hpp"
+
+namespace shardwise {
+
+namespace detail {
+
+template <std::floating_point T>
+struct gelu_tanh {
+  static constexpr T cubic = T(0.044715);
+  static constexpr T slope = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // √(2/π)
+
+  static T value(T x) { return T(0.5) * x * (T(1) + std::tanh(slope * (x + cubic * x * x * x))); }
+  static T derivative(T x) {
+    const T t = std::tanh(slope * (x + cubic * x * x * x));
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * slope * (T(1) + T(3) * cubic * x * x);
+  }
+};
+
+}  // namespace detail
+
+template <std::floating_point T, class Layout, class Mesh>
+requires(!is_partial_sum_v<Layout>)
+[[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input) {
+  return transform(input, detail::gelu_tanh<T>::value);
+}
+
+// dx from dy and the forward's input x.
+template <std::floating_point T, class Layout, class Mesh>
+requires(!is_partial_sum_v<Layout>)
+[[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(const dtensor<T, Layout, Mesh>& output_gradient,
+                                                     const dtensor<T, Layout, Mesh>& input) {
+  return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); });
+}
+
+template <class T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout>
+void gelu(const dtensor<T, Layout, Mesh>&) = delete;  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
+template <class T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout>
+void gelu_backward(const dtensor<T, Layout, Mesh>&,
+                   const dtensor<T, Layout, Mesh>&) = delete;  // gelu' of an addend is not gelu' of the sum: reduce(t) first
+
+}  // namespace shardwise

@@ -1,0 +1,115 @@
+#pragma once
+// What every distributed matrix product (ops/matmul.hpp) shares: the operand view transposed(t), the
+// local GEMM out = op(left) · op(right) on Eigen maps of stored buffers (op a transpose or not), the
+// global shape check, and the reusable buffers the products gather into.
+#include <Eigen/Core>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/layout.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+// transposed(t): the operand t read as its transpose in a product, matmul(a, transposed(b)) = A·Bᵀ.
+// A view: it refers to t (which must outlive it) and moves nothing; the product's algorithm does the
+// transposing inside its local GEMM.
+template <class Tensor>
+struct transposed_view {
+  const Tensor& tensor;
+};
+
+template <class T, class Layout, class Mesh>
+[[nodiscard]] transposed_view<dtensor<T, Layout, Mesh>> transposed(const dtensor<T, Layout, Mesh>& tensor) {
+  return {tensor};
+}
+// A view of a temporary would dangle before the product reads it.
+template <class T, class Layout, class Mesh>
+void transposed(const dtensor<T, Layout, Mesh>&&) = delete;
+
+namespace detail {
+
+template <class T>
+using row_major = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// A row-major block of a buffer, rows `stride` elements apart; const T gives a read-only map.
+template <class T>
+using strided_map = Eigen::Map<std::conditional_t<std::is_const_v<T>, const row_major<std::remove_const_t<T>>,
+                                                  row_major<T>>,
+                               Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// A dtensor's only block with its padding, as stored: what the products multiply and send.
+template <class T, class Layout, class Mesh>
+[[nodiscard]] strided_map<const T> stored_block(const dtensor<T, Layout, Mesh>& tensor) {
+  const block_info& b = tensor.block();
+  return {tensor.data().data(), b.stored_rows, b.stored_cols, Eigen::OuterStride<>(b.stored_cols)};
+}
+
+template <bool Transpose, class Matrix>
+[[nodiscard]] decltype(auto) oriented(const Matrix& m) {
+  if constexpr (Transpose) {
+    return m.transpose();
+  } else {
+    return (m);
+  }
+}
+
+// out = op(left) · op(right), or out += when `accumulate`.
+template <bool TransposeLeft, bool TransposeRight, class Out, class Left, class Right>
+void multiply(Out&& out, const Left& left, const Right& right, bool accumulate) {
+  if (accumulate) {
+    out.noalias() += oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
+  } else {
+    out.noalias() = oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
+  }
+}
+
+// How error messages name the three forms.
+template <bool TransposeLeft, bool TransposeRight>
+constexpr const char* form_name() {
+  if constexpr (TransposeLeft && TransposeRight) return "A^T*B^T";
+  if constexpr (TransposeLeft) return "A^T*B";
+  if constexpr (TransposeRight) return "A*B^T";
+  return "A*B";
+}
+
+// The global shape of op(left) · op(right); throws argument_error, on every rank alike, when the
+// operands live on different meshes or their inner dimensions differ.
+template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
+[[nodiscard]] matrix_extents product_extents(const Left& left, const Right& right) {
+  const int rank = left.mesh().world().world_rank();
+  if (&left.mesh() != &right.mesh())
+    throw argument_error(rank, "matmul", "the operands of a product live on different meshes");
+  const std::int64_t left_inner = TransposeLeft ? left.rows() : left.cols();
+  const std::int64_t right_inner = TransposeRight ? right.cols() : right.rows();
+  if (left_inner != right_inner)
+    throw argument_error(rank, "matmul",
+                         std::string(form_name<TransposeLeft, TransposeRight>()) + " of a " +
+                             std::to_string(left.rows()) + "x" + std::to_string(left.cols()) + " A and a " +
+                             std::to_string(right.rows()) + "x" + std::to_string(right.cols()) +
+                             " B: the inner dimensions " + std::to_string(left_inner) + " and " +
+                             std::to_string(right_inner) + " differ");
+  return {TransposeLeft ? left.cols() : left.rows(), TransposeRight ? right.rows() : right.cols()};
+}
+
+// The buffers the products gather operands and partial results into. One set per thread (each rank
+// of the threads backend is a thread; an MPI rank is a process): they grow to the largest product a
+// rank has run and are reused by every later one, so a training step allocates no communication
+// buffers after its first. Contents are not kept between calls.
+enum class buffer : std::size_t { left, right, product };
+
+template <class T>
+[[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
+  thread_local std::array<std::vector<T>, 3> buffers;
+  std::vector<T>& held = buffers[static_cast<std::size_t>(which)];
+  if (held.size() < elements) held = std::vector<T>(elements);  // no copy of stale contents
+  return {held.data(), elements};
+}
+
+}  // namespace detail
+}  // namespace shardwise

@@ -1,0 +1,49 @@
+#pragma once
+// softmax_rows(x): the softmax of each row, y_ij = exp(x_ij - max_k x_ik) / Σ_k exp(x_ik - max_k x_ik),
+// and its backward, dx = y ∘ (dy - Σ_k dy_ik y_ik). When the layout cuts the columns, a row's max and
+// sums come from the ranks that share the row (an all-reduce, op::max then op::sum, along each column
+// axis; ops/row_reduction.hpp); padding columns never count, and stay zero. Output has x's layout. A
+// partial-sum tensor does not compile: the softmax of the addends is not the softmax of the sum.
+#include <Eigen/Core>
+#include <concepts>
+
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/ops/row_reduction.hpp"
+#include "shardwise/tensor/binary_transform.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+template <std::floating_point T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows(const dtensor<T, Layout, Mesh>& input) {
+  Mesh& mesh = input.mesh();
+  const auto x = input.local();
+  const auto maxima = row_maxima<Layout>(mesh, x);
+  dtensor<T, Layout, Mesh> output(mesh, input.extents());
+  auto y = output.local();
+  y = (x.colwise() - maxima).array().exp().matrix();
+  const auto sums = row_sums<Layout>(mesh, y);
+  y.array().colwise() /= sums.array();
+  return output;
+}
+
+// dx from dy and the forward's output y.
+template <std::floating_point T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows_backward(const dtensor<T, Layout, Mesh>& output_gradient,
+                                                             const dtensor<T, Layout, Mesh>& output) {
+  Mesh& mesh = output.mesh();
+  detail::check_same_shape(output_gradient, output, "softmax_rows_backward");
+  const auto dy = output_gradient.local();
+  const auto y = output.local();
+  const auto dots = row_sums<Layout>(mesh, dy.cwiseProduct(y));
+  dtensor<T, Layout, Mesh> input_gradient(mesh, output.extents());
+  input_gradient.local() = (y.array() * (dy.array().colwise() - dots.array())).matrix();
+  return input_gradient;
+}
+
+template <class T, class Layout, class Mesh>
+requires is_partial_sum_v<Layout>
+void softmax_rows(const dtensor<T, Layout, Mesh>&) = delete;  // softmax of addends is not softmax of the sum: reduce(t) first
+
+}  // namespace shardwise

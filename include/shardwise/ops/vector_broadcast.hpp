@@ -1,0 +1,128 @@
+#pragma once
+// Moving a vector between where it lives and where a matrix uses it (layout/vector_layout.hpp), both
+// ways; the communication of every matrix-vector operation (A + b, A ∘ b, layer norm's gamma, beta):
+//
+//   broadcast_vector<L>(b)   b from vector_layout_t<L> to broadcast_vector_layout_t<L>, so that each rank
+//                            holds the entries of the columns of its block of an L matrix.
+//   column_sums(m)           the sums of an L matrix's columns, in vector_layout_t<L>: the adjoint of
+//                            broadcasting, hence the gradient of any vector that was broadcast over rows.
+//
+// 1-D and 2-D: the vector already lives in the broadcast layout, so broadcasting copies it, and the
+// column sums are each rank's local sums all-reduced over the axes that cut the rows.
+//
+// 3-D (the paper's Algorithms 7 and 8): the vector lives on the diagonal j == l, piece b_ji on rank
+// (i, j, l). For an input-direction matrix A_ijl (columns over z), broadcast in y from the diagonal rank
+// (i, l, l) gives every (i, *, l) the piece b_li, then all-gather in x gives b_l, the vector entries of
+// A_il's columns. For an output-direction matrix C_ilj (columns over y) the broadcast runs in z. The
+// gradient goes back the same way reversed: local column sums, reduce-scatter in x, reduce in y (or z)
+// onto the diagonal rank.
+// The paper's path needs the cut of the vector into p_y·p_x pieces to nest in the cut of the columns
+// into p_z pieces, which holds when N divides p_y·p_x (every padding rule then cuts evenly). Otherwise
+// (padded or ragged shapes) the pieces straddle the columns' cut, and the vector moves with one
+// redistribution (an all_to_all_v, tensor/distribute.hpp) instead: same result, no equal-block collective.
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/tensor/distribute.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+#include "shardwise/tensor/reduce.hpp"
+
+namespace shardwise {
+
+// The gradients of a matrix-vector operation (A + b, A ∘ b): of the matrix, and of the vector.
+template <class T, class Layout, class Mesh>
+struct matrix_vector_gradients {
+  dtensor<T, Layout, Mesh> matrix;
+  dtensor<T, vector_layout_t<Layout>, Mesh> vector;
+};
+
+namespace detail {
+
+// Throws unless `vector` is 1 x N beside an M x N `matrix` on the same mesh.
+template <class Matrix, class Vector>
+void check_vector_fits(const Matrix& matrix, const Vector& vector, std::string_view operation) {
+  const int rank = matrix.mesh().world().world_rank();
+  if (&matrix.mesh() != &vector.mesh())
+    throw argument_error(rank, operation, "the matrix and the vector live on different meshes");
+  if (vector.rows() != 1 || vector.cols() != matrix.cols())
+    throw argument_error(rank, operation,
+                         "the vector is " + std::to_string(vector.rows()) + "x" + std::to_string(vector.cols()) +
+                             "; a " + std::to_string(matrix.rows()) + "x" + std::to_string(matrix.cols()) +
+                             " matrix needs a 1x" + std::to_string(matrix.cols()) + " vector");
+}
+
+// The mesh axes of the paper's path for a cube layout L (rows over (across, other), columns over column).
+template <class L>
+struct diagonal_axes {
+  static constexpr int across = static_cast<int>(L::row_axes[0]);
+  static constexpr int other = static_cast<int>(L::row_axes[1]);
+  static constexpr int column = static_cast<int>(L::col_axes[0]);
+
+  // Whether the vector's pieces nest in the columns' cut (see the top of this file); the same on every
+  // rank, so all take the same path.
+  template <class Mesh>
+  static bool nests(const Mesh& mesh, std::int64_t n) {
+    return n % (std::int64_t{mesh.shape()[column]} * mesh.shape()[across]) == 0;
+  }
+  template <class Mesh>
+  static std::size_t piece_size(const Mesh& mesh, std::int64_t n) {
+    return static_cast<std::size_t>(n / (std::int64_t{mesh.shape()[column]} * mesh.shape()[across]));
+  }
+};
+
+}  // namespace detail
+
+template <split_layout MatrixLayout, std::floating_point T, class Mesh>
+[[nodiscard]] dtensor<T, broadcast_vector_layout_t<MatrixLayout>, Mesh> broadcast_vector(
+    const dtensor<T, vector_layout_t<MatrixLayout>, Mesh>& vector) {
+  using broadcast = broadcast_vector_layout_t<MatrixLayout>;
+  if constexpr (std::is_same_v<broadcast, vector_layout_t<MatrixLayout>>) {
+    return vector;
+  } else {
+    using axes = detail::diagonal_axes<MatrixLayout>;
+    Mesh& mesh = vector.mesh();
+    if (!axes::nests(mesh, vector.cols())) return redistribute<broadcast>(vector);
+    // Algorithm 7: broadcast b_li in y (from the diagonal rank), all-gather b_l in x.
+    dtensor<T, broadcast, Mesh> spread(mesh, vector.extents());
+    std::vector<T> piece(vector.data().begin(), vector.data().end());  // empty off the diagonal
+    piece.resize(axes::piece_size(mesh, vector.cols()));
+    mesh.axis(axes::other).broadcast(piece, mesh.coords()[axes::column]);
+    mesh.axis(axes::across).all_gather(piece, spread.data());
+    return spread;
+  }
+}
+
+template <std::floating_point T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, vector_layout_t<Layout>, Mesh> column_sums(const dtensor<T, Layout, Mesh>& matrix) {
+  using storage = vector_layout_t<Layout>;
+  Mesh& mesh = matrix.mesh();
+  dtensor<T, column_sums_layout_t<Layout>, Mesh> sums(mesh, {1, matrix.cols()});
+  sums.local() = matrix.local().colwise().sum();  // zero where this rank owns no rows
+  if constexpr (!is_partial_sum_v<column_sums_layout_t<Layout>>) {
+    return sums;  // the rows are not cut: every rank summed whole columns
+  } else if constexpr (std::is_same_v<storage, broadcast_vector_layout_t<Layout>>) {
+    return reduce(sums);
+  } else {
+    using axes = detail::diagonal_axes<Layout>;
+    if (!axes::nests(mesh, matrix.cols())) return redistribute<storage>(reduce(sums));
+    // Algorithm 8: reduce-scatter in x, then reduce in y (or z) onto the diagonal rank.
+    dtensor<T, storage, Mesh> gradient(mesh, sums.extents());
+    std::vector<T> piece(axes::piece_size(mesh, matrix.cols()));
+    mesh.axis(axes::across).reduce_scatter(sums.data(), piece, op::sum);
+    mesh.axis(axes::other).reduce(piece, op::sum, mesh.coords()[axes::column]);
+    if (gradient.block_count() == 1) std::ranges::copy(piece, gradient.data().begin());
+    return gradient;
+  }
+}
+
+}  // namespace shardwise

@@ -1,0 +1,49 @@
+#pragma once
+// transform(a, b, f): a new tensor of f(a_ij, b_ij) for two tensors of one layout, shape and mesh; local
+// to each rank. The two-argument form of transform(t, f) (tensor/elementwise.hpp), with its rules: f is
+// applied to owned elements only, so padding stays zero, and partial sums are refused (f of addends,
+// summed, is not f of the sums unless f is linear).
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+namespace detail {
+
+// Throws unless a and b are one shape on one mesh.
+template <class A, class B>
+void check_same_shape(const A& a, const B& b, std::string_view operation) {
+  if (&a.mesh() != &b.mesh() || a.extents() != b.extents())
+    throw argument_error(a.mesh().world().world_rank(), operation,
+                         "the operands must be one shape on one mesh; they are " + std::to_string(a.rows()) + "x" +
+                             std::to_string(a.cols()) + " and " + std::to_string(b.rows()) + "x" +
+                             std::to_string(b.cols()) + (&a.mesh() != &b.mesh() ? ", on different meshes" : ""));
+}
+
+}  // namespace detail
+
+template <class T, class U, class Layout, class Mesh, class F>
+requires std::invocable<F&, const T&, const U&>
+[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& a, const dtensor<U, Layout, Mesh>& b, F&& f) {
+  detail::check_same_shape(a, b, "transform");
+  using V = std::remove_cvref_t<std::invoke_result_t<F&, const T&, const U&>>;
+  dtensor<V, Layout, Mesh> result(a.mesh(), a.extents());
+  // Eigen calls its functor as const; the lambda lets f be any invocable, a mutable one included.
+  const auto apply = [&f](const T& x, const U& y) -> V { return f(x, y); };
+  for (int k = 0; k < a.block_count(); ++k) result.local(k) = a.local(k).binaryExpr(b.local(k), apply);
+  return result;
+}
+
+template <class T, class U, class Layout, class Mesh, class F>
+requires std::invocable<F&, const T&, const U&> && is_partial_sum_v<Layout>
+void transform(const dtensor<T, Layout, Mesh>&, const dtensor<U, Layout, Mesh>&,
+               F&&) = delete;  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
+
+}  // namespace shardwise

@@ -1,0 +1,153 @@
+// nn layers on every backend: a Transformer block (and so its layer norms, self-attention, MLP and
+// linears) in the 1-D, 2-D and 3-D families gives the output, input gradient and every parameter
+// gradient of the same block computed on one rank — the serial computation on the full tensors, with
+// the same initial weights (they are keyed by global index) — and that serial block's backward
+// matches finite differences. The ops inside are checked against independent serial code in
+// tests/ops/.
+#include "shardwise/nn/transformer_block.hpp"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/tensor/distribute.hpp"
+#include "support/backends.hpp"
+
+namespace {
+
+using namespace shardwise;
+using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class Backend>
+class transformer_block_test : public ::testing::Test {};
+TYPED_TEST_SUITE(transformer_block_test, shardwise::testing::backends);
+
+double input_value(std::int64_t i, std::int64_t j) { return std::sin(0.3 * double(i) + 0.7 * double(j)); }
+double gradient_value(std::int64_t i, std::int64_t j) { return std::cos(0.5 * double(i) - 0.2 * double(j)); }
+
+// A block's results, gathered: output, input gradient, and every parameter gradient in visiting order.
+struct block_results {
+  matrix output;
+  matrix input_gradient;
+  std::vector<matrix> parameter_gradients;
+};
+
+template <class Family, class Mesh>
+block_results run_block(Mesh& mesh, const nn::block_options& options, std::int64_t batch) {
+  nn::transformer_block<double, Family, Mesh> block(mesh, options, 7);
+  const matrix_extents extents{batch * options.sequence, options.hidden};
+  const auto x = from_function<typename Family::input>(mesh, extents, input_value);
+  const auto dy = from_function<typename Family::input>(mesh, extents, gradient_value);
+  const auto y = block.forward(x);
+  const auto dx = block.backward(dy);
+  block_results results{all_gather(y), all_gather(dx), {}};
+  block.for_each_parameter([&](auto& p) { results.parameter_gradients.push_back(all_gather(p.gradient)); });
+  return results;
+}
+
+// The same block on one rank.
+block_results serial_block(const nn::block_options& options, std::int64_t batch) {
+  block_results results;
+  threads::run(1, [&](communicator auto& world) {
+    process_mesh mesh(world, {1});
+    results = run_block<nn::tensor_parallel_1d<>>(mesh, options, batch);
+  });
+  return results;
+}
+
+void expect_near(const matrix& got, const matrix& expected, const std::string& what) {
+  ASSERT_EQ(got.rows(), expected.rows()) << what;
+  ASSERT_EQ(got.cols(), expected.cols()) << what;
+  EXPECT_LT((got - expected).cwiseAbs().maxCoeff(), 1e-10) << what;
+}
+
+template <class Family, class Mesh>
+void check_family(Mesh& mesh, const nn::block_options& options, std::int64_t batch, const std::string& name) {
+  SCOPED_TRACE(name + " on grid " + detail::shape_string(mesh.shape()));
+  const auto got = run_block<Family>(mesh, options, batch);
+  const auto expected = serial_block(options, batch);
+  expect_near(got.output, expected.output, "output");
+  expect_near(got.input_gradient, expected.input_gradient, "input gradient");
+  ASSERT_EQ(got.parameter_gradients.size(), expected.parameter_gradients.size());
+  for (std::size_t p = 0; p < got.parameter_gradients.size(); ++p)
+    expect_near(got.parameter_gradients[p], expected.parameter_gradients[p], "gradient of parameter " + std::to_string(p));
+}
+
+TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int ranks = world.size();
+        {  // 1-D: heads and the MLP's width over the ranks
+          process_mesh mesh(world, {ranks});
+          check_family<nn::tensor_parallel_1d<>>(
+              mesh, {.hidden = 4 * ranks, .heads = 2 * ranks, .sequence = 3, .expansion = 2, .causal = true}, 2,
+              "1-D");
+        }
+        if (ranks == 4 || ranks == 9) {  // 2-D: samples over grid rows, heads over grid columns
+          const int q = ranks == 4 ? 2 : 3;
+          process_mesh mesh(world, {q, q});
+          check_family<nn::tensor_parallel_2d<>>(mesh, {.hidden = 2 * q, .heads = q, .sequence = 2, .expansion = 2},
+                                                 q, "2-D");
+        }
+        if (ranks == 4 || ranks == 8) {  // 3-D: the cube, and the rectangular 1x2x2 grid
+          const int px = ranks == 8 ? 2 : 1;
+          process_mesh mesh(world, {px, 2, 2});
+          check_family<nn::tensor_parallel_3d<>>(mesh, {.hidden = 4 * px, .heads = 2, .sequence = 2, .expansion = 2},
+                                                 2 * px, "3-D");
+        }
+      },
+      {1, 2, 3, 4, 8, 9});
+}
+
+// Finite differences of loss = sum(y ∘ dy) against the serial block's backward, for a few input
+// elements and a few elements of each parameter.
+TEST(transformer_block_serial, backward_matches_finite_differences) {
+  threads::run(1, [](communicator auto& world) {
+    process_mesh mesh(world, {1});
+    using family = nn::tensor_parallel_1d<>;
+    using block_type = nn::transformer_block<double, family, decltype(mesh)>;
+    const nn::block_options options{.hidden = 4, .heads = 2, .sequence = 3, .expansion = 2, .causal = true};
+    const matrix_extents extents{2 * options.sequence, options.hidden};
+    block_type block(mesh, options, 3);
+    auto x = from_function<family::input>(mesh, extents, input_value);
+    const auto dy = from_function<family::input>(mesh, extents, gradient_value);
+    auto loss = [&] { return block.forward(x).local().cwiseProduct(dy.local()).sum(); };
+    (void)block.forward(x);
+    const auto dx = block.backward(dy);
+    std::vector<matrix> analytic;
+    block.for_each_parameter([&](auto& p) { analytic.push_back(p.gradient.local()); });
+
+    const double h = 1e-6;
+    auto central = [&](double& element) {
+      const double kept = element;
+      element = kept + h;
+      const double up = loss();
+      element = kept - h;
+      const double down = loss();
+      element = kept;
+      return (up - down) / (2 * h);
+    };
+    for (std::int64_t i = 0; i < extents.rows; i += 2)
+      for (std::int64_t j = 0; j < extents.cols; ++j)
+        EXPECT_NEAR(dx.local()(i, j), central(x.local()(i, j)), 1e-6) << "dx (" << i << ", " << j << ")";
+    std::size_t index = 0;
+    block.for_each_parameter([&](auto& p) {
+      const matrix& expected = analytic[index];
+      auto values = p.value.local();
+      for (std::int64_t k = 0; k < values.size(); k += 3) {
+        const std::int64_t i = k / values.cols();
+        const std::int64_t j = k % values.cols();
+        EXPECT_NEAR(expected(i, j), central(values(i, j)), 1e-6) << "parameter " << index << " (" << i << ", " << j << ")";
+      }
+      ++index;
+    });
+  });
+}
+
+}  // namespace
