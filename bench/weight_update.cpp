@@ -9,9 +9,11 @@
 // bytes as one tensor; the target is at least 0.8× the throughput of the concatenated call.
 //   bench_weight_update --benchmark_out=weight_update.json --benchmark_out_format=json
 //   mpiexec -n 8 --oversubscribe bench_weight_update …      (adds the mpi variants)
+//   scripts/bench-weight-update                             (both, medians of repetitions, a table)
 // Each iteration's time is rank 0's, from a barrier to a barrier, so it covers the slowest rank.
 // The gradients are written once: the in-place reduce-scatter leaves the other blocks as they were,
-// and the all-reduce leaves the mean, so every step reduces the same values.
+// and the all-reduce leaves the sum, so later steps reduce values up to P times larger each step; the
+// work is the same, and over a benchmark's few dozen steps they stay finite.
 #include <benchmark/benchmark.h>
 
 #include <array>

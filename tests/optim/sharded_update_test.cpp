@@ -41,17 +41,23 @@ TYPED_TEST_SUITE(sharded_update, backends);
 constexpr std::initializer_list<int> replica_counts = {1, 2, 3, 4, 8};
 constexpr long steps = 4;
 
-// 35 + 13 + 33 = 81 elements: no N > 1 here divides a tensor or the total.
-const std::vector<parameter_shape> shapes = {{7, 5}, {1, 13}, {3, 11}};
+// 35 + 13 + 9097 = 9145 elements: no N > 1 here divides a tensor or the total. The long tensor spans
+// several of the pieces the update hands the optimizer (4096 elements, sharded.hpp) and of Adam's
+// blocks (1024, adam.hpp), with a partial one at the end.
+const std::vector<parameter_shape> shapes = {{7, 5}, {1, 13}, {11, 827}};
 
 // Replica `rank`'s gradient at `step`, in [-1, 1], different for every replica, step and element.
+// Multiples of 1/1024, so every order of summing them over replicas gives the same float: where the
+// sum is near zero, Adam's direction g/(|g| + ε) would otherwise depend on the order (partial
+// sharding sums in another order than the reference). With λ = 0.01 and these weights, Adam's g + λ w
+// is either 0 or at least 4.8e-6 (N ≤ 8), far from ε.
 float gradient_value(int rank, long step, std::size_t tensor, std::size_t i) {
   std::uint32_t h = static_cast<std::uint32_t>(rank) * 0x9E3779B1u ^ static_cast<std::uint32_t>(step) * 0x85EBCA77u ^
                     static_cast<std::uint32_t>(tensor) * 0xC2B2AE3Du ^ static_cast<std::uint32_t>(i) * 0x27D4EB2Fu;
   h ^= h >> 15;
   h *= 0x2C1B3C6Du;
   h ^= h >> 12;
-  return static_cast<float>(static_cast<int>(h % 2001u) - 1000) / 1000.0f;
+  return static_cast<float>(static_cast<int>(h % 2001u) - 1000) / 1024.0f;
 }
 
 float initial_weight(std::size_t tensor, std::size_t i) {
@@ -64,13 +70,13 @@ std::vector<float> initial_weights(std::size_t tensor) {
   return w;
 }
 
-// The averaged gradient the update sees: replicas summed in rank order in float, then divided by N.
+// The averaged gradient the update sees: replicas summed in rank order in float, then times 1/N.
 std::vector<double> averaged_gradient(int replicas, long step, std::size_t tensor) {
   std::vector<double> g(shapes[tensor].size());
   for (std::size_t i = 0; i < g.size(); ++i) {
     float sum = gradient_value(0, step, tensor, i);
     for (int r = 1; r < replicas; ++r) sum += gradient_value(r, step, tensor, i);
-    g[i] = sum / static_cast<float>(replicas);
+    g[i] = sum * (1.0f / static_cast<float>(replicas));
   }
   return g;
 }
@@ -233,7 +239,7 @@ TYPED_TEST(sharded_update, equals_replicated_and_serial_reference_for_every_opti
       [](communicator auto& comm) {
         for_each_optimizer([&](const char* name, auto hyper, float learning_rate) {
           using O = decltype(hyper);
-          // One bucket; and buckets of at most 40 elements: {7×5}, {13}, {3×11}, each padded.
+          // One bucket; and buckets of at most 40 elements: {7×5}, {13}, {11×827}, each padded.
           for (const std::size_t bucket_elements : {std::size_t{0}, std::size_t{40}}) {
             SCOPED_TRACE(what(name, comm.size(), bucket_elements, comm.rank()));
             const optim::update_options options{bucket_elements};
@@ -335,8 +341,8 @@ TYPED_TEST(sharded_update, adafactor_keeps_no_state_per_element_only_factors_per
         const optim::sharded_update<optim::adafactor> sharded(comm, shapes);
         const auto m = sharded.memory();
         EXPECT_EQ(m.state_bytes, 0u);
-        // R, C and mean(R) of each tensor: (7 + 5 + 1) + (1 + 13 + 1) + (3 + 11 + 1) floats.
-        EXPECT_EQ(m.tensor_state_bytes, sizeof(float) * (13 + 15 + 15));
+        // R, C and mean(R) of each tensor: (7 + 5 + 1) + (1 + 13 + 1) + (11 + 827 + 1) floats.
+        EXPECT_EQ(m.tensor_state_bytes, sizeof(float) * (13 + 15 + 839));
       },
       replica_counts);
 }

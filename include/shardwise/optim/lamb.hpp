@@ -21,21 +21,20 @@ struct lamb {
   float epsilon = 1e-6f;
   float weight_decay = 0.01f;
 
-  static constexpr std::array<std::string_view, 2> state_names{"first_moment", "second_moment"};
+  static constexpr auto state_names = adam_state_names;
   static constexpr int reduction_rounds = 1;
 
   [[nodiscard]] std::size_t statistics_size(int /*round*/, parameter_shape /*shape*/) const { return 2; }
 
   void accumulate(int /*round*/, const step_info& step, const slice<2>& piece, std::span<const float> /*state*/,
                   std::span<double> sums) const {
-    const auto moments = adam_moments();
-    const auto c = moments.corrections(step.step);
-    for (std::size_t i = 0; i < piece.size(); ++i) {
-      const float d =
-          moments.next(piece.gradients[i], piece.weights[i], piece.state[0][i], piece.state[1][i], c).direction;
-      sums[0] += static_cast<double>(piece.weights[i]) * piece.weights[i];
-      sums[1] += static_cast<double>(d) * d;
-    }
+    moments().for_each_block(step.step, piece, [&](std::size_t first, const auto& b) {
+      const float* weights = piece.weights.data() + first;
+      for (std::size_t i = 0; i < b.size; ++i) {
+        sums[0] += static_cast<double>(weights[i]) * weights[i];
+        sums[1] += static_cast<double>(b.direction[i]) * b.direction[i];
+      }
+    });
   }
 
   void finish(int /*round*/, const step_info&, parameter_shape, std::span<const double>, std::span<float>) const {}
@@ -45,18 +44,11 @@ struct lamb {
     const double direction_norm = std::sqrt(tensor.statistics[0][1]);
     const float trust_ratio =
         weight_norm > 0.0 && direction_norm > 0.0 ? static_cast<float>(weight_norm / direction_norm) : 1.0f;
-    const auto moments = adam_moments();
-    const auto c = moments.corrections(step.step);
-    for (std::size_t i = 0; i < piece.size(); ++i) {
-      const auto u = moments.next(piece.gradients[i], piece.weights[i], piece.state[0][i], piece.state[1][i], c);
-      piece.state[0][i] = u.first_moment;
-      piece.state[1][i] = u.second_moment;
-      piece.weights[i] -= step.learning_rate * trust_ratio * u.direction;
-    }
+    moments().update(step.step, step.learning_rate * trust_ratio, piece);
   }
 
  private:
-  [[nodiscard]] basic_adam<weight_decay_style::decoupled> adam_moments() const {
+  [[nodiscard]] adam_moments<weight_decay_style::decoupled> moments() const {
     return {beta1, beta2, epsilon, weight_decay};
   }
 };

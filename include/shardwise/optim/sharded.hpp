@@ -14,10 +14,11 @@
 // partial sums of the N blocks itself, in rank order, which is the order in which the threads backend
 // reduces, so there the two give bitwise equal weights for every optimizer.
 //
-// Gradients are averaged: the update sees (Σ over replicas of each replica's gradient) / N, the
-// division done in float after the reduction. With Weight = bf16 the weights the forward and backward
-// passes read are bf16 (and gathered as bf16, half the bytes), while the update runs on float32 master
-// weights kept like the optimizer state: sharded, or whole when replicated.
+// Gradients are averaged: the update sees (Σ over replicas of each replica's gradient) · (1/N), the
+// product taken in float after the reduction (exactly the quotient when N is a power of two). With
+// Weight = bf16 the weights the forward and backward passes read are bf16 (and gathered as bf16, half
+// the bytes), while the update runs on float32 master weights kept like the optimizer state: sharded,
+// or whole when replicated.
 //
 // Usage, on every rank:
 //   optim::sharded_update<optim::adam> update(comm, {{7, 5}, {1, 13}}, optim::adam{}); // shapes, hyper-parameters
@@ -154,7 +155,7 @@ class data_parallel_update {
   // Partial sharding: the replicas form groups, and the update shards within each group only. `group`
   // is this replica's group (the update was built on it); `across` joins the replicas that hold the
   // same block in every group. The gradients are reduce-scattered within the group, then the blocks are
-  // all-reduced across groups (all buckets' blocks in one call) and divided by the number of all
+  // all-reduced across groups (all buckets' blocks in one call) and averaged over the number of all
   // replicas, group.size() × across.size(); the weights are all-gathered within the group.
   template <communicator C, communicator D>
   requires sharded void step(C& group, D& across, float learning_rate) { run_step(group, &across, learning_rate); }
@@ -232,19 +233,19 @@ class data_parallel_update {
   void run_step(C& comm, D* across, float learning_rate) {
     check_communicator(comm, "step");
     const step_info step{++steps_, learning_rate};
-    reduce_gradients(comm, across);
+    const float replicas = reduce_gradients(comm, across);
     if constexpr (rounds > 0) {
       for (int round = 0; round < rounds; ++round) {
-        sum_statistics(comm, round, step);
+        sum_statistics(comm, round, step, replicas);
         for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
           optimizer_.finish(round, step, layout_.shape(t), statistics(round, t), writable_tensor_state(t));
       }
     }
     for (const auto& block : blocks_)
-      for (const auto& run : block) {
-        optimizer_.apply(step, slice_of(run), context_of(run.tensor));
+      for_each_slice(block, replicas, [&](const flat_layout::segment& run, const slice<K>& piece) {
+        optimizer_.apply(step, piece, context_of(run.tensor));
         if constexpr (has_master) store_weights(run);
-      }
+      });
     if constexpr (sharded)
       for (const auto& b : layout_.buckets()) comm.all_gather(std::span<Weight>(weights_).subspan(b.begin, b.padded));
   }
@@ -255,8 +256,10 @@ class data_parallel_update {
     return sharded ? bucket.subspan(static_cast<std::size_t>(rank_) * b.shard, b.shard) : bucket;
   }
 
+  // Sums the gradients over the replicas (this replica's blocks, or all when replicated); returns
+  // how many replicas they are summed over.
   template <class C, class D>
-  void reduce_gradients(C& comm, D* across) {
+  [[nodiscard]] float reduce_gradients(C& comm, D* across) {
     for (const auto& b : layout_.buckets()) {
       const auto bucket = std::span<float>(gradients_).subspan(b.begin, b.padded);
       if constexpr (sharded)
@@ -269,8 +272,28 @@ class data_parallel_update {
       replicas *= across->size();
       sum_across_groups(*across);
     }
-    for (const auto& b : layout_.buckets())
-      for (float& g : reduced_gradients(b)) g /= static_cast<float>(replicas);
+    return static_cast<float>(replicas);
+  }
+
+  // The optimizer sees a block's segments a few thousand elements at a time, with the summed
+  // gradients averaged into a buffer that stays in L1 cache: averaging costs no pass of its own over
+  // the gradients, and a product rather than a quotient (a division per element costs as much as
+  // the rest of the averaging). visit(part, slice) gets each part as a segment.
+  static constexpr std::size_t slice_elements = 4096;
+
+  template <class Visit>
+  void for_each_slice(const std::vector<flat_layout::segment>& block, float replicas, Visit&& visit) {
+    const float scale = 1.0f / replicas;
+    std::array<float, slice_elements> averaged;
+    for (const auto& run : block)
+      for (std::size_t begin = 0; begin < run.count; begin += slice_elements) {
+        const flat_layout::segment part{run.tensor, run.first + begin, std::min(slice_elements, run.count - begin),
+                                        run.flat + begin, run.local + begin};
+        auto piece = slice_of(part);
+        std::ranges::transform(piece.gradients, averaged.begin(), [scale](float sum) { return sum * scale; });
+        piece.gradients = std::span<const float>(averaged).first(part.count);
+        visit(part, piece);
+      }
   }
 
   // One all-reduce for the blocks of every bucket: in place with one bucket, else through a buffer
@@ -293,15 +316,15 @@ class data_parallel_update {
 
   // Whole-tensor sums of one round: each block's partial sums, added over the N blocks.
   template <class C>
-  void sum_statistics(C& comm, int round, const step_info& step) {
+  void sum_statistics(C& comm, int round, const step_info& step, float replicas) {
     auto& sums = statistics_[static_cast<std::size_t>(round)];
+    const auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
     const auto accumulate_block = [&](const std::vector<flat_layout::segment>& block, std::span<double> partial) {
       std::ranges::fill(partial, 0.0);
-      for (const auto& run : block) {
-        const auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
-        optimizer_.accumulate(round, step, slice_of(run), tensor_state(run.tensor),
+      for_each_slice(block, replicas, [&](const flat_layout::segment& run, const slice<K>& piece) {
+        optimizer_.accumulate(round, step, piece, tensor_state(run.tensor),
                               partial.subspan(offsets[run.tensor], offsets[run.tensor + 1] - offsets[run.tensor]));
-      }
+      });
     };
     if constexpr (sharded) {
       accumulate_block(blocks_.front(), sums);
