@@ -2,7 +2,8 @@
 // One test body, every backend (the Kokkos way): a typed test suite over `backends`, whose single
 // member is the backend this executable was built for. The same source builds twice: `<name>_threads`
 // runs each body in-process for several rank counts; `<name>_mpi` (SHARDWISE_TEST_MPI) runs it once on
-// the MPI world that mpiexec started, skipping when that size is not one the test asked for.
+// the MPI world that mpiexec started, skipping when that size is not one the test asked for. Some
+// also build as `<name>_sim_gpu` (SHARDWISE_TEST_SIM_GPU): in-process on simulated GPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,10 @@
 #include "shardwise/comm/threads.hpp"
 #ifdef SHARDWISE_TEST_MPI
 #include "shardwise/comm/mpi.hpp"
+#endif
+#ifdef SHARDWISE_TEST_SIM_GPU
+#include "shardwise/comm/sim_gpu.hpp"
+#include "shardwise/sim/presets.hpp"
 #endif
 
 namespace shardwise::testing {
@@ -45,6 +50,20 @@ struct mpi_backend {
   }
 };
 using backends = ::testing::Types<mpi_backend>;
+#elif defined(SHARDWISE_TEST_SIM_GPU)
+struct sim_gpu_backend {
+  static constexpr bool sums_in_rank_order = true;  // the data move as in the threads backend
+
+  // MI210s in nodes of two when P is even (so calls cross both xGMI and InfiniBand), else one node.
+  template <class Body>
+  static void run(Body&& body, std::initializer_list<int> rank_counts = default_rank_counts) {
+    for (const int ranks : rank_counts) {
+      SCOPED_TRACE("sim_gpu backend, P = " + std::to_string(ranks));
+      shardwise::sim_gpu::run(ranks, shardwise::sim::presets::mi210_nodes(ranks, ranks % 2 == 0 ? 2 : ranks), body);
+    }
+  }
+};
+using backends = ::testing::Types<sim_gpu_backend>;
 #else
 using backends = ::testing::Types<threads_backend>;
 #endif

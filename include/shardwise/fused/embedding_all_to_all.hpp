@@ -1,0 +1,427 @@
+#pragma once
+// Embedding-bag + all-to-all, fused (Punniyamurthy, Beckmann, Hamidouche: GPU-initiated fine-grained
+// overlap of collective communication with computation).
+//
+// Embedding tables are split table-wise over the ranks; each rank pools (sum or mean, over bags of any
+// length given as offsets + indices, as PyTorch's EmbeddingBag) every row of the global batch for its
+// own tables, and the result is redistributed to the data-parallel batch split: rank d ends with
+// {local batch, tables × dimension} (who holds what: fused/embedding_plan.hpp).
+//
+//   baseline()  pool everything, then one all_to_all_v, then unpack into the output layout
+//   fused()     pool slice by slice; the task that completes a slice's done-bitmask sends the slice and
+//               raises its ready flag at the destination; other ranks' slices first (communication-
+//               aware order, or oblivious for comparison); each rank then waits for its incoming flags
+//   operator()  fused() when the cost model predicts a gain, else baseline() ("never worse")
+// Both give bitwise the same output (each row is pooled by the same code in the same order).
+//
+// Per backend:
+//   threads   real concurrent code: the output lives in a symmetric window (sim/symmetric_window.hpp),
+//             so a rank pools straight into its peer's output (zero copy) and raises the peer's epoch
+//             flag (sim/epoch_flags.hpp); waits block, with a timeout
+//   sim_gpu   the same data movement, and time from the models: a persistent kernel on the
+//             communicator's stream (sim/persistent_kernel.hpp) whose puts and flags share the network
+//             (sim/message_queue.hpp); peers in another node get the slice by put from a staging
+//             buffer, peers in the node by zero-copy stores; workgroup and link tracks in the timeline
+//   others    (MPI) slices as non-blocking messages: receives posted up front, each slice sent when done
+//
+// Ready flags hold the call's epoch, so a signal from an earlier call never satisfies a later one and
+// nothing is reset between calls except the done-bitmasks, which the completing task clears. A rank
+// writes into a peer's output only after the peer has entered the same call (flag 0, "open"), so a
+// result stays valid until its owner calls again.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/sim_gpu.hpp"
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/fused/embedding_cost.hpp"
+#include "shardwise/fused/embedding_plan.hpp"
+#include "shardwise/sim/gpu_initiated_model.hpp"
+#include "shardwise/sim/machine.hpp"
+#include "shardwise/sim/message_queue.hpp"
+#include "shardwise/sim/persistent_kernel.hpp"
+#include "shardwise/sim/symmetric_window.hpp"
+
+namespace shardwise::fused {
+
+enum class pooling { sum, mean };
+enum class path { automatic, fused, baseline };
+
+// One table's lookups for the whole global batch: bag b is indices[offsets[b] .. offsets[b + 1]).
+struct embedding_bags {
+  std::span<const std::int64_t> offsets;  // global batch + 1 entries, non-decreasing
+  std::span<const std::int64_t> indices;
+};
+
+struct embedding_options {
+  std::int64_t slice_rows = 32;  // embeddings per slice (the paper's inter-node runs: 32)
+  slice_order order = slice_order::communication_aware;
+  fused::pooling pooling = pooling::sum;
+  path choice = path::automatic;
+  std::chrono::duration<double> timeout = std::chrono::seconds(60);  // for any one call's waits
+  sim::gpu_initiated_model gpu_initiated{};
+  // The machine operator() decides on (sim_gpu: its own); without one it always fuses.
+  std::optional<sim::machine> machine;
+  // Bag length the decision assumes: 1 is conservative (pooling is what fusing hides, so a gain with
+  // the least of it holds with more).
+  std::int64_t expected_bag_length = 1;
+};
+
+namespace detail {
+
+template <class Comm>
+inline constexpr bool simulated = std::same_as<Comm, sim_gpu::communicator>;
+template <class Comm>
+inline constexpr bool shares_memory = std::same_as<Comm, threads::communicator> || simulated<Comm>;
+
+// Pools bag `row` of one table into out[0, D).
+inline void pool_bag(std::span<const float> table, int dimension, const embedding_bags& bags, std::int64_t row,
+                     pooling how, float* out, int rank) {
+  const auto D = static_cast<std::size_t>(dimension);
+  const std::int64_t table_rows = static_cast<std::int64_t>(table.size() / D);
+  std::fill(out, out + D, 0.0F);
+  const auto begin = bags.offsets[static_cast<std::size_t>(row)], end = bags.offsets[static_cast<std::size_t>(row) + 1];
+  for (auto i = begin; i < end; ++i) {
+    const auto index = bags.indices[static_cast<std::size_t>(i)];
+    if (index < 0 || index >= table_rows)
+      throw argument_error(rank, "embedding_all_to_all",
+                           "index " + std::to_string(index) + " (bag " + std::to_string(row) + ") is outside a table of " +
+                               std::to_string(table_rows) + " rows");
+    const float* source = table.data() + static_cast<std::size_t>(index) * D;
+    for (std::size_t j = 0; j < D; ++j) out[j] += source[j];
+  }
+  if (how == pooling::mean && end > begin) {
+    const auto count = static_cast<float>(end - begin);
+    for (std::size_t j = 0; j < D; ++j) out[j] /= count;
+  }
+}
+
+inline std::int64_t lookups(const embedding_bags& bags, std::int64_t first_row, std::int64_t rows) {
+  return bags.offsets[static_cast<std::size_t>(first_row + rows)] - bags.offsets[static_cast<std::size_t>(first_row)];
+}
+
+}  // namespace detail
+
+template <communicator Comm>
+class embedding_all_to_all {
+  static constexpr bool shared = detail::shares_memory<Comm>;
+  static constexpr bool simulated = detail::simulated<Comm>;
+  static constexpr std::string_view name = "embedding_all_to_all";
+  static constexpr int slice_tag = 0x6e6d;
+
+ public:
+  // Collective: every rank constructs it with the same shape and options.
+  embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
+      : comm_(&comm), options_(std::move(options)),
+        plan_(shape, comm.size(), options_.slice_rows, options_.order, comm.world_rank()),
+        done_(plan_.slices(comm.rank()).size()) {
+    const std::size_t output = static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width());
+    if constexpr (shared) {
+      window_.emplace(data_communicator(), output, plan_.flags_at(rank()));
+      devices_.resize(static_cast<std::size_t>(comm.size()));
+      const int mine = comm.world_rank();
+      data_communicator().all_gather(std::span<const int>(&mine, 1), devices_);
+    } else {
+      output_.resize(output);
+    }
+    fuses_ = decide();
+  }
+  embedding_all_to_all(const embedding_all_to_all&) = delete;
+  embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
+
+  [[nodiscard]] const embedding_plan& plan() const noexcept { return plan_; }
+  // Whether operator() takes the fused path.
+  [[nodiscard]] bool fuses() const noexcept { return fuses_; }
+  // Calls made so far (the epoch the last fused call's flags carry).
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+
+  // `tables`: this rank's tables (plan().tables_of(rank), each rows × dimension floats, row-major);
+  // `bags`: their lookups for the global batch. Returns this rank's output {local batch, tables ×
+  // dimension}, valid until this rank's next call.
+  std::span<const float> operator()(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
+    return fuses_ ? fused(tables, bags) : baseline(tables, bags);
+  }
+
+  std::span<const float> baseline(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
+    check(tables, bags);
+    ++epoch_;
+    const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
+    const int local_tables = plan_.tables_of(r);
+    // Pooled blocks by destination: {rows of d, local tables, D}.
+    std::vector<int> send_counts, receive_counts;
+    for (int d = 0; d < P; ++d) {
+      send_counts.push_back(static_cast<int>(plan_.rows_of(d) * local_tables * D));
+      receive_counts.push_back(static_cast<int>(plan_.rows_of(r) * plan_.tables_of(d) * D));
+    }
+    std::vector<float> pooled(total(send_counts)), received(total(receive_counts));
+    for (int t = 0; t < local_tables; ++t) {
+      const auto& table = tables[static_cast<std::size_t>(t)];
+      const auto& bag = bags[static_cast<std::size_t>(t)];
+      std::optional<sim::persistent_kernel> kernel;
+      double start = 0;
+      if constexpr (simulated) {
+        start = comm_->stream().available();
+        kernel.emplace(comm_->world_rank(), machine().device, options_.gpu_initiated,
+                       static_cast<int>(std::min<std::int64_t>(plan_.shape().global_batch, options_.gpu_initiated.resident_workgroups)),
+                       start + machine().device.launch_latency);
+      }
+      std::size_t block = 0;
+      for (int d = 0; d < P; ++d) {
+        for (std::int64_t row = plan_.first_row(d); row < plan_.first_row(d + 1); ++row) {
+          const auto at = block + static_cast<std::size_t>(((row - plan_.first_row(d)) * local_tables + t) * D);
+          detail::pool_bag(table, D, bag, row, options_.pooling, pooled.data() + at, comm_->world_rank());
+          if (kernel) kernel->run_task(pooling_work(1, detail::lookups(bag, row, 1), D));
+        }
+        block += static_cast<std::size_t>(send_counts[static_cast<std::size_t>(d)]);
+      }
+      if constexpr (simulated)
+        comm_->stream().occupy("pooling, table " + std::to_string(plan_.first_table(r) + t), start, kernel->finish({}, {}));
+    }
+    comm_->all_to_all_v(pooled, send_counts, received, receive_counts);
+    // Unpack: the block from s is {local rows, tables of s, D}; its tables sit at columns first_table(s)·D.
+    auto out = output();
+    std::size_t from = 0;
+    for (int s = 0; s < P; ++s)
+      for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
+        const auto width = static_cast<std::size_t>(plan_.tables_of(s) * D);
+        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), width,
+                    out.begin() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row));
+        from += width;
+      }
+    if constexpr (simulated) {
+      const std::string kernel_name = "unpack all-to-all";  // an lvalue: the untimed launch overload
+      comm_->stream().launch(unpack_work(plan_, r), kernel_name);
+      comm_->stream().synchronize();
+    }
+    return out;
+  }
+
+  std::span<const float> fused(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
+    check(tables, bags);
+    ++epoch_;
+    if constexpr (shared) fused_in_shared_memory(tables, bags);
+    else fused_by_messages(tables, bags);
+    return output();
+  }
+
+ private:
+  [[nodiscard]] int rank() const { return comm_->rank(); }
+  [[nodiscard]] std::span<float> output() {
+    if constexpr (shared) return window_->local();
+    else return output_;
+  }
+  threads::communicator& data_communicator() {
+    if constexpr (simulated) return comm_->untimed();
+    else return *comm_;
+  }
+  const sim::machine& machine() const {
+    if constexpr (simulated) return comm_->machine();
+    else return *options_.machine;
+  }
+  static std::size_t total(const std::vector<int>& counts) {
+    std::size_t n = 0;
+    for (const int c : counts) n += static_cast<std::size_t>(c);
+    return n;
+  }
+  [[nodiscard]] int owner_of(int table) const {
+    int r = 0;
+    while (plan_.first_table(r + 1) <= table) ++r;
+    return r;
+  }
+
+  bool decide() const {
+    if (options_.choice != path::automatic) return options_.choice == path::fused;
+    if (!simulated && !options_.machine) return true;
+    const auto times = predict(plan_, machine(), options_.gpu_initiated, std::max<std::int64_t>(1, options_.expected_bag_length));
+    return times.fused <= times.baseline;
+  }
+
+  void check(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) const {
+    const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
+    const auto D = static_cast<std::size_t>(plan_.shape().dimension);
+    const auto B = static_cast<std::size_t>(plan_.shape().global_batch);
+    auto fail = [&](const std::string& detail) { throw argument_error(comm_->world_rank(), name, detail); };
+    if (tables.size() != local || bags.size() != local)
+      fail("this rank owns " + std::to_string(local) + " tables; got " + std::to_string(tables.size()) + " tables and " +
+           std::to_string(bags.size()) + " bag sets");
+    for (std::size_t t = 0; t < local; ++t) {
+      if (tables[t].size() % D != 0)
+        fail("table " + std::to_string(t) + " has " + std::to_string(tables[t].size()) +
+             " floats, not a multiple of the dimension " + std::to_string(D));
+      const auto& o = bags[t].offsets;
+      if (o.size() != B + 1 || o.front() != 0 || !std::is_sorted(o.begin(), o.end()) ||
+          o.back() > static_cast<std::int64_t>(bags[t].indices.size()))
+        fail("the offsets of table " + std::to_string(t) + " must be " + std::to_string(B + 1) +
+             " non-decreasing entries from 0 to at most the " + std::to_string(bags[t].indices.size()) + " indices");
+    }
+  }
+
+  // Threads and sim_gpu: stores into the peers' windows, epoch flags; on sim_gpu also modelled time.
+  void fused_in_shared_memory(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
+    auto& window = *window_;
+    const int r = rank(), D = plan_.shape().dimension;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+    window.flags().raise(0, epoch_);  // peers may now overwrite this rank's previous result
+    std::vector<char> opened(static_cast<std::size_t>(comm_->size()), 0);
+    std::vector<float> staging(static_cast<std::size_t>(plan_.slice_rows() * D));
+    std::optional<fused_kernel_model> model;
+    if constexpr (simulated)
+      model.emplace(plan_, comm_->world_rank(), machine(), options_.gpu_initiated, comm_->stream().available(),
+                    comm_->timeline());
+    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, int task, std::int64_t first, std::int64_t rows) {
+      const int d = slice.destination;
+      if (!opened[static_cast<std::size_t>(d)]) {
+        window.peer_flags(d).wait_or_throw(0, epoch_, deadline, comm_->world_rank(), name,
+                                           "rank " + std::to_string(d) + " to open its output");
+        opened[static_cast<std::size_t>(d)] = 1;
+      }
+      const bool zero_copy = !stages(d);
+      const int t = slice.table - plan_.first_table(r);
+      const auto& bag = bags[static_cast<std::size_t>(t)];
+      for (std::int64_t row = first; row < first + rows; ++row) {
+        float* out = zero_copy ? window.peer_buffer(d).data() + plan_.output_offset(d, slice.table, row)
+                               : staging.data() + (row - slice.first_row) * D;
+        detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
+      }
+      if (model) model->task(slice, task, rows, detail::lookups(bag, first, rows));
+      // The task that fills the done-bitmask sends the slice (unless stored in place) and its flag.
+      const std::uint64_t bit = std::uint64_t{1} << task;
+      if ((done_[s].fetch_or(bit, std::memory_order_acq_rel) | bit) != plan_.full_mask(slice)) return;
+      done_[s].store(0, std::memory_order_relaxed);
+      if (!zero_copy)
+        for (std::int64_t row = 0; row < slice.rows; ++row)
+          window.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + row)),
+                     std::span<const float>(staging.data() + row * D, static_cast<std::size_t>(D)));
+      window.fence();
+      window.signal(d, slice.flag, epoch_);
+    });
+    const auto per_table = static_cast<std::size_t>(plan_.slices_to(r));
+    for (std::size_t f = 1; f < plan_.flags_at(r); ++f) {
+      const auto table = static_cast<int>((f - 1) / per_table);
+      window.flags().wait_or_throw(f, epoch_, deadline, comm_->world_rank(), name,
+                                   "slice " + std::to_string((f - 1) % per_table) + " of table " + std::to_string(table) +
+                                       " from rank " + std::to_string(owner_of(table)));
+    }
+    if constexpr (simulated) finish_model(*model);
+  }
+
+  // sim_gpu: whether slices for `peer` go through a staging buffer and a put (another node).
+  [[nodiscard]] bool stages(int peer) const {
+    if constexpr (simulated)
+      return sim::crosses_nodes(machine().network, devices_[static_cast<std::size_t>(rank())],
+                                devices_[static_cast<std::size_t>(peer)]);
+    else
+      return false;
+  }
+
+  // Every rank's messages to every rank (untimed), delivered together; the kernel holds the stream
+  // until its end and the host waits for it, as the baseline's blocking all-to-all does.
+  void finish_model(fused_kernel_model& model) {
+    constexpr std::size_t fields = 7;
+    std::vector<double> mine;
+    for (const auto& m : model.kernel().messages())
+      mine.insert(mine.end(), {static_cast<double>(m.sent.source), static_cast<double>(m.sent.destination), m.sent.bytes,
+                               m.sent.issued, static_cast<double>(m.workgroup), static_cast<double>(m.fences_before),
+                               static_cast<double>(m.flag)});
+    auto& data = data_communicator();
+    const int P = data.size();
+    const int count = static_cast<int>(mine.size());
+    std::vector<int> counts(static_cast<std::size_t>(P));
+    data.all_gather(std::span<const int>(&count, 1), counts);
+    std::vector<double> repeated;
+    for (int p = 0; p < P; ++p) repeated.insert(repeated.end(), mine.begin(), mine.end());
+    std::vector<double> everyone(total(counts));
+    data.all_to_all_v(repeated, std::vector<int>(static_cast<std::size_t>(P), count), everyone, counts);
+    std::vector<sim::gpu_message> all;
+    for (std::size_t i = 0; i < everyone.size(); i += fields)
+      all.push_back({{static_cast<int>(everyone[i]), static_cast<int>(everyone[i + 1]), everyone[i + 2], everyone[i + 3]},
+                     static_cast<int>(everyone[i + 4]), static_cast<int>(everyone[i + 5]),
+                     static_cast<std::int64_t>(everyone[i + 6])});
+    // Links are drawn once, by rank 0.
+    const auto arrivals = sim::deliver_all(machine().network, all, options_.gpu_initiated.message_overhead,
+                                           rank() == 0 ? comm_->timeline() : nullptr);
+    const double start = comm_->stream().available();
+    const double end = model.kernel().finish(all, arrivals);
+    comm_->stream().occupy("fused embedding + all-to-all", start, end,
+                           {{"slice rows", std::to_string(plan_.slice_rows())},
+                            {"order", plan_.order() == slice_order::oblivious ? "oblivious" : "communication-aware"}});
+    comm_->stream().synchronize();
+  }
+
+  // Any communicator (MPI): receives posted up front in each sender's order (messages between two
+  // ranks with one tag match in order), slices sent as they complete, unpacked at the end.
+  void fused_by_messages(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
+    const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
+    auto out = output();
+    struct arriving {
+      embedding_slice slice;
+      std::size_t at;
+    };
+    std::vector<arriving> incoming;
+    std::size_t received_floats = 0;
+    for (int s = 0; s < P; ++s) {
+      if (s == r) continue;
+      for (const auto& slice : plan_.slices(s))
+        if (slice.destination == r) {
+          incoming.push_back({slice, received_floats});
+          received_floats += static_cast<std::size_t>(slice.rows * D);
+        }
+    }
+    std::vector<float> received(received_floats);
+    std::vector<typename Comm::request> receives, sends;
+    for (const auto& a : incoming)
+      receives.push_back(comm_->irecv(std::span<float>(received.data() + a.at, static_cast<std::size_t>(a.slice.rows * D)),
+                                      owner_of(a.slice.table), slice_tag));
+    // Send staging: each outgoing slice its own range, kept until its send completes.
+    std::vector<float> sending(static_cast<std::size_t>((plan_.shape().global_batch - plan_.rows_of(r)) * plan_.tables_of(r) * D));
+    std::size_t next = 0, at = 0;
+    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, int task, std::int64_t first, std::int64_t rows) {
+      const bool local = slice.destination == r;
+      if (task == 0 && !local) {
+        at = next;
+        next += static_cast<std::size_t>(slice.rows * D);
+      }
+      const int t = slice.table - plan_.first_table(r);
+      for (std::int64_t row = first; row < first + rows; ++row) {
+        float* into = local ? out.data() + plan_.output_offset(r, slice.table, row)
+                            : sending.data() + at + static_cast<std::size_t>((row - slice.first_row) * D);
+        detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bags[static_cast<std::size_t>(t)], row, options_.pooling,
+                         into, comm_->world_rank());
+      }
+      const std::uint64_t bit = std::uint64_t{1} << task;
+      if ((done_[s].fetch_or(bit, std::memory_order_acq_rel) | bit) != plan_.full_mask(slice)) return;
+      done_[s].store(0, std::memory_order_relaxed);
+      if (!local)
+        sends.push_back(comm_->isend(std::span<const float>(sending.data() + at, static_cast<std::size_t>(slice.rows * D)),
+                                     slice.destination, slice_tag));
+    });
+    for (auto& request : receives) request.wait();
+    for (const auto& a : incoming)
+      for (std::int64_t row = 0; row < a.slice.rows; ++row)
+        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
+                    out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
+    for (auto& request : sends) request.wait();
+  }
+
+  Comm* comm_;
+  embedding_options options_;
+  embedding_plan plan_;
+  std::vector<std::atomic<std::uint64_t>> done_;  // per slice of this rank's order
+  std::optional<sim::symmetric_window<float>> window_;
+  std::vector<int> devices_;  // device (world rank) of each rank
+  std::vector<float> output_;
+  std::uint64_t epoch_ = 0;
+  bool fuses_ = true;
+};
+
+}  // namespace shardwise::fused

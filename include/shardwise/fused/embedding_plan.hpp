@@ -1,0 +1,135 @@
+#pragma once
+// Who computes what in the fused embedding-bag + all-to-all (Punniyamurthy et al.), as numbers only
+// (no data): shared by the operator (fused/embedding_all_to_all.hpp) and its cost model
+// (fused/embedding_cost.hpp).
+//
+// Tables are split table-wise over P ranks (rank r owns tables [T·r/P, T·(r+1)/P), which need not be
+// equal); the global batch is split for data parallelism (rank d gets rows [B·d/P, B·(d+1)/P)). Rank r
+// pools, for each of its tables, every row of the global batch, and row b of table t belongs in
+// output row b − B·d/P, columns [t·D, (t+1)·D) of the rank d that owns row b: output {local batch,
+// tables × dimension}.
+//
+// A slice is up to `slice_rows` consecutive rows of one table bound for one destination; it is
+// computed by logical workgroup tasks of `rows_per_task` rows (at most 64 tasks, so a slice's
+// done-bitmask is one 64-bit word) and sent, with its ready flag, once its last task is done. Flags
+// at destination d: flag 0 says d's output may be written for this call; slice k of table t raises
+// flag 1 + t·slices_to(d) + k.
+//
+// Order of a rank's slices. communication_aware: slices for other ranks first (destinations r+1,
+// r+2, … round the ring, so the ranks do not all start on the same peer), then its own; oblivious:
+// destinations 0, 1, …, P−1, i.e. rows in batch order.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::fused {
+
+enum class slice_order { communication_aware, oblivious };
+
+struct embedding_shape {
+  int tables = 0;                 // over all ranks
+  int dimension = 0;              // D, floats per embedding row
+  std::int64_t global_batch = 0;  // B
+};
+
+struct embedding_slice {
+  int table = 0;             // global table index
+  int destination = 0;       // the rank whose output holds it
+  std::int64_t first_row = 0;  // in the global batch
+  std::int64_t rows = 0;
+  std::size_t flag = 0;      // its ready flag at the destination
+};
+
+class embedding_plan {
+ public:
+  embedding_plan(embedding_shape shape, int ranks, std::int64_t slice_rows, slice_order order, int rank_for_errors = -1)
+      : shape_(shape), ranks_(ranks), slice_rows_(slice_rows), order_(order) {
+    if (shape.tables < 1 || shape.dimension < 1 || shape.global_batch < 1 || ranks < 1 || slice_rows < 1)
+      throw argument_error(rank_for_errors, "embedding_plan",
+                           "needs positive tables, dimension, batch, ranks and slice rows; got " +
+                               std::to_string(shape.tables) + " tables of dimension " + std::to_string(shape.dimension) +
+                               ", batch " + std::to_string(shape.global_batch) + ", " + std::to_string(ranks) +
+                               " ranks, slices of " + std::to_string(slice_rows) + " rows");
+  }
+
+  [[nodiscard]] const embedding_shape& shape() const noexcept { return shape_; }
+  [[nodiscard]] int ranks() const noexcept { return ranks_; }
+  [[nodiscard]] std::int64_t slice_rows() const noexcept { return slice_rows_; }
+  [[nodiscard]] slice_order order() const noexcept { return order_; }
+  [[nodiscard]] std::int64_t rows_per_task() const noexcept { return (slice_rows_ + 63) / 64; }
+  // Floats in one output row: every table's embedding side by side.
+  [[nodiscard]] std::int64_t row_width() const noexcept {
+    return static_cast<std::int64_t>(shape_.tables) * shape_.dimension;
+  }
+
+  [[nodiscard]] int first_table(int rank) const noexcept {
+    return static_cast<int>(static_cast<std::int64_t>(shape_.tables) * rank / ranks_);
+  }
+  [[nodiscard]] int tables_of(int rank) const noexcept { return first_table(rank + 1) - first_table(rank); }
+  [[nodiscard]] std::int64_t first_row(int rank) const noexcept { return shape_.global_batch * rank / ranks_; }
+  [[nodiscard]] std::int64_t rows_of(int rank) const noexcept { return first_row(rank + 1) - first_row(rank); }
+  [[nodiscard]] std::int64_t slices_to(int destination) const noexcept {
+    return (rows_of(destination) + slice_rows_ - 1) / slice_rows_;
+  }
+  // Flags at `destination`: the open flag and one per incoming slice.
+  [[nodiscard]] std::size_t flags_at(int destination) const noexcept {
+    return 1 + static_cast<std::size_t>(shape_.tables * slices_to(destination));
+  }
+  // Where row `row` of table `table` lands in its destination's output (in floats).
+  [[nodiscard]] std::int64_t output_offset(int destination, int table, std::int64_t row) const noexcept {
+    return (row - first_row(destination)) * row_width() + static_cast<std::int64_t>(table) * shape_.dimension;
+  }
+
+  // The destinations of `rank`'s slices, in the order it computes them.
+  [[nodiscard]] std::vector<int> destinations_in_order(int rank) const {
+    std::vector<int> order;
+    for (int k = 0; k < ranks_; ++k)
+      order.push_back(order_ == slice_order::oblivious ? k : (rank + 1 + k) % ranks_);
+    return order;
+  }
+
+  // `rank`'s slices in the order it computes them.
+  [[nodiscard]] std::vector<embedding_slice> slices(int rank) const {
+    std::vector<embedding_slice> all;
+    for (const int d : destinations_in_order(rank))
+      for (int t = first_table(rank); t < first_table(rank + 1); ++t)
+        for (std::int64_t k = 0; k < slices_to(d); ++k) {
+          const std::int64_t begin = first_row(d) + k * slice_rows_;
+          all.push_back({t, d, begin, std::min(slice_rows_, first_row(d + 1) - begin),
+                         1 + static_cast<std::size_t>(t * slices_to(d) + k)});
+        }
+    return all;
+  }
+
+  // Tasks of a slice and the done-bitmask they fill: bit i is task i (rows first_row + i·rows_per_task…).
+  [[nodiscard]] int tasks_of(const embedding_slice& slice) const noexcept {
+    return static_cast<int>((slice.rows + rows_per_task() - 1) / rows_per_task());
+  }
+  [[nodiscard]] std::uint64_t full_mask(const embedding_slice& slice) const noexcept {
+    const int n = tasks_of(slice);
+    return n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+  }
+
+  // Calls task(slice_index, slice, task_index, first_row, rows) for each logical workgroup task of
+  // `rank`, in its order.
+  template <class Task>
+  void for_each_task(int rank, Task&& task) const {
+    const auto all = slices(rank);
+    for (std::size_t s = 0; s < all.size(); ++s)
+      for (int i = 0; i < tasks_of(all[s]); ++i) {
+        const std::int64_t row = all[s].first_row + i * rows_per_task();
+        task(s, all[s], i, row, std::min(rows_per_task(), all[s].first_row + all[s].rows - row));
+      }
+  }
+
+ private:
+  embedding_shape shape_;
+  int ranks_;
+  std::int64_t slice_rows_;
+  slice_order order_;
+};
+
+}  // namespace shardwise::fused

@@ -1,0 +1,88 @@
+#pragma once
+// Which algorithm the simulator runs for a collective (sim/schedule.hpp), a policy of the machine
+// model. The automatic rule is MPICH's, in short: latency-bound messages take the algorithms with
+// log P steps, bandwidth-bound ones the algorithms that move each byte the fewest times.
+//
+//   all_reduce       n < small_message_bytes → recursive doubling;
+//                    otherwise P a power of two → Rabenseifner; otherwise → ring
+//   all_gather,      P a power of two and the whole result (P·b) < small_message_bytes
+//   reduce_scatter     → recursive doubling / halving; otherwise → ring
+//   all_to_all(_v)   pairwise
+//   broadcast        n < small_message_bytes or P ≤ 2 → binomial; otherwise → pipelined chain in
+//                    segments of pipeline_segment_bytes
+//   reduce           binomial
+//   barrier          dissemination
+//
+// Any collective's algorithm can be fixed instead (e.g. `choice.all_reduce = algorithm::ring`);
+// fixing one that does not apply (recursive all-gather on 6 ranks) is an argument_error.
+#include <bit>
+#include <string>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/sim/schedule.hpp"
+
+namespace shardwise::sim {
+
+struct algorithm_choice {
+  double small_message_bytes = 64 * 1024;
+  double pipeline_segment_bytes = 1 << 20;
+  algorithm all_reduce = algorithm::automatic;
+  algorithm all_gather = algorithm::automatic;
+  algorithm reduce_scatter = algorithm::automatic;
+  algorithm broadcast = algorithm::automatic;
+
+  [[nodiscard]] algorithm pick(const collective_shape& shape, int ranks) const {
+    const bool power_of_two = std::has_single_bit(static_cast<unsigned>(ranks));
+    const double whole = shape.bytes * ranks;
+    switch (shape.kind) {
+      case collective::all_reduce:
+        return checked(shape, ranks,
+                       all_reduce != algorithm::automatic     ? all_reduce
+                       : shape.bytes < small_message_bytes ? algorithm::recursive_doubling
+                       : power_of_two                         ? algorithm::rabenseifner
+                                                              : algorithm::ring);
+      case collective::all_gather:
+      case collective::reduce_scatter: {
+        const algorithm fixed = shape.kind == collective::all_gather ? all_gather : reduce_scatter;
+        return checked(shape, ranks,
+                       fixed != algorithm::automatic                    ? fixed
+                       : power_of_two && whole < small_message_bytes ? algorithm::recursive_doubling
+                                                                        : algorithm::ring);
+      }
+      case collective::all_to_all:
+      case collective::all_to_all_v: return algorithm::pairwise;
+      case collective::broadcast:
+        return checked(shape, ranks,
+                       broadcast != algorithm::automatic                    ? broadcast
+                       : shape.bytes < small_message_bytes || ranks <= 2 ? algorithm::binomial
+                                                                            : algorithm::pipelined);
+      case collective::reduce: return algorithm::binomial;
+      case collective::barrier: return algorithm::dissemination;
+    }
+    return algorithm::automatic;
+  }
+
+ private:
+  static algorithm checked(const collective_shape& shape, int ranks, algorithm a) {
+    const bool power_of_two = std::has_single_bit(static_cast<unsigned>(ranks));
+    bool fits = false;
+    switch (shape.kind) {
+      case collective::all_reduce:
+        fits = a == algorithm::ring || a == algorithm::recursive_doubling || a == algorithm::rabenseifner;
+        break;
+      case collective::all_gather:
+      case collective::reduce_scatter:
+        fits = a == algorithm::ring || (a == algorithm::recursive_doubling && power_of_two);
+        break;
+      case collective::broadcast: fits = a == algorithm::binomial || a == algorithm::pipelined; break;
+      default: fits = false;
+    }
+    if (!fits)
+      throw argument_error(-1, "algorithm_choice",
+                           std::string(name_of(a)) + " is not an algorithm for " + std::string(name_of(shape.kind)) +
+                               " on " + std::to_string(ranks) + " ranks");
+    return a;
+  }
+};
+
+}  // namespace shardwise::sim

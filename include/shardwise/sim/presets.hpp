@@ -1,0 +1,54 @@
+#pragma once
+// The machines of the seed papers, as simulator models. Figures are vendors' peak numbers (FP32, the
+// precision of the embedding and reduction kernels); latencies are typical measured figures, not
+// specified ones — change any field to study another machine.
+//
+//   AMD Instinct MI210     22.6 TFLOP/s FP32 vector (45.3 with matrix cores), 1.6384 TB/s HBM2e
+//                          (AMD MI210 product brief, 2022); xGMI 80 GB/s between the 4 GPUs of a
+//                          node and InfiniBand 20 GB/s between nodes (Punniyamurthy et al., Table 1),
+//                          one NIC per GPU (the direct GPU–NIC node the paper argues for, Fig. 1b)
+//   NVIDIA V100 SXM2       15.7 TFLOP/s FP32 (125 with tensor cores), 900 GB/s HBM2 (NVIDIA Tesla
+//                          V100 datasheet); NVLink 2.0 at 25 GB/s per link and direction, two links
+//                          between each pair of the 4 GPUs of a node (50 GB/s); EDR InfiniBand
+//                          100 Gb/s = 12.5 GB/s between nodes, one NIC per node (the TACC Longhorn
+//                          nodes of Bian et al.: 4 V100 per node, Mellanox EDR)
+//   latencies              kernel launch 5 µs (HIP/CUDA launch overhead as commonly measured);
+//                          per message 2 µs on xGMI/NVLink (peer copy set-up of RCCL/NCCL), 2.5 µs
+//                          on HDR-class InfiniBand and 1.5 µs on EDR (MPI ping-pong order; the
+//                          paper's ASTRA-Sim runs use 700 ns for the wire alone, Table 2)
+#include <string>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/sim/machine.hpp"
+
+namespace shardwise::sim::presets {
+
+inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6}; }
+inline device_model v100() { return {15.7e12, 900e9, 5e-6}; }
+
+inline link_model xgmi() { return {80e9, 2e-6, "xGMI"}; }
+inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }
+inline link_model nvlink2_pair() { return {50e9, 2e-6, "NVLink"}; }
+inline link_model infiniband_edr() { return {12.5e9, 1.5e-6, "InfiniBand EDR"}; }
+
+namespace detail {
+inline int node_width(const char* preset, int gpus, int gpus_per_node) {
+  if (gpus < 1 || gpus_per_node < 1 || gpus % gpus_per_node != 0)
+    throw argument_error(-1, preset,
+                         std::to_string(gpus) + " GPUs do not fill nodes of " + std::to_string(gpus_per_node));
+  return gpus_per_node;
+}
+}  // namespace detail
+
+// `gpus` MI210 in nodes of `gpus_per_node` (the paper's inter-node runs: nodes of 1 GPU).
+inline machine mi210_nodes(int gpus, int gpus_per_node = 4) {
+  const int k = detail::node_width("presets::mi210_nodes", gpus, gpus_per_node);
+  return {mi210(), topology::nodes(gpus, k, xgmi(), infiniband_20(), k)};
+}
+
+inline machine v100_nodes(int gpus, int gpus_per_node = 4) {
+  const int k = detail::node_width("presets::v100_nodes", gpus, gpus_per_node);
+  return {v100(), topology::nodes(gpus, k, nvlink2_pair(), infiniband_edr(), 1)};
+}
+
+}  // namespace shardwise::sim::presets

@@ -1,0 +1,191 @@
+#pragma once
+// Which links join the simulated GPUs and the route a transfer takes over them.
+//
+// Links are directed (full duplex: a→b and b→a are two links, each with its own bandwidth). A route
+// is the list of links a transfer crosses and its latency; its bandwidth is shared with the other
+// transfers on those links (sim/network.hpp). Link ids are computed, not stored, so a topology of
+// thousands of GPUs costs a few numbers:
+//   fully_connected(P, link)     every pair has its own link (NVLink/xGMI peers, a switch without
+//                                contention); id = source·P + destination
+//   ring(P, link)                r ↔ r±1; routes go the shorter way round (clockwise on a tie), one
+//                                latency per hop; id = r (clockwise), P + r (counter-clockwise)
+//   torus_2d(rows, cols, link)   rank r at (r / cols, r % cols), wrap-around links in both
+//                                dimensions, dimension-order routing (columns first, then rows),
+//                                one latency per hop; id = 4r + direction
+//   nodes(P, k, peer, network, nics)
+//                                nodes of k GPUs, fully connected inside a node by `peer` links;
+//                                between nodes a transfer goes up its GPU's NIC and down the
+//                                destination GPU's NIC (`network` links, one latency for the
+//                                crossing); GPUs share their node's `nics` NICs evenly
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::sim {
+
+// One kind of link: bandwidth in bytes/s per direction, latency in seconds, a name for traces.
+struct link_model {
+  double bandwidth = 0;
+  double latency = 0;
+  std::string kind;
+};
+
+struct route {
+  std::vector<std::int64_t> links;
+  double latency = 0;
+};
+
+class topology {
+ public:
+  enum class shape { fully_connected, ring, torus_2d, nodes };
+
+  static topology fully_connected(int devices, link_model link) {
+    return topology(shape::fully_connected, devices, std::move(link), {}, devices, 1);
+  }
+  static topology ring(int devices, link_model link) {
+    return topology(shape::ring, devices, std::move(link), {}, devices, 1);
+  }
+  static topology torus_2d(int rows, int cols, link_model link) {
+    if (rows < 1 || cols < 1)
+      throw argument_error(-1, "topology::torus_2d",
+                           "needs positive extents, got " + std::to_string(rows) + " x " + std::to_string(cols));
+    return topology(shape::torus_2d, rows * cols, std::move(link), {}, cols, 1);
+  }
+  static topology nodes(int devices, int gpus_per_node, link_model peer, link_model network, int nics_per_node) {
+    if (gpus_per_node < 1 || devices % gpus_per_node != 0)
+      throw argument_error(-1, "topology::nodes",
+                           std::to_string(devices) + " GPUs do not fill nodes of " + std::to_string(gpus_per_node));
+    if (nics_per_node < 1 || nics_per_node > gpus_per_node)
+      throw argument_error(-1, "topology::nodes",
+                           std::to_string(nics_per_node) + " NICs per node for " + std::to_string(gpus_per_node) +
+                               " GPUs per node: needs 1 to " + std::to_string(gpus_per_node));
+    return topology(shape::nodes, devices, std::move(peer), std::move(network), gpus_per_node, nics_per_node);
+  }
+
+  [[nodiscard]] int devices() const noexcept { return devices_; }
+  [[nodiscard]] shape kind() const noexcept { return shape_; }
+  // The slower link kind is the second one only for nodes.
+  [[nodiscard]] const link_model& peer_link() const noexcept { return peer_; }
+  [[nodiscard]] const link_model& network_link() const noexcept { return shape_ == shape::nodes ? network_ : peer_; }
+  [[nodiscard]] int gpus_per_node() const noexcept { return shape_ == shape::nodes ? width_ : devices_; }
+
+  [[nodiscard]] route route_between(int source, int destination) const {
+    check_device(source);
+    check_device(destination);
+    route r;
+    if (source == destination) return r;
+    const std::int64_t P = devices_;
+    switch (shape_) {
+      case shape::fully_connected:
+        r.links.push_back(source * P + destination);
+        r.latency = peer_.latency;
+        break;
+      case shape::ring: ring_hops(source, destination, devices_, [&](int at, bool forward) {
+          r.links.push_back(forward ? at : P + at);
+        });
+        r.latency = peer_.latency * static_cast<double>(r.links.size());
+        break;
+      case shape::torus_2d: {
+        const int cols = width_, rows = devices_ / width_;
+        const int row = source / cols, destination_row = destination / cols;
+        int col = source % cols;
+        // Columns first along the source's row, then rows along the destination's column.
+        ring_hops(col, destination % cols, cols, [&](int at, bool forward) {
+          r.links.push_back(4 * static_cast<std::int64_t>(row * cols + at) + (forward ? 0 : 1));
+        });
+        col = destination % cols;
+        ring_hops(row, destination_row, rows, [&](int at, bool forward) {
+          r.links.push_back(4 * static_cast<std::int64_t>(at * cols + col) + (forward ? 2 : 3));
+        });
+        r.latency = peer_.latency * static_cast<double>(r.links.size());
+        break;
+      }
+      case shape::nodes:
+        if (source / width_ == destination / width_) {
+          r.links.push_back(static_cast<std::int64_t>(source) * width_ + destination % width_);
+          r.latency = peer_.latency;
+        } else {
+          r.links.push_back(nic_link(nic_of(source), true));
+          r.links.push_back(nic_link(nic_of(destination), false));
+          r.latency = network_.latency;
+        }
+        break;
+    }
+    return r;
+  }
+
+  [[nodiscard]] double bandwidth(std::int64_t link) const noexcept { return model_of(link).bandwidth; }
+
+  // A name for the link's track in a trace.
+  [[nodiscard]] std::string link_name(std::int64_t link) const {
+    const std::int64_t P = devices_;
+    auto gpu = [](std::int64_t g) { return "GPU " + std::to_string(g); };
+    switch (shape_) {
+      case shape::fully_connected: return gpu(link / P) + " → " + gpu(link % P) + " (" + peer_.kind + ")";
+      case shape::ring: {
+        const std::int64_t at = link % P, to = link < P ? (at + 1) % P : (at + P - 1) % P;
+        return gpu(at) + " → " + gpu(to) + " (" + peer_.kind + ")";
+      }
+      case shape::torus_2d: {
+        static constexpr const char* direction[] = {"+column", "-column", "+row", "-row"};
+        return gpu(link / 4) + " " + direction[link % 4] + " (" + peer_.kind + ")";
+      }
+      case shape::nodes:
+        if (link < P * width_)
+          return gpu(link / width_) + " → " + gpu(link / width_ / width_ * width_ + link % width_) + " (" +
+                 peer_.kind + ")";
+        return "NIC " + std::to_string((link - P * width_) % nics()) +
+               (link - P * width_ < nics() ? " send" : " receive") + " (" + network_.kind + ")";
+    }
+    return "link " + std::to_string(link);
+  }
+
+ private:
+  topology(shape s, int devices, link_model peer, link_model network, int width, int nics_per_node)
+      : shape_(s), devices_(devices), width_(width), nics_per_node_(nics_per_node), peer_(std::move(peer)),
+        network_(std::move(network)) {
+    if (devices < 1) throw argument_error(-1, "topology", "needs at least one device, got " + std::to_string(devices));
+  }
+
+  void check_device(int device) const {
+    if (device < 0 || device >= devices_)
+      throw argument_error(-1, "topology::route_between",
+                           "device " + std::to_string(device) + " is not one of the " + std::to_string(devices_));
+  }
+
+  // Walks the shorter way from `from` to `to` on a ring of n, calling hop(position, forward) per hop.
+  template <class Hop>
+  static void ring_hops(int from, int to, int n, Hop&& hop) {
+    const int forward = ((to - from) % n + n) % n;
+    const bool clockwise = forward <= n - forward;
+    for (int at = from, left = clockwise ? forward : n - forward; left > 0; --left) {
+      hop(at, clockwise);
+      at = clockwise ? (at + 1) % n : (at + n - 1) % n;
+    }
+  }
+
+  [[nodiscard]] std::int64_t nics() const noexcept {
+    return static_cast<std::int64_t>(devices_ / width_) * nics_per_node_;
+  }
+  [[nodiscard]] std::int64_t nic_of(int gpu) const noexcept {
+    return static_cast<std::int64_t>(gpu / width_) * nics_per_node_ + (gpu % width_) * nics_per_node_ / width_;
+  }
+  [[nodiscard]] std::int64_t nic_link(std::int64_t nic, bool send) const noexcept {
+    return static_cast<std::int64_t>(devices_) * width_ + (send ? 0 : nics()) + nic;
+  }
+  [[nodiscard]] const link_model& model_of(std::int64_t link) const noexcept {
+    return shape_ == shape::nodes && link >= static_cast<std::int64_t>(devices_) * width_ ? network_ : peer_;
+  }
+
+  shape shape_;
+  int devices_;
+  int width_;  // columns of the torus, GPUs per node
+  int nics_per_node_;
+  link_model peer_;
+  link_model network_;
+};
+
+}  // namespace shardwise::sim

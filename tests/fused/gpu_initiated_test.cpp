@@ -1,0 +1,171 @@
+// The GPU-initiated primitives: epoch flags (a stale epoch never satisfies a wait; waits block and
+// time out), symmetric windows on the threads backend (put, fence, signal, wait), the message queue
+// and the persistent kernel's modelled time, a timed-out wait of the fused operator naming the slice,
+// the peer and the flag, the sim_gpu run giving the times the cost model predicts, and the automatic
+// fallback to the baseline where the model predicts no gain.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fused/embedding_data.hpp"
+#include "shardwise/comm/sim_gpu.hpp"
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/fused/embedding_all_to_all.hpp"
+#include "shardwise/fused/embedding_cost.hpp"
+#include "shardwise/sim/epoch_flags.hpp"
+#include "shardwise/sim/message_queue.hpp"
+#include "shardwise/sim/persistent_kernel.hpp"
+#include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/symmetric_window.hpp"
+
+namespace {
+
+using namespace shardwise;
+using namespace std::chrono_literals;
+
+auto soon(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
+
+TEST(epoch_flags, a_signal_of_an_earlier_call_never_satisfies_a_later_wait) {
+  sim::epoch_flags flags(2);
+  flags.raise(1, 3);
+  EXPECT_TRUE(flags.wait(1, 3, soon(1ms)));
+  EXPECT_FALSE(flags.wait(1, 4, soon(20ms))) << "epoch 3 satisfied a wait for epoch 4";
+  flags.raise(1, 2);  // a late signal of call 2
+  EXPECT_EQ(flags.seen(1), 3U) << "a late signal lowered the flag";
+  EXPECT_FALSE(flags.wait(0, 1, soon(1ms)));
+}
+
+TEST(epoch_flags, a_wait_sleeps_until_another_thread_raises_the_flag) {
+  sim::epoch_flags flags(1);
+  std::jthread raiser([&] {
+    std::this_thread::sleep_for(30ms);
+    flags.raise(0, 1);
+  });
+  EXPECT_TRUE(flags.wait(0, 1, soon(10s)));
+  EXPECT_EQ(flags.seen(0), 1U);
+}
+
+TEST(symmetric_window, put_fence_signal_wait_between_threads) {
+  threads::run(3, [](threads::communicator& comm) {
+    const int P = comm.size(), r = comm.rank();
+    sim::symmetric_window<float> window(comm, static_cast<std::size_t>(P), static_cast<std::size_t>(P));
+    for (std::uint64_t epoch = 1; epoch <= 3; ++epoch) {
+      for (int peer = 0; peer < P; ++peer) {
+        const float value = static_cast<float>(100 * epoch + 10 * r + peer);
+        window.put(peer, static_cast<std::size_t>(r), std::span<const float>(&value, 1));
+        window.fence();
+        window.signal(peer, static_cast<std::size_t>(r), epoch);
+      }
+      for (int source = 0; source < P; ++source) {
+        ASSERT_TRUE(window.wait(static_cast<std::size_t>(source), epoch, soon(10s)));
+        EXPECT_EQ(window.local()[static_cast<std::size_t>(source)], static_cast<float>(100 * epoch + 10 * source + r));
+      }
+      comm.barrier();  // nobody overwrites a slot before its owner has read it
+    }
+    EXPECT_THROW(window.put((r + 1) % P, static_cast<std::size_t>(P), std::vector<float>(1)), argument_error);
+  });
+}
+
+TEST(fused_embedding, a_timed_out_wait_names_the_slice_the_peer_and_the_flag) {
+  // One table, on rank 1: rank 0 only receives. Rank 1 never calls, so rank 0's wait times out.
+  const fused::embedding_shape shape{1, 4, 6};
+  try {
+    threads::run(2, [&](threads::communicator& comm) {
+      fused::embedding_options options;
+      options.timeout = 50ms;
+      fused::embedding_all_to_all op(comm, shape, options);
+      if (comm.rank() == 1) return;
+      (void)op.fused({}, {});
+    });
+    ADD_FAILURE() << "the wait did not time out";
+  } catch (const peer_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("[rank 0] embedding_all_to_all: timed out waiting for slice 0 of table 0 from rank 1: "
+                           "flag 1 holds epoch 0, this call is epoch 1"),
+              std::string::npos)
+        << message;
+  }
+}
+
+const sim::link_model nic{10e9, 1e-6, "nic"};
+
+TEST(message_queue, messages_on_one_link_queue_and_pay_their_overhead) {
+  const auto net = sim::topology::nodes(2, 1, nic, nic, 1);
+  const sim::message two[] = {{0, 1, 1e4, 0}, {0, 1, 1e4, 0}};
+  const auto arrival = sim::deliver(net, two, 0.5e-6);
+  EXPECT_DOUBLE_EQ(arrival[0], 0.5e-6 + 1e-6 + 1e-6);
+  EXPECT_DOUBLE_EQ(arrival[1], 2 * (0.5e-6 + 1e-6) + 1e-6) << "the second waits for the first";
+}
+
+TEST(persistent_kernel, workgroups_share_the_device_and_a_fence_orders_a_signal_after_its_puts) {
+  const sim::device_model gpu{1e12, 1e12, 0};
+  const sim::gpu_initiated_model model{4, 0};
+  sim::persistent_kernel kernel(0, gpu, model, 4, 0.0);
+  for (int t = 0; t < 8; ++t) kernel.run_task({0, 1e6});  // 4 µs each at a quarter of the device
+  for (int w = 0; w < 4; ++w) EXPECT_DOUBLE_EQ(kernel.clock(w), 8e-6);
+  const auto net = sim::topology::nodes(3, 1, nic, nic, 1);
+  kernel.put(0, 2, 1e6);  // 100 µs to GPU 2
+  kernel.fence(0);
+  kernel.signal(0, 1, 5);  // to GPU 1: alone it would take ~1 µs
+  const auto arrivals = sim::deliver_all(net, kernel.messages(), 0);
+  EXPECT_GE(arrivals[1], arrivals[0]) << "the signal overtook the put it was fenced behind";
+  sim::persistent_kernel receiver(1, gpu, model, 4, 0.0);
+  EXPECT_DOUBLE_EQ(receiver.finish(kernel.messages(), arrivals), arrivals[1]) << "workgroup 5 % 4 waits for flag 5";
+}
+
+TEST(fused_embedding, on_sim_gpu_the_run_takes_the_time_the_cost_model_predicts) {
+  constexpr int P = 4;
+  const fused::embedding_shape shape{6, 16, 40};
+  constexpr std::int64_t bag_length = 3;
+  auto machine = sim::presets::mi210_nodes(P, 2);
+  machine.record_timeline = true;
+  fused::embedding_options options;
+  options.slice_rows = 4;
+  const fused::embedding_plan plan(shape, P, options.slice_rows, options.order);
+  const auto predicted = fused::predict(plan, machine, options.gpu_initiated, bag_length);
+  std::vector<double> fused_time(P), baseline_time(P);
+  const auto report = sim_gpu::run(P, machine, [&](sim_gpu::communicator& comm) {
+    fused::embedding_all_to_all op(comm, shape, options);
+    std::vector<shardwise::testing::embedding_matrix> tables;
+    std::vector<std::span<const float>> table_spans;
+    std::vector<std::int64_t> offsets, indices(static_cast<std::size_t>(shape.global_batch * bag_length), 1);
+    for (std::int64_t b = 0; b <= shape.global_batch; ++b) offsets.push_back(b * bag_length);
+    for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t) tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
+    for (const auto& t : tables) table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
+    const std::vector<fused::embedding_bags> bags(tables.size(), fused::embedding_bags{offsets, indices});
+    double start = comm.now();
+    (void)op.fused(table_spans, bags);
+    fused_time[static_cast<std::size_t>(comm.rank())] = comm.now() - start;
+    comm.barrier();
+    start = comm.now();
+    (void)op.baseline(table_spans, bags);
+    baseline_time[static_cast<std::size_t>(comm.rank())] = comm.now() - start;
+  });
+  for (int r = 0; r < P; ++r)
+    EXPECT_NEAR(fused_time[static_cast<std::size_t>(r)], predicted.fused_by_rank[static_cast<std::size_t>(r)], 1e-12) << r;
+  EXPECT_NEAR(*std::max_element(baseline_time.begin(), baseline_time.end()), predicted.baseline, 1e-12);
+  const auto json = report.timeline->chrome_trace_json();
+  for (const char* track : {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"})
+    EXPECT_NE(json.find(track), std::string::npos) << track;
+}
+
+TEST(fused_embedding, falls_back_to_the_baseline_where_the_model_predicts_no_gain) {
+  constexpr int P = 2;
+  auto fuses = [](fused::embedding_shape shape, std::int64_t slice_rows) {
+    bool result = false;
+    sim_gpu::run(P, sim::presets::mi210_nodes(P, 1), [&](sim_gpu::communicator& comm) {
+      fused::embedding_options options;
+      options.slice_rows = slice_rows;
+      fused::embedding_all_to_all op(comm, shape, options);
+      if (comm.rank() == 0) result = op.fuses();
+    });
+    return result;
+  };
+  EXPECT_FALSE(fuses({2, 4, 4096}, 1)) << "16-byte slices: the NIC's message rate costs more than it hides";
+  EXPECT_TRUE(fuses({64, 256, 1024}, 32));
+}
+
+}  // namespace

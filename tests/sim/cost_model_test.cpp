@@ -1,0 +1,217 @@
+// The models alone, no ranks: kernel durations, routes, link sharing, and every collective
+// algorithm's modelled time against its α-β formula (sim/schedule.hpp) when no link is shared.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "shardwise/sim/collective_cost.hpp"
+#include "shardwise/sim/network.hpp"
+#include "shardwise/sim/presets.hpp"
+
+namespace {
+
+using namespace shardwise::sim;
+
+constexpr double alpha = 3e-6;    // s per message
+constexpr double bandwidth = 40e9;  // bytes/s
+constexpr double beta = 1 / bandwidth;
+const device_model gpu{20e12, 1.5e12, 4e-6};
+const double gamma = 3 / gpu.memory_bandwidth;  // reduction: read two, write one
+
+double log2_of(int p) { return std::log2(static_cast<double>(p)); }
+int ceil_log2(int p) { return static_cast<int>(std::ceil(log2_of(p) - 1e-12)); }
+
+machine fully_connected(int ranks, algorithm_choice choice = {}) {
+  return {gpu, topology::fully_connected(ranks, {bandwidth, alpha, "test link"}), choice};
+}
+
+double modelled(const machine& m, int ranks, collective_shape shape) {
+  collective_cost costs(m);
+  std::vector<int> devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back(r);
+  return costs.duration(costs.group_id(devices), devices, shape);
+}
+
+void expect_within_one_percent(double model, double formula, const std::string& what) {
+  EXPECT_NEAR(model, formula, 0.01 * formula) << what << ": model " << model << " s, formula " << formula << " s";
+}
+
+TEST(device_model, kernel_time_is_launch_plus_the_slower_of_compute_and_memory) {
+  EXPECT_DOUBLE_EQ(gpu.duration({20e12, 0}), 4e-6 + 1.0);        // compute-bound: one second of FLOPs
+  EXPECT_DOUBLE_EQ(gpu.duration({1e6, 3e12}), 4e-6 + 2.0);        // memory-bound: two seconds of bytes
+  EXPECT_DOUBLE_EQ(gpu.duration({}), 4e-6);                      // an empty kernel still launches
+}
+
+TEST(topology, routes_take_the_links_the_shape_says) {
+  const link_model link{bandwidth, alpha, "l"};
+  const auto ring = topology::ring(8, link);
+  EXPECT_EQ(ring.route_between(1, 3).links.size(), 2U);     // clockwise, two hops
+  EXPECT_EQ(ring.route_between(1, 7).links.size(), 2U);     // counter-clockwise is shorter
+  EXPECT_DOUBLE_EQ(ring.route_between(1, 7).latency, 2 * alpha);
+  EXPECT_NE(ring.route_between(1, 2).links, ring.route_between(2, 1).links);  // full duplex
+
+  const auto torus = topology::torus_2d(4, 4, link);
+  // (0,0) → (2,3): one hop backwards in columns (wrap-around), two in rows.
+  EXPECT_EQ(torus.route_between(0, 11).links.size(), 3U);
+  EXPECT_TRUE(torus.route_between(5, 5).links.empty());
+
+  const auto nodes = topology::nodes(8, 4, link, {10e9, 5e-6, "ib"}, 1);
+  EXPECT_EQ(nodes.route_between(0, 3).links.size(), 1U);
+  EXPECT_DOUBLE_EQ(nodes.route_between(0, 3).latency, alpha);
+  const auto across = nodes.route_between(1, 6);
+  ASSERT_EQ(across.links.size(), 2U);  // up the NIC of node 0, down the NIC of node 1
+  EXPECT_DOUBLE_EQ(across.latency, 5e-6);
+  EXPECT_DOUBLE_EQ(nodes.bandwidth(across.links[0]), 10e9);
+  EXPECT_EQ(across.links[0], nodes.route_between(2, 5).links[0]);  // one NIC per node: shared
+  EXPECT_THROW((void)topology::nodes(6, 4, link, link, 1), shardwise::argument_error);
+}
+
+TEST(network, a_transfer_alone_takes_latency_plus_bytes_over_bandwidth) {
+  const auto net = topology::fully_connected(2, {bandwidth, alpha, "l"});
+  const transfer t{0, 1, 1e6, 0.5};
+  const auto timing = simulate(net, std::span(&t, 1));
+  EXPECT_NEAR(timing.transfers[0].finish, 0.5 + alpha + 1e6 * beta, 1e-15);
+}
+
+TEST(network, transfers_sharing_a_link_share_its_bandwidth) {
+  const auto net = topology::nodes(4, 2, {bandwidth, alpha, "peer"}, {10e9, 5e-6, "ib"}, 1);
+  const double n = 4e6;
+  // GPUs 0 and 1 both send to node 1 through node 0's one NIC, from the same instant.
+  const std::vector<transfer> together{{0, 2, n, 0}, {1, 3, n, 0}};
+  const auto shared = simulate(net, together);
+  for (const auto& t : shared.transfers) EXPECT_NEAR(t.finish, 5e-6 + 2 * n / 10e9, 1e-12);
+  ASSERT_EQ(shared.links.size(), 2U);  // up NIC 0, down NIC 1, both carrying the two
+  // The second starts later: the first runs alone, then both at half speed, then the second alone.
+  const double late = 1e-4;
+  const std::vector<transfer> staggered{{0, 2, n, 0}, {1, 3, n, late}};
+  const auto timing = simulate(net, staggered);
+  const double alone = late * 10e9;                   // bytes the first sent before the second began
+  const double first = 5e-6 + late + 2 * (n - alone) / 10e9;
+  EXPECT_NEAR(timing.transfers[0].finish, first, 1e-12);
+  const double second_at_half = (first - late - 5e-6) * 10e9 / 2;
+  EXPECT_NEAR(timing.transfers[1].finish, first + (n - second_at_half) / 10e9, 1e-12);
+  // Inside a node the links are separate: no sharing.
+  const std::vector<transfer> apart{{0, 1, n, 0}, {1, 0, n, 0}};
+  for (const auto& t : simulate(net, apart).transfers) EXPECT_NEAR(t.finish, alpha + n * beta, 1e-12);
+}
+
+const std::vector<double> sizes = {1024.0, 1 << 20, 64.0 * (1 << 20)};
+
+TEST(collective_cost, ring_algorithms_match_their_formulas) {
+  algorithm_choice ring;
+  ring.all_reduce = ring.all_gather = ring.reduce_scatter = algorithm::ring;
+  for (const int P : {2, 3, 5, 8, 12})
+    for (const double n : sizes) {
+      const std::string at = "P = " + std::to_string(P) + ", n = " + std::to_string(n);
+      // Fully connected, and a ring network, where r → r+1 never shares a link either.
+      for (const auto& m : {fully_connected(P, ring), machine{gpu, topology::ring(P, {bandwidth, alpha, "l"}), ring}}) {
+        expect_within_one_percent(modelled(m, P, {collective::all_gather, n, 0}), (P - 1) * (alpha + n * beta),
+                                  "ring all-gather, " + at);
+        expect_within_one_percent(modelled(m, P, {collective::reduce_scatter, n, 0}),
+                                  (P - 1) * (alpha + n * beta + n * gamma), "ring reduce-scatter, " + at);
+        expect_within_one_percent(modelled(m, P, {collective::all_reduce, n, 0}),
+                                  2 * (P - 1) * alpha + 2.0 * (P - 1) / P * n * beta + (P - 1.0) / P * n * gamma,
+                                  "ring all-reduce, " + at);
+      }
+    }
+}
+
+TEST(collective_cost, recursive_algorithms_match_their_formulas) {
+  algorithm_choice recursive;
+  recursive.all_reduce = recursive.all_gather = recursive.reduce_scatter = algorithm::recursive_doubling;
+  algorithm_choice rabenseifner;
+  rabenseifner.all_reduce = algorithm::rabenseifner;
+  for (const int P : {2, 4, 8, 16, 64})
+    for (const double n : sizes) {
+      const std::string at = "P = " + std::to_string(P) + ", n = " + std::to_string(n);
+      const double steps = log2_of(P);
+      expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::all_gather, n, 0}),
+                                steps * alpha + (P - 1) * n * beta, "recursive-doubling all-gather, " + at);
+      expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::reduce_scatter, n, 0}),
+                                steps * alpha + (P - 1) * n * (beta + gamma), "recursive-halving reduce-scatter, " + at);
+      expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::all_reduce, n, 0}),
+                                steps * (alpha + n * beta + n * gamma), "recursive-doubling all-reduce, " + at);
+      expect_within_one_percent(modelled(fully_connected(P, rabenseifner), P, {collective::all_reduce, n, 0}),
+                                2 * steps * alpha + 2.0 * (P - 1) / P * n * beta + (P - 1.0) / P * n * gamma,
+                                "Rabenseifner all-reduce, " + at);
+    }
+  // Not a power of two: two folding steps of n bytes around the recursion on P' = 4 ranks.
+  const double n = 1 << 20;
+  expect_within_one_percent(modelled(fully_connected(6, recursive), 6, {collective::all_reduce, n, 0}),
+                            2 * (alpha + n * beta) + n * gamma + 2 * (alpha + n * beta + n * gamma),
+                            "recursive-doubling all-reduce, P = 6");
+}
+
+TEST(collective_cost, pairwise_all_to_all_broadcast_reduce_and_barrier_match_their_formulas) {
+  algorithm_choice pipelined;
+  pipelined.broadcast = algorithm::pipelined;
+  pipelined.pipeline_segment_bytes = 256 * 1024;
+  for (const int P : {2, 3, 4, 7, 8, 16})
+    for (const double n : sizes) {
+      const std::string at = "P = " + std::to_string(P) + ", n = " + std::to_string(n);
+      expect_within_one_percent(modelled(fully_connected(P), P, {collective::all_to_all, n, 0}),
+                                (P - 1) * (alpha + n * beta), "pairwise all-to-all, " + at);
+      algorithm_choice binomial;
+      binomial.broadcast = algorithm::binomial;
+      expect_within_one_percent(modelled(fully_connected(P, binomial), P, {collective::broadcast, n, P - 1}),
+                                ceil_log2(P) * (alpha + n * beta), "binomial broadcast, " + at);
+      const double segments = std::max(1.0, std::ceil(n / pipelined.pipeline_segment_bytes));
+      expect_within_one_percent(modelled(fully_connected(P, pipelined), P, {collective::broadcast, n, 1 % P}),
+                                (P + segments - 2) * (alpha + n / segments * beta), "pipelined broadcast, " + at);
+      expect_within_one_percent(modelled(fully_connected(P), P, {collective::reduce, n, 0}),
+                                ceil_log2(P) * (alpha + n * beta + n * gamma), "binomial reduce, " + at);
+    }
+  for (const int P : {2, 5, 8}) {
+    expect_within_one_percent(modelled(fully_connected(P), P, {collective::barrier, 0, 0}), ceil_log2(P) * alpha,
+                              "dissemination barrier, P = " + std::to_string(P));
+  }
+}
+
+// Pairwise all-to-all over two nodes of two GPUs with one NIC each: in step 2 both GPUs of a node
+// send across at once through their node's NIC, so that step takes twice the bytes' time.
+TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
+  const link_model peer{bandwidth, alpha, "peer"};
+  const link_model ib{10e9, 5e-6, "ib"};
+  const machine m{gpu, topology::nodes(4, 2, peer, ib, 1)};
+  for (const double b : sizes) {
+    const double step1 = std::max(alpha + b * beta, 5e-6 + b / 10e9);  // 0→1 inside, 1→2 across
+    const double step2 = 5e-6 + 2 * b / 10e9;                          // 0→2 and 1→3 share NIC 0
+    const double step3 = 5e-6 + b / 10e9;                              // 0→3, 2→1 across, alone
+    expect_within_one_percent(modelled(m, 4, {collective::all_to_all, b, 0}), step1 + step2 + step3,
+                              "shared all-to-all, b = " + std::to_string(b));
+    // With a NIC per GPU nothing is shared.
+    const machine own_nics{gpu, topology::nodes(4, 2, peer, ib, 2)};
+    expect_within_one_percent(modelled(own_nics, 4, {collective::all_to_all, b, 0}), step1 + 2 * (5e-6 + b / 10e9),
+                              "all-to-all with a NIC per GPU, b = " + std::to_string(b));
+  }
+}
+
+TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_apply) {
+  const algorithm_choice automatic;
+  EXPECT_EQ(automatic.pick({collective::all_reduce, 1024, 0}, 6), algorithm::recursive_doubling);
+  EXPECT_EQ(automatic.pick({collective::all_reduce, 1 << 24, 0}, 8), algorithm::rabenseifner);
+  EXPECT_EQ(automatic.pick({collective::all_reduce, 1 << 24, 0}, 6), algorithm::ring);
+  EXPECT_EQ(automatic.pick({collective::all_gather, 64, 0}, 8), algorithm::recursive_doubling);
+  EXPECT_EQ(automatic.pick({collective::all_gather, 64, 0}, 6), algorithm::ring);
+  EXPECT_EQ(automatic.pick({collective::broadcast, 1 << 24, 0}, 8), algorithm::pipelined);
+  algorithm_choice wrong;
+  wrong.all_gather = algorithm::recursive_doubling;
+  EXPECT_THROW((void)wrong.pick({collective::all_gather, 64, 0}, 6), shardwise::argument_error);
+  wrong.all_gather = algorithm::pairwise;
+  EXPECT_THROW((void)wrong.pick({collective::all_gather, 64, 0}, 8), shardwise::argument_error);
+}
+
+TEST(presets, describe_the_papers_machines) {
+  const auto mi210 = presets::mi210_nodes(8);
+  EXPECT_EQ(mi210.network.devices(), 8);
+  EXPECT_DOUBLE_EQ(mi210.network.peer_link().bandwidth, 80e9);
+  EXPECT_DOUBLE_EQ(mi210.network.network_link().bandwidth, 20e9);
+  const auto v100 = presets::v100_nodes(16);
+  EXPECT_DOUBLE_EQ(v100.network.network_link().bandwidth, 100e9 / 8);
+  EXPECT_THROW((void)presets::v100_nodes(6), shardwise::argument_error);
+}
+
+}  // namespace
