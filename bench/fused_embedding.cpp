@@ -6,7 +6,8 @@
 //           256 bags per GPU) take milliseconds. The reported time is the fused kernel's modelled
 //           time; counters: baseline, compute and communication parts (µs), fused / baseline, the
 //           overlap efficiency E, what the automatic path takes (fused / baseline, with the pooling
-//           the user declares and with the conservative default), and each node's fused time.
+//           the user declares and with the conservative default), each node's fused time, and the
+//           same figures with the slice size the model chooses (automatic_slice_rows).
 //     grid/B/T            global batch B × tables per GPU T, slices of 32, bags of 10 (DLRM's
 //                         generator default) — and grid_pooling70/ with bags of 70 (the paper's Table 2)
 //     slices/S            B = 1024, T = 256, slice size S
@@ -39,7 +40,8 @@ void report_model(benchmark::State& state, std::int64_t batch, int tables_per_gp
   constexpr int gpus = 2;
   const auto machine = sim::presets::mi210_nodes(gpus, 1);
   const sim::gpu_initiated_model model{};
-  const fused::embedding_plan plan({gpus * tables_per_gpu, embedding_dimension, batch}, gpus, slice_rows, order);
+  const fused::embedding_shape shape{gpus * tables_per_gpu, embedding_dimension, batch};
+  const fused::embedding_plan plan(shape, gpus, slice_rows, order);
   fused::embedding_times t;
   for (auto _ : state) {
     t = fused::predict(plan, machine, model, bag_length);
@@ -58,6 +60,12 @@ void report_model(benchmark::State& state, std::int64_t batch, int tables_per_gp
   state.counters["overlap_efficiency"] = t.overlap_efficiency();
   state.counters["automatic_normalised"] = automatic(bag_length);
   state.counters["automatic_default_normalised"] = automatic(fused::embedding_options{}.expected_bag_length);
+  // With the slice size the operator chooses when told automatic_slice_rows (and the true bag length).
+  const std::int64_t best = fused::best_slice_rows(shape, gpus, order, machine, model, bag_length);
+  const auto chosen = fused::predict(fused::embedding_plan(shape, gpus, best, order), machine, model, bag_length);
+  state.counters["chosen_slice_rows"] = static_cast<double>(best);
+  state.counters["chosen_slice_normalised"] = chosen.fused / chosen.baseline;
+  state.counters["chosen_slice_overlap_efficiency"] = chosen.overlap_efficiency();
   state.counters["node0_us"] = t.fused_by_rank[0] * 1e6;
   state.counters["node1_us"] = t.fused_by_rank[1] * 1e6;
 }

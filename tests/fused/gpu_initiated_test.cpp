@@ -168,4 +168,28 @@ TEST(fused_embedding, falls_back_to_the_baseline_where_the_model_predicts_no_gai
   EXPECT_TRUE(fuses({64, 256, 1024}, 32));
 }
 
+TEST(fused_embedding, automatic_slice_rows_take_the_size_the_model_finds_fastest) {
+  constexpr int P = 2;
+  const fused::embedding_shape shape{32, 256, 512};  // 16 tables per GPU, as in the paper's grid
+  const auto machine = sim::presets::mi210_nodes(P, 1);
+  fused::embedding_options options;
+  options.slice_rows = fused::automatic_slice_rows;
+  std::int64_t chosen = 0;
+  sim_gpu::run(P, machine, [&](sim_gpu::communicator& comm) {
+    fused::embedding_all_to_all op(comm, shape, options);
+    if (comm.rank() == 0) chosen = op.plan().slice_rows();
+  });
+  auto fused_time = [&](std::int64_t rows) {
+    return fused::predict(fused::embedding_plan(shape, P, rows, options.order), machine, options.gpu_initiated, 1).fused;
+  };
+  for (std::int64_t rows = 16; rows <= 1024; rows *= 2)
+    EXPECT_LE(fused_time(chosen), fused_time(rows)) << "chose " << chosen << " rows; " << rows << " is faster";
+  EXPECT_NE(chosen, 32) << "here the paper's 32 pays the NIC's message cost too often";
+  // Without a machine model (threads, MPI) there is nothing to choose by: the paper's 32.
+  shardwise::threads::run(P, [&](shardwise::threads::communicator& comm) {
+    fused::embedding_all_to_all op(comm, {4, 8, 64}, options);
+    EXPECT_EQ(op.plan().slice_rows(), 32);
+  });
+}
+
 }  // namespace

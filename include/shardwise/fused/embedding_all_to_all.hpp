@@ -62,8 +62,12 @@ struct embedding_bags {
   std::span<const std::int64_t> indices;
 };
 
+// embedding_options::slice_rows: let the operator choose the size from its machine model
+// (best_slice_rows in fused/embedding_cost.hpp); without a model it takes the paper's 32.
+inline constexpr std::int64_t automatic_slice_rows = 0;
+
 struct embedding_options {
-  std::int64_t slice_rows = 32;  // embeddings per slice (the paper's inter-node runs: 32)
+  std::int64_t slice_rows = 32;  // embeddings per slice (the paper's inter-node runs: 32), or automatic_slice_rows
   slice_order order = slice_order::communication_aware;
   fused::pooling pooling = pooling::sum;
   path choice = path::automatic;
@@ -122,7 +126,7 @@ class embedding_all_to_all {
   // Collective: every rank constructs it with the same shape and options.
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
       : comm_(&comm), options_(std::move(options)),
-        plan_(shape, comm.size(), options_.slice_rows, options_.order, comm.world_rank()),
+        plan_(shape, comm.size(), chosen_slice_rows(shape), options_.order, comm.world_rank()),
         done_(plan_.slices(comm.rank()).size()) {
     const std::size_t output = static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width());
     if constexpr (shared) {
@@ -238,10 +242,19 @@ class embedding_all_to_all {
     return r;
   }
 
+  [[nodiscard]] bool has_machine() const { return simulated || options_.machine.has_value(); }
+  [[nodiscard]] std::int64_t expected_bag_length() const { return std::max<std::int64_t>(1, options_.expected_bag_length); }
+
+  [[nodiscard]] std::int64_t chosen_slice_rows(const embedding_shape& shape) const {
+    if (options_.slice_rows != automatic_slice_rows) return options_.slice_rows;
+    if (!has_machine()) return 32;
+    return best_slice_rows(shape, comm_->size(), options_.order, machine(), options_.gpu_initiated, expected_bag_length());
+  }
+
   bool decide() const {
     if (options_.choice != path::automatic) return options_.choice == path::fused;
-    if (!simulated && !options_.machine) return true;
-    const auto times = predict(plan_, machine(), options_.gpu_initiated, std::max<std::int64_t>(1, options_.expected_bag_length));
+    if (!has_machine()) return true;
+    const auto times = predict(plan_, machine(), options_.gpu_initiated, expected_bag_length());
     return times.fused <= times.baseline;
   }
 

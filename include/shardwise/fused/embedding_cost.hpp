@@ -136,4 +136,25 @@ struct embedding_times {
   return t;
 }
 
+// The slice size, among 16, 32, …, 1024 rows (up to the first that holds a rank's whole batch share),
+// whose fused time predict() finds shortest; the smaller on a tie. Small slices pay the NIC's cost per
+// message on every slice, large ones leave the last slices' transfers uncovered at the end: which
+// wins depends on the shape and the machine (docs/fused.md), so the operator can ask the model.
+[[nodiscard]] inline std::int64_t best_slice_rows(const embedding_shape& shape, int ranks, slice_order order,
+                                                  const sim::machine& machine, const sim::gpu_initiated_model& model,
+                                                  std::int64_t bag_length) {
+  const std::int64_t share = (shape.global_batch + ranks - 1) / ranks;
+  std::int64_t best = 16;
+  double best_time = 0;
+  for (std::int64_t rows = 16; rows <= 1024; rows *= 2) {
+    const double time = predict(embedding_plan(shape, ranks, rows, order), machine, model, bag_length).fused;
+    if (rows == 16 || time < best_time) {
+      best = rows;
+      best_time = time;
+    }
+    if (rows >= share) break;
+  }
+  return best;
+}
+
 }  // namespace shardwise::fused
