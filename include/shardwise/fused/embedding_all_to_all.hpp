@@ -28,6 +28,8 @@
 // nothing is reset between calls except the done-bitmasks, which the completing task clears. A rank
 // writes into a peer's output only after the peer has entered the same call (flag 0, "open"), so a
 // result stays valid until its owner calls again.
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -87,12 +89,16 @@ inline constexpr bool simulated = std::same_as<Comm, sim_gpu::communicator>;
 template <class Comm>
 inline constexpr bool shares_memory = std::same_as<Comm, threads::communicator> || simulated<Comm>;
 
-// Pools bag `row` of one table into out[0, D).
+// Pools bag `row` of one table into out[0, D). Through Eigen's maps the sum is vectorised across the
+// row at -O2 as well (each element still summed in lookup order, so the bits are the serial loop's);
+// GCC vectorises the plain loop only at -O3, behind a run-time aliasing check, and at -O2
+// (RelWithDebInfo) the scalar loop took 2.2x the time.
 inline void pool_bag(std::span<const float> table, int dimension, const embedding_bags& bags, std::int64_t row,
                      pooling how, float* out, int rank) {
   const auto D = static_cast<std::size_t>(dimension);
   const std::int64_t table_rows = static_cast<std::int64_t>(table.size() / D);
-  std::fill(out, out + D, 0.0F);
+  Eigen::Map<Eigen::VectorXf> pooled(out, dimension);
+  pooled.setZero();
   const auto begin = bags.offsets[static_cast<std::size_t>(row)], end = bags.offsets[static_cast<std::size_t>(row) + 1];
   for (auto i = begin; i < end; ++i) {
     const auto index = bags.indices[static_cast<std::size_t>(i)];
@@ -100,13 +106,9 @@ inline void pool_bag(std::span<const float> table, int dimension, const embeddin
       throw argument_error(rank, "embedding_all_to_all",
                            "index " + std::to_string(index) + " (bag " + std::to_string(row) + ") is outside a table of " +
                                std::to_string(table_rows) + " rows");
-    const float* source = table.data() + static_cast<std::size_t>(index) * D;
-    for (std::size_t j = 0; j < D; ++j) out[j] += source[j];
+    pooled += Eigen::Map<const Eigen::VectorXf>(table.data() + static_cast<std::size_t>(index) * D, dimension);
   }
-  if (how == pooling::mean && end > begin) {
-    const auto count = static_cast<float>(end - begin);
-    for (std::size_t j = 0; j < D; ++j) out[j] /= count;
-  }
+  if (how == pooling::mean && end > begin) pooled /= static_cast<float>(end - begin);
 }
 
 inline std::int64_t lookups(const embedding_bags& bags, std::int64_t first_row, std::int64_t rows) {

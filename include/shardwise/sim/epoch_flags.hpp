@@ -7,7 +7,7 @@
 //
 // Waiting blocks: a short spin, then sleep on a condition variable until a raise or the deadline
 // (with more ranks than cores a spinning waiter would steal the core of the rank it waits for). A
-// raise pays for the wake-up only when someone sleeps.
+// raise pays for the wake-up only when someone sleeps on that flag.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -24,8 +24,14 @@ namespace shardwise::sim {
 
 class epoch_flags {
  public:
-  explicit epoch_flags(std::size_t count) : values_(std::make_unique<std::atomic<std::uint64_t>[]>(count)), count_(count) {
-    for (std::size_t f = 0; f < count_; ++f) values_[f].store(0, std::memory_order_relaxed);
+  explicit epoch_flags(std::size_t count)
+      : values_(std::make_unique<std::atomic<std::uint64_t>[]>(count)),
+        sleepers_(std::make_unique<std::atomic<int>[]>(count)),
+        count_(count) {
+    for (std::size_t f = 0; f < count_; ++f) {
+      values_[f].store(0, std::memory_order_relaxed);
+      sleepers_[f].store(0, std::memory_order_relaxed);
+    }
   }
   epoch_flags(const epoch_flags&) = delete;
   epoch_flags& operator=(const epoch_flags&) = delete;
@@ -42,7 +48,7 @@ class epoch_flags {
     std::uint64_t current = value.load(std::memory_order_relaxed);
     while (current < epoch && !value.compare_exchange_weak(current, epoch, std::memory_order_seq_cst)) {
     }
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    if (sleepers_[flag].load(std::memory_order_seq_cst) > 0) {
       std::lock_guard lock(mutex_);  // a sleeper is either before its check or inside wait: not lost
       woken_.notify_all();
     }
@@ -55,9 +61,9 @@ class epoch_flags {
       shardwise::detail::cpu_relax();
     }
     std::unique_lock lock(mutex_);
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    sleepers_[flag].fetch_add(1, std::memory_order_seq_cst);
     const bool reached = woken_.wait_until(lock, deadline, [&] { return seen(flag) >= epoch; });
-    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    sleepers_[flag].fetch_sub(1, std::memory_order_seq_cst);
     return reached;
   }
 
@@ -72,8 +78,10 @@ class epoch_flags {
 
  private:
   std::unique_ptr<std::atomic<std::uint64_t>[]> values_;
+  // Per flag: a raise pays for a wake-up only when someone sleeps on that very flag (an owner waiting
+  // for slice 7 is not woken by slices 8, 9, … arriving first).
+  std::unique_ptr<std::atomic<int>[]> sleepers_;
   std::size_t count_;
-  std::atomic<int> sleepers_{0};
   std::mutex mutex_;
   std::condition_variable woken_;
 };
