@@ -61,6 +61,8 @@
 #include "shardwise/ops/matmul_1d.hpp"
 #include "shardwise/ops/matmul_2d.hpp"
 #include "shardwise/ops/matmul_3d.hpp"
+// ---- collective matmul (issue 6): all-gather and reduce-scatter rings overlapped with 1-D products
+#include "shardwise/ops/collective_matmul.hpp"
 // ---- element-wise and row operations (issue 4): A + b, A ∘ b, GeLU, softmax, dropout, layer norm
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/layout/vector_layout.hpp"

@@ -7,6 +7,13 @@
 //
 // Backward, from dy:  dx = dy·Wᵀ,  dW = xᵀ·dy,  db = column sums of dy  (the input is kept from forward).
 // Gradients are overwritten by each backward, not accumulated.
+//
+// Collective matmul (ops/collective_matmul.hpp), for 1-D tensor parallelism with sequence parallelism:
+//   linear<T, col_1d<P>, row_1d<P>, Mesh>            x rows cut: y = all_gather_matmul(x, W), row_1d
+//   linear<T, row_1d<P>, col_1d<P>, Mesh, col_1d<P>> y = matmul_reduce_scatter(x, W), rows cut (instead
+//                                                    of the all-reduce to replicated)
+// and their gradients by the same rings. The constructor's matmul_options reach every product the
+// layer runs (in 3-D, chunks pipelines the reduce-scatters).
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -18,6 +25,7 @@
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/ops/add_vector.hpp"
+#include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/reduce.hpp"
@@ -34,27 +42,82 @@ auto final_sum(Tensor&& t) {
     return std::forward<Tensor>(t);
   }
 }
+
+// How a layer multiplies its input x by its weight W: gathering x in a ring when x's rows are cut over
+// axis 0 and W's columns are (there is no plain product then), reduce-scattering in a ring when the
+// layer asks for the row-parallel sum with its rows cut, else matmul with a pending sum all-reduced.
+template <class InputLayout, class WeightLayout, class OutputLayout>
+struct linear_product {
+  static constexpr bool gathers_input = shardwise::detail::all_gather_product<InputLayout, WeightLayout, false,
+                                                                             false>::gathers_left;
+  static constexpr bool scatters_output = [] {
+    using rule = shardwise::detail::reduce_scatter_product<InputLayout, WeightLayout, false, false>;
+    if constexpr (rule::exists) {
+      return std::is_same_v<OutputLayout, typename rule::result>;
+    } else {
+      return false;
+    }
+  }();
+
+  template <class Input, class Weight>
+  static auto forward(const Input& x, const Weight& w, matmul_options options) {
+    if constexpr (gathers_input) {
+      return all_gather_matmul(x, w);
+    } else if constexpr (scatters_output) {
+      return matmul_reduce_scatter(x, w);
+    } else {
+      return final_sum(matmul(x, w, options));
+    }
+  }
+  template <class Input, class OutputGradient>
+  static auto weight_gradient(const Input& x, const OutputGradient& dy, matmul_options options) {
+    if constexpr (gathers_input || scatters_output) {
+      return all_gather_matmul(transposed(x), dy);
+    } else {
+      return final_sum(matmul(transposed(x), dy, options));
+    }
+  }
+  template <class OutputGradient, class Weight>
+  static auto input_gradient(const OutputGradient& dy, const Weight& w, matmul_options options) {
+    if constexpr (gathers_input) {
+      return matmul_reduce_scatter(dy, transposed(w));
+    } else if constexpr (scatters_output) {
+      return all_gather_matmul(dy, transposed(w));
+    } else {
+      return final_sum(matmul(dy, transposed(w), options));
+    }
+  }
+};
 }  // namespace detail
 
-template <class T, class InputLayout, class WeightLayout, class Mesh>
+// The default OutputLayout of nn::linear: what the product rule gives, a pending sum all-reduced.
+struct product_rule_output {};
+
+template <class T, class InputLayout, class WeightLayout, class Mesh, class OutputLayout = product_rule_output>
 class linear {
+  using product = detail::linear_product<InputLayout, WeightLayout, OutputLayout>;
+
  public:
   using input_type = dtensor<T, InputLayout, Mesh>;
   using weight_type = parameter<T, WeightLayout, Mesh>;
-  using output_type = std::remove_cvref_t<decltype(detail::final_sum(
-      matmul(std::declval<const input_type&>(), std::declval<const dtensor<T, WeightLayout, Mesh>&>())))>;
+  using output_type = std::remove_cvref_t<decltype(product::forward(
+      std::declval<const input_type&>(), std::declval<const dtensor<T, WeightLayout, Mesh>&>(), matmul_options{}))>;
   using output_layout = typename output_type::layout_type;
   using bias_type = parameter<T, vector_layout_t<output_layout>, Mesh>;
+  static_assert(std::is_same_v<OutputLayout, product_rule_output> || std::is_same_v<OutputLayout, output_layout>,
+                "shardwise::nn::linear: the OutputLayout asked for is not one these input and weight layouts can "
+                "give (a 1-D row-parallel linear gives col_1d with the operands' padding rule by reduce-scatter)");
 
   // inputs x outputs weights uniform in ±1/√inputs (as PyTorch's default), bias zero; `seed` names the
-  // layer, so that distributed and serial models start equal.
-  linear(Mesh& mesh, std::int64_t inputs, std::int64_t outputs, std::uint64_t seed)
+  // layer, so that distributed and serial models start equal. `options` go to every product.
+  linear(Mesh& mesh, std::int64_t inputs, std::int64_t outputs, std::uint64_t seed, matmul_options options = {})
       : weight_(mesh, {inputs, outputs}, seed, static_cast<T>(1 / std::sqrt(static_cast<double>(inputs)))),
-        bias_(mesh, {1, outputs}, T(0)) {}
+        bias_(mesh, {1, outputs}, T(0)),
+        options_(options) {}
 
   [[nodiscard]] output_type forward(const input_type& x) {
     input_.emplace(x);
-    return add_vector(detail::final_sum(matmul(x, weight_.value)), bias_.value);
+    return add_vector(product::forward(x, weight_.value, options_), bias_.value);
   }
 
   [[nodiscard]] input_type backward(const output_type& output_gradient) {
@@ -63,8 +126,8 @@ class linear {
                            "backward before forward: the layer keeps its input from forward");
     auto [product_gradient, bias_gradient] = add_vector_backward(output_type(output_gradient));
     bias_.gradient = std::move(bias_gradient);
-    weight_.gradient = detail::final_sum(matmul(transposed(*input_), product_gradient));
-    return detail::final_sum(matmul(product_gradient, transposed(weight_.value)));
+    weight_.gradient = product::weight_gradient(*input_, product_gradient, options_);
+    return product::input_gradient(product_gradient, weight_.value, options_);
   }
 
   [[nodiscard]] weight_type& weight() noexcept { return weight_; }
@@ -79,6 +142,7 @@ class linear {
  private:
   weight_type weight_;
   bias_type bias_;
+  matmul_options options_;
   std::optional<input_type> input_;
 };
 

@@ -18,9 +18,10 @@ class mlp {
  public:
   using tensor_type = dtensor<T, typename Family::input, Mesh>;
 
-  // hidden -> expanded -> hidden; `seed` names the layer, its linears take seed + 1 and seed + 2.
-  mlp(Mesh& mesh, std::int64_t hidden, std::int64_t expanded, std::uint64_t seed)
-      : expand_(mesh, hidden, expanded, seed + 1), contract_(mesh, expanded, hidden, seed + 2) {}
+  // hidden -> expanded -> hidden; `seed` names the layer, its linears take seed + 1 and seed + 2, and
+  // `products` (ops/matmul.hpp).
+  mlp(Mesh& mesh, std::int64_t hidden, std::int64_t expanded, std::uint64_t seed, matmul_options products = {})
+      : expand_(mesh, hidden, expanded, seed + 1, products), contract_(mesh, expanded, hidden, seed + 2, products) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) {
     pre_activation_.emplace(expand_.forward(x));

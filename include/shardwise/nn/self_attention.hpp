@@ -33,13 +33,13 @@ class self_attention {
  public:
   using tensor_type = dtensor<T, typename Family::input, Mesh>;
 
-  // `seed` names the layer; its four linears take seed + 1 ... seed + 4.
-  self_attention(Mesh& mesh, const attention_options& options, std::uint64_t seed)
+  // `seed` names the layer; its four linears take seed + 1 ... seed + 4, and `products` (ops/matmul.hpp).
+  self_attention(Mesh& mesh, const attention_options& options, std::uint64_t seed, matmul_options products = {})
       : shape_(checked_shape(mesh, options)),
-        query_(mesh, options.hidden, options.hidden, seed + 1),
-        key_(mesh, options.hidden, options.hidden, seed + 2),
-        value_(mesh, options.hidden, options.hidden, seed + 3),
-        output_(mesh, options.hidden, options.hidden, seed + 4) {}
+        query_(mesh, options.hidden, options.hidden, seed + 1, products),
+        key_(mesh, options.hidden, options.hidden, seed + 2, products),
+        value_(mesh, options.hidden, options.hidden, seed + 3, products),
+        output_(mesh, options.hidden, options.hidden, seed + 4, products) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) {
     q_.emplace(query_.forward(x));

@@ -14,6 +14,15 @@
 // Any other pair does not compile, and says so. Collective over the operands' mesh: every rank calls
 // with the same shapes. Runtime misuse (inner dimensions that differ, operands on two meshes, SUMMA on
 // a grid that is not square) throws on every rank.
+//
+//   auto c = matmul(a, b, {.chunks = 4});    // the 3-D product's reduce-scatter in 4 bands, pipelined
+//
+// matmul_options::chunks cuts the 3-D product's reduce-scatter into bands of rows, each started as soon
+// as its rows are multiplied (ops/matmul_3d.hpp); 1, the default, is one GEMM and one reduce-scatter.
+// Every rank passes the same options, as it passes the same shapes.
+// The 1-D and 2-D products have no reduce-scatter to cut and ignore it; the 1-D products decomposed
+// into rings of sends are all_gather_matmul and matmul_reduce_scatter (ops/collective_matmul.hpp).
+#include <string>
 #include <type_traits>
 
 #include "shardwise/ops/local_product.hpp"
@@ -45,37 +54,56 @@ struct product_operand<transposed_view<dtensor<T, Layout, Mesh>>> {
 template <class>
 inline constexpr bool no_product_rule = false;
 
+// What every distributed product asks of its pair of operands (matmul, and the collective products of
+// ops/collective_matmul.hpp): one element type, float or double, one mesh, at most one transposed.
+template <class Left, class Right>
+struct product_pair {
+  using left_tensor = typename product_operand<Left>::tensor_type;
+  using right_tensor = typename product_operand<Right>::tensor_type;
+  using value_type = typename left_tensor::value_type;
+  using mesh_type = typename left_tensor::mesh_type;
+  using left_layout = typename left_tensor::layout_type;
+  using right_layout = typename right_tensor::layout_type;
+  static constexpr bool transpose_left = product_operand<Left>::transposed;
+  static constexpr bool transpose_right = product_operand<Right>::transposed;
+  static_assert(std::is_same_v<value_type, typename right_tensor::value_type>,
+                "shardwise: both operands of a product must have the same element type");
+  static_assert(std::is_same_v<value_type, float> || std::is_same_v<value_type, double>,
+                "shardwise: products are computed on float or double matrices");
+  static_assert(std::is_same_v<mesh_type, typename right_tensor::mesh_type>,
+                "shardwise: both operands of a product must live on the same process_mesh");
+  static_assert(!(transpose_left && transpose_right),
+                "shardwise: A^T*B^T is not one of the product forms (A*B, A*B^T, A^T*B); compute B*A and use its "
+                "transpose");
+};
+
 }  // namespace detail
 
 template <class Operand>
 concept matmul_operand = requires { typename detail::product_operand<Operand>::tensor_type; };
 
+// How a product may run; every choice gives the same result (up to the order of float sums).
+struct matmul_options {
+  // Bands the 3-D product's reduce-scatter is cut into, each started as soon as it is multiplied.
+  int chunks = 1;
+};
+
 template <matmul_operand Left, matmul_operand Right>
-[[nodiscard]] auto matmul(const Left& left_operand, const Right& right_operand) {
-  using left_traits = detail::product_operand<Left>;
-  using right_traits = detail::product_operand<Right>;
-  using left_tensor = typename left_traits::tensor_type;
-  using right_tensor = typename right_traits::tensor_type;
-  using T = typename left_tensor::value_type;
-  using Mesh = typename left_tensor::mesh_type;
-  using L = typename left_tensor::layout_type;
-  using R = typename right_tensor::layout_type;
-  constexpr bool tl = left_traits::transposed;
-  constexpr bool tr = right_traits::transposed;
-  static_assert(std::is_same_v<T, typename right_tensor::value_type>,
-                "shardwise::matmul: both operands must have the same element type");
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "shardwise::matmul: products are computed on float or double matrices");
-  static_assert(std::is_same_v<Mesh, typename right_tensor::mesh_type>,
-                "shardwise::matmul: both operands must live on the same process_mesh");
-  static_assert(!(tl && tr),
-                "shardwise::matmul: A^T*B^T is not one of the product forms (A*B, A*B^T, A^T*B); compute B*A "
-                "and use its transpose");
-  const auto& left = left_traits::tensor(left_operand);
-  const auto& right = right_traits::tensor(right_operand);
+[[nodiscard]] auto matmul(const Left& left_operand, const Right& right_operand, matmul_options options = {}) {
+  using pair = detail::product_pair<Left, Right>;
+  using Mesh = typename pair::mesh_type;
+  using L = typename pair::left_layout;
+  using R = typename pair::right_layout;
+  constexpr bool tl = pair::transpose_left;
+  constexpr bool tr = pair::transpose_right;
+  const auto& left = detail::product_operand<Left>::tensor(left_operand);
+  const auto& right = detail::product_operand<Right>::tensor(right_operand);
+  if (options.chunks < 1)
+    throw argument_error(left.mesh().world().world_rank(), "matmul",
+                         "matmul_options::chunks is " + std::to_string(options.chunks) + "; it must be at least 1");
 
   if constexpr (Mesh::dimensions == 3 && detail::cube_product<L, R, tl, tr>::exists) {
-    return detail::cube_matmul<tl, tr>(left, right);
+    return detail::cube_matmul<tl, tr>(left, right, options.chunks);
   } else if constexpr (Mesh::dimensions == 2 && detail::summa_product<L, R, tl, tr>::exists) {
     return detail::summa_matmul<tl, tr>(left, right);
   } else if constexpr (detail::megatron_product<L, R, tl, tr>::exists) {

@@ -22,12 +22,17 @@
 // the dimensions rounded up to a multiple of both cuts, the product runs there on zero-padded blocks,
 // and the result is moved back (one more all_to_all_v): about twice the traffic of the direct path,
 // plus a little arithmetic on the rounding.
+//
+// matmul_options::chunks pipelines the reduce-scatter in bands of rows (cube_local_product below).
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <span>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/padding.hpp"
@@ -124,12 +129,23 @@ auto start_gather(Communicator& axis, std::span<const T> piece, std::int64_t row
 
 // The one 3-D routine: gathers, local GEMM, reduce-scatter into `result` (this rank's stored block).
 // Every rank's stored blocks of one tensor have the same extents here (the caller made sure).
+//
+// With `chunks` > 1 the reduce-scatter is pipelined: each destination's block of the local product is
+// cut into `chunks` bands of rows (as even as the rows allow; never more bands than rows), and band j
+// of every destination is computed, laid out as its own reduce-scatter's input, and started
+// (ireduce_scatter) before band j + 1 is computed, so the sum of one band travels while the next is
+// multiplied. Started bands are tested after each band's GEMM: the threads backend (and MPI's large
+// messages) move data only inside calls into the communicator. With one band it is the plain product:
+// one GEMM per tile and one blocking reduce-scatter.
 template <cube_steps Steps, bool TransposeLeft, bool TransposeRight, class T, class Mesh>
 void cube_local_product(Mesh& mesh, std::span<const T> left, const block_info& left_block, std::span<const T> right,
-                        const block_info& right_block, std::span<T> result) {
-  // A dimension of the product is cut into tiles by at most one operand's side-by-side pieces.
-  static_assert(!(Steps.left_side_by_side && !TransposeLeft && Steps.right_side_by_side && TransposeRight),
-                "shardwise: two operands cut the inner dimension of a 3-D product differently");
+                        const block_info& right_block, std::span<T> result, int chunks) {
+  // Bands cut the product's rows, so the left operand's pieces lie one above the other (as in all three
+  // cube forms); and a dimension of the product is cut into tiles by at most one of the right operand's
+  // side-by-side pieces and the result's.
+  static_assert(!Steps.left_side_by_side,
+                "shardwise: the 3-D product gathers its left operand one piece above the other (as all three "
+                "cube forms do)");
   static_assert(!(Steps.right_side_by_side && !TransposeRight && Steps.result_side_by_side),
                 "shardwise: an operand and the result cut the columns of a 3-D product differently");
   // Both gathers in flight at once (they run on different axes).
@@ -142,25 +158,52 @@ void cube_local_product(Mesh& mesh, std::span<const T> left, const block_info& l
   right_arrival.wait();
 
   auto& scatter_axis = mesh.axis(static_cast<int>(Steps.result_axis));
-  const std::int64_t rows = TransposeLeft ? l.cols * l.count : l.rows;
+  const std::int64_t rows = TransposeLeft ? l.cols : l.rows;
   const std::int64_t cols = TransposeRight ? r.rows : r.cols * r.count;
   const std::span<T> local = workspace<T>(buffer::product, static_cast<std::size_t>(rows * cols));
-  const std::int64_t scatter_parts = Steps.result_side_by_side ? scatter_axis.size() : 1;
-  const side_by_side_blocks<T> out{local.data(), rows, cols / scatter_parts, scatter_parts};
+  // Each destination's block of the local product: block_rows x block_cols.
+  const std::int64_t destinations = scatter_axis.size();
+  const std::int64_t scatter_parts = Steps.result_side_by_side ? destinations : 1;
+  const std::int64_t block_rows = Steps.result_side_by_side ? rows : rows / destinations;
+  const std::int64_t block_cols = cols / scatter_parts;
 
-  // Tiles of the product's dimensions m, k, n: each follows the one operand (if any) whose pieces cut it.
-  const std::int64_t m_parts = TransposeLeft ? l.count : 1;
-  const std::int64_t k_parts = (TransposeLeft ? 1 : l.count) * (TransposeRight ? r.count : 1);
-  const std::int64_t n_parts = (TransposeRight ? 1 : r.count) * out.count;
-  for (std::int64_t im = 0; im < m_parts; ++im)
-    for (std::int64_t in = 0; in < n_parts; ++in)
-      for (std::int64_t ik = 0; ik < k_parts; ++ik)
-        multiply<TransposeLeft, TransposeRight>(
-            out.tile(im, m_parts, in, n_parts),
-            TransposeLeft ? l.tile(ik, k_parts, im, m_parts) : l.tile(im, m_parts, ik, k_parts),
-            TransposeRight ? r.tile(in, n_parts, ik, k_parts) : r.tile(ik, k_parts, in, n_parts), ik > 0);
+  // Tiles of the product's dimensions k and n: each follows the one operand (if any) whose pieces cut it.
+  const std::int64_t k_parts = TransposeRight ? r.count : 1;
+  const std::int64_t n_parts = (TransposeRight ? 1 : r.count) * scatter_parts;
+  const std::int64_t bands = std::clamp<std::int64_t>(chunks, 1, std::max<std::int64_t>(block_rows, 1));
+  std::vector<typename std::remove_reference_t<decltype(scatter_axis)>::request> started;
+  started.reserve(static_cast<std::size_t>(bands));
+  for (std::int64_t band = 0; band < bands; ++band) {
+    const std::int64_t first_row = band * block_rows / bands;
+    const std::int64_t band_rows = (band + 1) * block_rows / bands - first_row;
+    // Band `band` of every destination's block, one after another: its reduce-scatter's input.
+    T* const band_data = local.data() + destinations * first_row * block_cols;
+    const side_by_side_blocks<T> out{band_data, band_rows * (destinations / scatter_parts), block_cols,
+                                     scatter_parts};
+    // Destinations stacked one above the other are separate rows of the product unless a band holds
+    // all their rows.
+    const std::int64_t row_groups = scatter_parts == 1 && band_rows < block_rows ? destinations : 1;
+    for (std::int64_t g = 0; g < row_groups; ++g)
+      for (std::int64_t in = 0; in < n_parts; ++in)
+        for (std::int64_t ik = 0; ik < k_parts; ++ik) {
+          const auto left_tile = TransposeLeft ? l.tile(ik, k_parts, 0, 1) : l.tile(0, 1, ik, k_parts);
+          multiply<false, TransposeRight>(
+              out.tile(g, row_groups, in, n_parts),
+              oriented<TransposeLeft>(left_tile).middleRows(g * block_rows + first_row, out.rows / row_groups),
+              TransposeRight ? r.tile(in, n_parts, ik, k_parts) : r.tile(ik, k_parts, in, n_parts), ik > 0);
+        }
 
-  scatter_axis.reduce_scatter(std::span<const T>(local), result);
+    const std::span<const T> band_sums(band_data, static_cast<std::size_t>(destinations * band_rows * block_cols));
+    const std::span<T> band_result = result.subspan(static_cast<std::size_t>(first_row * block_cols),
+                                                    static_cast<std::size_t>(band_rows * block_cols));
+    if (bands == 1) {
+      scatter_axis.reduce_scatter(band_sums, band_result);
+    } else {
+      started.push_back(scatter_axis.ireduce_scatter(band_sums, band_result));
+      for (auto& earlier : started) earlier.test();
+    }
+  }
+  for (auto& band : started) band.wait();
 }
 
 // How many parts a layout cuts its rows (or columns) into on `grid`.
@@ -204,7 +247,8 @@ template <class Layout, class T, class From, class Mesh>
 }
 
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
-[[nodiscard]] auto cube_matmul(const dtensor<T, LeftLayout, Mesh>& left, const dtensor<T, RightLayout, Mesh>& right) {
+[[nodiscard]] auto cube_matmul(const dtensor<T, LeftLayout, Mesh>& left, const dtensor<T, RightLayout, Mesh>& right,
+                               int chunks) {
   using rule = cube_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>;
   using result_layout = typename rule::result;
   using padding = typename result_layout::padding;
@@ -232,7 +276,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   if (lines_up) {
     dtensor<T, result_layout, Mesh> result(mesh, shape);
     cube_local_product<steps, TransposeLeft, TransposeRight>(mesh, left.data(), left.block(), right.data(),
-                                                             right.block(), result.data());
+                                                             right.block(), result.data(), chunks);
     return result;
   }
 
@@ -250,7 +294,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   const auto r = moved_into<exact_right>(right, TransposeRight ? matrix_extents{n, k} : matrix_extents{k, n});
   dtensor<T, exact_result, Mesh> product(mesh, {m, n});
   cube_local_product<steps, TransposeLeft, TransposeRight>(mesh, l.data(), l.block(), r.data(), r.block(),
-                                                           product.data());
+                                                           product.data(), chunks);
   return moved_into<result_layout>(product, shape);
 }
 

@@ -1,0 +1,296 @@
+// Collective matmul on every backend. The 1-D rings (all_gather_matmul, matmul_reduce_scatter) in each
+// form, forward and gradient, and the 3-D product with its reduce-scatter in bands
+// (matmul_options::chunks) equal serial Eigen on the whole matrices: bit for bit on small integers,
+// where every order of summation is exact, and within rounding on fractions; for every padding rule,
+// shapes that do not divide, band counts that do not divide, P = 1 and rings beside a second mesh
+// axis. The rings move what an all-gather or a reduce-scatter moves, the bands are separate
+// reduce-scatters, and the linear layers that use them equal the serial layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ops/matmul_checks.hpp"
+#include "shardwise/layout/cube_3d.hpp"
+#include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/linear.hpp"
+#include "shardwise/ops/collective_matmul.hpp"
+#include "shardwise/ops/matmul.hpp"
+#include "support/backends.hpp"
+
+namespace {
+
+using namespace shardwise;
+using shardwise::testing::distributed;
+using shardwise::testing::expect_equals_serial;
+using shardwise::testing::matrix;
+using shardwise::testing::serial;
+
+template <class Backend>
+class collective_matmul_test : public ::testing::Test {};
+TYPED_TEST_SUITE(collective_matmul_test, shardwise::testing::backends);
+
+struct product_shape {
+  std::int64_t m, k, n;
+};
+
+std::vector<product_shape> shapes(std::int64_t p) { return {{1, 1, 1}, {13, 7, 11}, {5, 9, 3}, {2 * p, p, 3 * p}}; }
+
+template <class Tensor, class Layout>
+constexpr bool has_layout = std::is_same_v<typename Tensor::layout_type, Layout>;
+
+// Integers in [-4, 4]: every product and sum here is exact in double, so any order of summation gives
+// the serial result bit for bit.
+matrix integers(matrix_extents shape, int seed) {
+  matrix m(shape.rows, shape.cols);
+  for (std::int64_t i = 0; i < shape.rows; ++i)
+    for (std::int64_t j = 0; j < shape.cols; ++j) m(i, j) = static_cast<double>((i * 7 + j * 3 + seed * 5) % 9 - 4);
+  return m;
+}
+
+// Operands of one kind: integers compared exactly, or fractions within rounding.
+struct operands {
+  matrix (*values)(matrix_extents, int);
+  double tolerance;
+  const char* name;
+};
+const std::vector<operands> kinds = {{integers, 0.0, "integers, bit for bit"}, {serial, 1e-12, "fractions"}};
+
+// Both rings in each of their forms: sequence-parallel column-parallel (x rows cut, W columns cut) and
+// row-parallel (h columns cut, V rows cut, the sum's rows cut), each forward and both gradients.
+template <class Padding, class Mesh>
+void check_rings(Mesh& mesh, const product_shape& s, const operands& kind) {
+  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
+               ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n) +
+               ", " + kind.name);
+  const matrix x = kind.values({s.m, s.k}, 1);
+  const matrix w = kind.values({s.k, s.n}, 2);
+  const matrix dy = kind.values({s.m, s.n}, 3);
+  const auto x_rows = distributed<col_1d<Padding>>(mesh, x);
+  const auto w_columns = distributed<row_1d<Padding>>(mesh, w);
+  const auto dy_columns = distributed<row_1d<Padding>>(mesh, dy);
+  const auto y = all_gather_matmul(x_rows, w_columns);
+  static_assert(has_layout<decltype(y), row_1d<Padding>>);
+  expect_equals_serial(y, x * w, kind.tolerance);
+  const auto dx = matmul_reduce_scatter(dy_columns, transposed(w_columns));
+  static_assert(has_layout<decltype(dx), col_1d<Padding>>);
+  expect_equals_serial(dx, dy * w.transpose(), kind.tolerance);
+  const auto dw = all_gather_matmul(transposed(x_rows), dy_columns);
+  static_assert(has_layout<decltype(dw), row_1d<Padding>>);
+  expect_equals_serial(dw, x.transpose() * dy, kind.tolerance);
+
+  const matrix h = kind.values({s.m, s.k}, 4);
+  const matrix v = kind.values({s.k, s.n}, 5);
+  const matrix dz = kind.values({s.m, s.n}, 6);
+  const auto h_columns = distributed<row_1d<Padding>>(mesh, h);
+  const auto v_rows = distributed<col_1d<Padding>>(mesh, v);
+  const auto dz_rows = distributed<col_1d<Padding>>(mesh, dz);
+  const auto z = matmul_reduce_scatter(h_columns, v_rows);
+  static_assert(has_layout<decltype(z), col_1d<Padding>>);
+  expect_equals_serial(z, h * v, kind.tolerance);
+  const auto dh = all_gather_matmul(dz_rows, transposed(v_rows));
+  static_assert(has_layout<decltype(dh), row_1d<Padding>>);
+  expect_equals_serial(dh, dz * v.transpose(), kind.tolerance);
+  const auto dv = all_gather_matmul(transposed(h_columns), dz_rows);
+  static_assert(has_layout<decltype(dv), col_1d<Padding>>);
+  expect_equals_serial(dv, h.transpose() * dz, kind.tolerance);
+}
+
+TYPED_TEST(collective_matmul_test, rings_equal_serial_eigen) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int p = world.size();
+        process_mesh line(world, {p});
+        // Replicated over a second axis: tensor parallelism beside data parallelism.
+        process_mesh beside(world, {p % 2 == 0 ? p / 2 : p, p % 2 == 0 ? 2 : 1});
+        for (const operands& kind : kinds) {
+          for (const auto& s : shapes(p)) {
+            check_rings<padded>(line, s, kind);
+            check_rings<ragged>(line, s, kind);
+            check_rings<ragged>(beside, s, kind);
+          }
+          check_rings<exact>(line, {2 * p, p, 3 * p}, kind);
+        }
+      },
+      {1, 2, 3, 4, 8});
+}
+
+// Per rank, the all-gather ring sends and receives P - 1 pieces of the gathered operand and the
+// reduce-scatter ring P - 1 blocks of the result, one message each way per step, along axis 0 only.
+TYPED_TEST(collective_matmul_test, rings_move_what_the_collectives_move) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const std::int64_t p = world.size();
+        process_mesh mesh(world, {static_cast<int>(p)});
+        const std::int64_t m = 4 * p, k = 3 * p, n = 2 * p;
+        const auto x = distributed<col_1d<>, float>(mesh, serial({m, k}, 1));
+        const auto w = distributed<row_1d<>, float>(mesh, serial({k, n}, 2));
+        const auto h = distributed<row_1d<>, float>(mesh, serial({m, k}, 3));
+        const auto v = distributed<col_1d<>, float>(mesh, serial({k, n}, 4));
+        auto expect_moved = [&](auto&& product, std::int64_t block_bytes) {
+          const auto before = mesh.traffic();
+          (void)product();
+          const auto moved = mesh.traffic() - before;
+          EXPECT_EQ(moved.world, traffic_count{});
+          const std::int64_t bytes = (p - 1) * block_bytes;
+          EXPECT_EQ(moved.axes[0], (traffic_count{2 * (p - 1), bytes, bytes}));
+        };
+        expect_moved([&] { return all_gather_matmul(x, w); }, m / p * k * 4);
+        expect_moved([&] { return matmul_reduce_scatter(h, v); }, m / p * n * 4);
+      },
+      {1, 3, 4, 8});
+}
+
+// The 3-D forms with the reduce-scatter in bands; Cube is cube_3d<Directions, Padding>.
+template <class Cube, class Mesh>
+void check_banded_forms(Mesh& mesh, const product_shape& s, int chunks, const operands& kind) {
+  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
+               std::to_string(s.k) + " x " + std::to_string(s.n) + ", chunks " + std::to_string(chunks) + ", " +
+               kind.name);
+  const matrix a = kind.values({s.m, s.k}, 1);
+  const matrix b = kind.values({s.k, s.n}, 2);
+  const matrix dc = kind.values({s.m, s.n}, 3);
+  const auto a_input = distributed<typename Cube::input>(mesh, a);
+  const auto b_weight = distributed<typename Cube::weight>(mesh, b);
+  const auto dc_output = distributed<typename Cube::output>(mesh, dc);
+  const matmul_options options{.chunks = chunks};
+  expect_equals_serial(matmul(a_input, b_weight, options), a * b, kind.tolerance);
+  expect_equals_serial(matmul(dc_output, transposed(b_weight), options), dc * b.transpose(), kind.tolerance);
+  expect_equals_serial(matmul(transposed(a_input), dc_output, options), a.transpose() * dc, kind.tolerance);
+}
+
+TYPED_TEST(collective_matmul_test, banded_3d_products_equal_serial_eigen) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int p = world.size();
+        const std::vector<coordinates<3>> grids =
+            p == 8 ? std::vector<coordinates<3>>{{2, 2, 2}, {1, 2, 4}} : std::vector{balanced_shape<3>(p)};
+        for (const auto& grid : grids) {
+          process_mesh mesh(world, grid);
+          for (const operands& kind : kinds)
+            for (const int chunks : {2, 3, 7, 1000}) {
+              check_banded_forms<cube_3d<>>(mesh, {4 * p, 2 * p, 3 * p}, chunks, kind);
+              check_banded_forms<cube_3d<directions<2, 0, 1>>>(mesh, {6 * p, p, 2 * p}, chunks, kind);
+              for (const product_shape& s : std::vector<product_shape>{{1, 1, 1}, {13, 7, 11}, {5, 9, 3}}) {
+                check_banded_forms<cube_3d<directions<>, padded>>(mesh, s, chunks, kind);
+                check_banded_forms<cube_3d<directions<0, 2, 1>, ragged>>(mesh, s, chunks, kind);
+              }
+            }
+        }
+      },
+      {1, 4, 8});
+}
+
+// Bands are separate reduce-scatters over the result's axis, as many as asked (never more than the
+// rows of a destination's block), moving together what the single one moves.
+TYPED_TEST(collective_matmul_test, bands_are_separate_reduce_scatters) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<3>(world.size()));
+        const std::int64_t p = world.size();
+        const auto a = distributed<cube_3d<>::input, float>(mesh, serial({8 * p, 2 * p}, 1));
+        const auto b = distributed<cube_3d<>::weight, float>(mesh, serial({2 * p, 3 * p}, 2));
+        const std::size_t scatter_axis = 2;  // z, for the paper's directions
+        const auto moved = [&](int chunks) {
+          const auto before = mesh.traffic();
+          (void)matmul(a, b, {.chunks = chunks});
+          return (mesh.traffic() - before).axes[scatter_axis];
+        };
+        const traffic_count single = moved(1);
+        EXPECT_EQ(single.calls, 1);
+        // The result's blocks have 8p / (p_x p_z) rows, at least 4 here.
+        const std::int64_t block_rows = 8 * p / (mesh.shape()[0] * mesh.shape()[2]);
+        for (const int chunks : {3, 4, 1000}) {
+          const traffic_count banded = moved(chunks);
+          EXPECT_EQ(banded.calls, std::min<std::int64_t>(chunks, block_rows)) << "chunks " << chunks;
+          EXPECT_EQ(banded.bytes_sent, single.bytes_sent) << "chunks " << chunks;
+          EXPECT_EQ(banded.bytes_received, single.bytes_received) << "chunks " << chunks;
+        }
+      },
+      {1, 4, 8});
+}
+
+// The linear layers: sequence-parallel 1-D linears through the rings, and a 3-D linear in bands, equal
+// the serial layer forward and backward.
+template <class Layer, class Mesh>
+void check_linear(Mesh& mesh, Layer& layer, std::int64_t m, std::int64_t k, std::int64_t n) {
+  const matrix x = integers({m, k}, 7);
+  const matrix dy = integers({m, n}, 8);
+  const matrix w = all_gather(layer.weight().value);
+  const auto y = layer.forward(distributed<typename Layer::input_type::layout_type>(mesh, x));
+  expect_equals_serial(y, x * w, 1e-12);
+  const auto dx = layer.backward(distributed<typename Layer::output_layout>(mesh, dy));
+  expect_equals_serial(dx, dy * w.transpose(), 1e-12);
+  expect_equals_serial(layer.weight().gradient, x.transpose() * dy, 1e-12);
+  expect_equals_serial(layer.bias().gradient, matrix(dy.colwise().sum()), 1e-12);
+}
+
+TYPED_TEST(collective_matmul_test, linear_layers_use_the_collective_products) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int p = world.size();
+        process_mesh line(world, {p});
+        using Line = decltype(line);
+        nn::linear<double, col_1d<padded>, row_1d<padded>, Line> gathering(line, 7, 9, 1);
+        static_assert(std::is_same_v<typename decltype(gathering)::output_layout, row_1d<padded>>);
+        check_linear(line, gathering, 11, 7, 9);
+        nn::linear<double, row_1d<ragged>, col_1d<ragged>, Line, col_1d<ragged>> scattering(line, 9, 7, 2);
+        static_assert(std::is_same_v<typename decltype(scattering)::output_layout, col_1d<ragged>>);
+        check_linear(line, scattering, 11, 9, 7);
+
+        if (p == 2) return;  // the 3-D bias lives on a diagonal: 1x1x1, 1x2x2 and 2x2x2 only
+        process_mesh cube(world, {p == 8 ? 2 : 1, p == 1 ? 1 : 2, p == 1 ? 1 : 2});
+        using Cube = decltype(cube);
+        nn::linear<double, cube_3d<>::input, cube_3d<>::weight, Cube> banded(cube, 2 * p, 3 * p, 3, {.chunks = 3});
+        check_linear(cube, banded, 4 * p, 2 * p, 3 * p);
+      },
+      {1, 2, 4, 8});
+}
+
+TYPED_TEST(collective_matmul_test, misuse_throws_naming_rank_and_values) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh line(world, {world.size()});
+        const auto x = distributed<col_1d<padded>>(line, serial({6, 5}, 1));
+        const auto w = distributed<row_1d<padded>>(line, serial({4, 3}, 2));
+        try {
+          (void)all_gather_matmul(x, w);
+          FAIL() << "a 6x5 times 4x3 ring was accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          EXPECT_EQ(e.operation(), "all_gather_matmul");
+          EXPECT_NE(std::string(e.what()).find("inner dimensions 5 and 4 differ"), std::string::npos) << e.what();
+        }
+        const auto h = distributed<row_1d<padded>>(line, serial({6, 5}, 3));
+        const auto v = distributed<col_1d<padded>>(line, serial({4, 3}, 4));
+        try {
+          (void)matmul_reduce_scatter(h, v);
+          FAIL() << "a 6x5 times 4x3 ring was accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          EXPECT_EQ(std::string(e.what()).rfind("[rank " + std::to_string(world.world_rank()) +
+                                                    "] matmul_reduce_scatter: A*B of a 6x5 A and a 4x3 B",
+                                                0),
+                    0U)
+              << e.what();
+        }
+        process_mesh cube(world, balanced_shape<3>(world.size()));
+        const auto a = distributed<cube_3d<directions<>, padded>::input>(cube, serial({6, 5}, 1));
+        const auto b = distributed<cube_3d<directions<>, padded>::weight>(cube, serial({5, 3}, 2));
+        try {
+          (void)matmul(a, b, {.chunks = 0});
+          FAIL() << "chunks = 0 was accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          EXPECT_NE(std::string(e.what()).find("chunks is 0"), std::string::npos) << e.what();
+        }
+      },
+      {1, 3, 4});
+}
+
+}  // namespace
