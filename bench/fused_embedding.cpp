@@ -61,8 +61,7 @@ void report_model(benchmark::State& state, std::int64_t batch, int tables_per_gp
   state.counters["automatic_normalised"] = automatic(bag_length);
   state.counters["automatic_default_normalised"] = automatic(fused::embedding_options{}.expected_bag_length);
   // With the slice size the operator chooses when told automatic_slice_rows (and the true bag length).
-  const std::int64_t best = fused::best_slice_rows(shape, gpus, order, machine, model, bag_length);
-  const auto chosen = fused::predict(fused::embedding_plan(shape, gpus, best, order), machine, model, bag_length);
+  const auto [best, chosen] = fused::best_slice_rows(shape, gpus, order, machine, model, bag_length);
   state.counters["chosen_slice_rows"] = static_cast<double>(best);
   state.counters["chosen_slice_normalised"] = chosen.fused / chosen.baseline;
   state.counters["chosen_slice_overlap_efficiency"] = chosen.overlap_efficiency();

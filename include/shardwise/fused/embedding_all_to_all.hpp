@@ -64,12 +64,14 @@ struct embedding_bags {
   std::span<const std::int64_t> indices;
 };
 
-// embedding_options::slice_rows: let the operator choose the size from its machine model
-// (best_slice_rows in fused/embedding_cost.hpp); without a model it takes the paper's 32.
+// embedding_options::slice_rows: the paper's inter-node runs' 32 embeddings per slice, or
+// automatic_slice_rows to let the operator choose the size from its machine model (best_slice_rows in
+// fused/embedding_cost.hpp; without a model it takes the paper's).
+inline constexpr std::int64_t paper_slice_rows = 32;
 inline constexpr std::int64_t automatic_slice_rows = 0;
 
 struct embedding_options {
-  std::int64_t slice_rows = 32;  // embeddings per slice (the paper's inter-node runs: 32), or automatic_slice_rows
+  std::int64_t slice_rows = paper_slice_rows;  // embeddings per slice, or automatic_slice_rows
   slice_order order = slice_order::communication_aware;
   fused::pooling pooling = pooling::sum;
   path choice = path::automatic;
@@ -249,8 +251,9 @@ class embedding_all_to_all {
 
   [[nodiscard]] std::int64_t chosen_slice_rows(const embedding_shape& shape) const {
     if (options_.slice_rows != automatic_slice_rows) return options_.slice_rows;
-    if (!has_machine()) return 32;
-    return best_slice_rows(shape, comm_->size(), options_.order, machine(), options_.gpu_initiated, expected_bag_length());
+    if (!has_machine()) return paper_slice_rows;
+    return best_slice_rows(shape, comm_->size(), options_.order, machine(), options_.gpu_initiated, expected_bag_length())
+        .rows;
   }
 
   bool decide() const {

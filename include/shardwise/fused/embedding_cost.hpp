@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "shardwise/fused/embedding_plan.hpp"
@@ -136,22 +137,24 @@ struct embedding_times {
   return t;
 }
 
+// A slice size and both paths' predicted times with it.
+struct slice_choice {
+  std::int64_t rows = 0;
+  embedding_times times;
+};
+
 // The slice size, among 16, 32, …, 1024 rows (up to the first that holds a rank's whole batch share),
 // whose fused time predict() finds shortest; the smaller on a tie. Small slices pay the NIC's cost per
 // message on every slice, large ones leave the last slices' transfers uncovered at the end: which
 // wins depends on the shape and the machine (docs/fused.md), so the operator can ask the model.
-[[nodiscard]] inline std::int64_t best_slice_rows(const embedding_shape& shape, int ranks, slice_order order,
+[[nodiscard]] inline slice_choice best_slice_rows(const embedding_shape& shape, int ranks, slice_order order,
                                                   const sim::machine& machine, const sim::gpu_initiated_model& model,
                                                   std::int64_t bag_length) {
   const std::int64_t share = (shape.global_batch + ranks - 1) / ranks;
-  std::int64_t best = 16;
-  double best_time = 0;
+  slice_choice best;
   for (std::int64_t rows = 16; rows <= 1024; rows *= 2) {
-    const double time = predict(embedding_plan(shape, ranks, rows, order), machine, model, bag_length).fused;
-    if (rows == 16 || time < best_time) {
-      best = rows;
-      best_time = time;
-    }
+    auto times = predict(embedding_plan(shape, ranks, rows, order), machine, model, bag_length);
+    if (best.rows == 0 || times.fused < best.times.fused) best = {rows, std::move(times)};
     if (rows >= share) break;
   }
   return best;

@@ -39,11 +39,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
-#include <string_view>
 #include <type_traits>
 
-#include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
@@ -131,17 +128,6 @@ template <bool Transposed, class Matrix>
 template <class>
 inline constexpr bool no_collective_rule = false;
 
-// product_extents, its errors naming `operation` (the ring) instead of matmul.
-template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
-[[nodiscard]] matrix_extents ring_extents(const Left& left, const Right& right, std::string_view operation) {
-  try {
-    return product_extents<TransposeLeft, TransposeRight>(left, right);
-  } catch (const argument_error& e) {
-    const std::string prefix = "[rank " + std::to_string(e.rank()) + "] " + e.operation() + ": ";
-    throw argument_error(e.rank(), operation, std::string(e.what()).substr(prefix.size()));
-  }
-}
-
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
 [[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
                                           const dtensor<T, RightLayout, Mesh>& right) {
@@ -149,7 +135,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   using gathered_layout = std::conditional_t<rule::gathers_left, LeftLayout, RightLayout>;
   using padding = typename gathered_layout::padding;
   dtensor<T, typename rule::result, Mesh> result(
-      left.mesh(), ring_extents<TransposeLeft, TransposeRight>(left, right, "all_gather_matmul"));
+      left.mesh(), product_extents<TransposeLeft, TransposeRight>(left, right, "all_gather_matmul"));
   const auto& gathered = [&]() -> const dtensor<T, gathered_layout, Mesh>& {
     if constexpr (rule::gathers_left) {
       return left;
@@ -206,7 +192,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
                                               const dtensor<T, RightLayout, Mesh>& right) {
   using result_layout = typename reduce_scatter_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
   using padding = typename result_layout::padding;
-  const matrix_extents shape = ring_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
+  const matrix_extents shape = product_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
   dtensor<T, result_layout, Mesh> result(left.mesh(), shape);
   auto& ring = left.mesh().axis(0);
   const std::int64_t parts = ring.size();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -81,14 +82,15 @@ constexpr const char* form_name() {
 // The global shape of op(left) · op(right); throws argument_error, on every rank alike, when the
 // operands live on different meshes or their inner dimensions differ.
 template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
-[[nodiscard]] matrix_extents product_extents(const Left& left, const Right& right) {
+[[nodiscard]] matrix_extents product_extents(const Left& left, const Right& right,
+                                             std::string_view operation = "matmul") {
   const int rank = left.mesh().world().world_rank();
   if (&left.mesh() != &right.mesh())
-    throw argument_error(rank, "matmul", "the operands of a product live on different meshes");
+    throw argument_error(rank, operation, "the operands of a product live on different meshes");
   const std::int64_t left_inner = TransposeLeft ? left.rows() : left.cols();
   const std::int64_t right_inner = TransposeRight ? right.cols() : right.rows();
   if (left_inner != right_inner)
-    throw argument_error(rank, "matmul",
+    throw argument_error(rank, operation,
                          std::string(form_name<TransposeLeft, TransposeRight>()) + " of a " +
                              std::to_string(left.rows()) + "x" + std::to_string(left.cols()) + " A and a " +
                              std::to_string(right.rows()) + "x" + std::to_string(right.cols()) +
