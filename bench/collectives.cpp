@@ -97,10 +97,8 @@ void call_raw(MPI_Comm comm, collective what, buffers& data) {
 
 using shardwise::bench::measure;
 
-void run_mpi_variant(benchmark::State* state, const command& order, mpi::communicator& world) {
+void run_mpi_variant(mpi::communicator& group, const command& order, benchmark::State* state) {
   const auto what = static_cast<collective>(order.what);
-  auto group = world.split(world.rank() < order.ranks ? 0 : 1, world.rank());
-  if (world.rank() >= order.ranks) return;
   buffers data(what, elements_of(order.bytes), static_cast<std::size_t>(order.ranks));
   if (order.use_shardwise) {
     measure(state, order.iterations, group, [&] { call(group, what, data); });
@@ -109,7 +107,9 @@ void run_mpi_variant(benchmark::State* state, const command& order, mpi::communi
   }
 }
 
-void benchmark_collective(benchmark::State& state, mpi::communicator* world, variant how, collective what, int ranks) {
+using order_driver = bench::mpi_driver<command, void>;
+
+void benchmark_collective(benchmark::State& state, order_driver* driver, variant how, collective what, int ranks) {
   const long long bytes = state.range(0);
   const long long iterations = static_cast<long long>(state.max_iterations);
   if (how == variant::threads || how == variant::copy) {
@@ -124,9 +124,7 @@ void benchmark_collective(benchmark::State& state, mpi::communicator* world, var
       }
     });
   } else {
-    const command order{static_cast<int>(what), ranks, bytes, iterations, how == variant::mpi ? 1 : 0};
-    bench::send_order(order);
-    run_mpi_variant(&state, order, *world);
+    driver->run({static_cast<int>(what), ranks, bytes, iterations, how == variant::mpi ? 1 : 0}, &state);
   }
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["ranks"] = ranks;
@@ -142,10 +140,10 @@ constexpr long long largest = 64 * kib * kib;
 long long iterations_for(long long bytes) { return std::clamp<long long>((256 * kib * kib) / bytes / 4, 3, 2000); }
 int repetitions_for(long long bytes) { return bytes >= 16 * kib * kib ? 11 : 5; }
 
-void register_all(mpi::communicator* world) {
+void register_all(order_driver* driver) {
   auto add = [&](const std::string& name, variant how, collective what, int ranks) {
     for (long long bytes = smallest; bytes <= largest; bytes *= 4)
-      benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, world, how, what, ranks)
+      benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, driver, how, what, ranks)
           ->Arg(bytes)
           ->Iterations(iterations_for(bytes))
           ->Repetitions(repetitions_for(bytes))
@@ -173,16 +171,15 @@ int main(int argc, char** argv) {
     if (world.rank() == 0) std::fprintf(stderr, "bench_collectives needs 8 MPI ranks: mpiexec -n 8 --oversubscribe\n");
     return 2;
   }
+  order_driver driver(world, run_mpi_variant);
   if (world.rank() != 0) {
-    // Follow rank 0's orders until it says stop.
-    for (command order = bench::receive_order<command>(); order.ranks != 0; order = bench::receive_order<command>())
-      run_mpi_variant(nullptr, order, world);
+    driver.follow();
     return 0;
   }
   benchmark::Initialize(&argc, argv);
-  register_all(&world);
+  register_all(&driver);
   benchmark::RunSpecifiedBenchmarks();
-  bench::send_order(command{});
+  driver.stop();
   benchmark::Shutdown();
   return 0;
 }

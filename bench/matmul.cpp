@@ -180,17 +180,16 @@ Eigen::MatrixXf run_shardwise(benchmark::State* state, long long iterations, Com
   return {};
 }
 
-full_matrix run_mpi_variant(benchmark::State* state, const command& order, mpi::communicator& world) {
-  auto group = world.split(world.rank() < order.ranks ? 0 : 1, world.rank());
-  if (world.rank() >= order.ranks) return {};
+full_matrix run_mpi_variant(mpi::communicator& group, const command& order, benchmark::State* state) {
   if (static_cast<variant>(order.what) == variant::scalapack) return run_scalapack(state, order, group);
   return run_shardwise(state, order.iterations, group);
 }
 
-void benchmark_mpi(benchmark::State& state, mpi::communicator* world, command order) {
+using order_driver = bench::mpi_driver<command, full_matrix>;
+
+void benchmark_mpi(benchmark::State& state, order_driver* driver, command order) {
   order.iterations = static_cast<long long>(state.max_iterations);
-  bench::send_order(order);
-  run_mpi_variant(&state, order, *world);
+  driver->run(order, &state);
   report(state, order.ranks);
 }
 
@@ -229,7 +228,7 @@ const std::array mpi_variants = {
 };
 
 // Runs every distributed variant once and compares its product with eigen/full's; true when all agree.
-bool check_against_reference(mpi::communicator& world) {
+bool check_against_reference(order_driver& driver) {
   bool all_exact = true;
   const auto record = [&](const std::string& name, const Eigen::MatrixXf& product) {
     const float error = (product - reference()).cwiseAbs().maxCoeff();
@@ -239,10 +238,7 @@ bool check_against_reference(mpi::communicator& world) {
       all_exact = false;
     }
   };
-  for (const auto& [name, order] : mpi_variants) {
-    bench::send_order(order);
-    record(name, run_mpi_variant(nullptr, order, world));
-  }
+  for (const auto& [name, order] : mpi_variants) record(name, driver.run(order, nullptr));
   Eigen::MatrixXf threads_product;
   threads::run(8, [&](threads::communicator& comm) {
     auto product = run_shardwise(nullptr, 0, comm);
@@ -252,7 +248,7 @@ bool check_against_reference(mpi::communicator& world) {
   return all_exact;
 }
 
-void register_all(mpi::communicator* world) {
+void register_all(order_driver* driver) {
   // Few iterations, more repetitions: one product takes 0.1–1 s on this oversubscribed machine, and a
   // median over repetitions resists a noisy neighbour better than a longer single run.
   const auto configure = [](benchmark::internal::Benchmark* benchmark) {
@@ -260,7 +256,7 @@ void register_all(mpi::communicator* world) {
         benchmark::kMillisecond);
   };
   for (const auto& [name, order] : mpi_variants)
-    configure(benchmark::RegisterBenchmark(name, benchmark_mpi, world, order));
+    configure(benchmark::RegisterBenchmark(name, benchmark_mpi, driver, order));
   configure(benchmark::RegisterBenchmark("eigen/full", benchmark_eigen));
   configure(benchmark::RegisterBenchmark("shardwise_3d/threads", benchmark_shardwise_threads));
 }
@@ -276,10 +272,9 @@ int main(int argc, char** argv) {
     if (world.rank() == 0) std::fprintf(stderr, "bench_matmul needs 8 MPI ranks: mpiexec -n 8 --oversubscribe\n");
     return 2;
   }
+  order_driver driver(world, run_mpi_variant);
   if (world.rank() != 0) {
-    // Follow rank 0's orders until it says stop.
-    for (command order = bench::receive_order<command>(); order.ranks != 0; order = bench::receive_order<command>())
-      run_mpi_variant(nullptr, order, world);
+    driver.follow();
     Cblacs_exit(1);
     return 0;
   }
@@ -293,13 +288,13 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("eigen_products", "Eigen's own");
 #endif
   int status = 0;
-  if (check_against_reference(world)) {
-    register_all(&world);
+  if (check_against_reference(driver)) {
+    register_all(&driver);
     benchmark::RunSpecifiedBenchmarks();
   } else {
     status = 1;
   }
-  bench::send_order(command{});
+  driver.stop();
   benchmark::Shutdown();
   Cblacs_exit(1);
   return status;

@@ -115,17 +115,14 @@ const std::array workloads = {
 };
 
 #ifdef SHARDWISE_BENCH_MPI
-// Rank 0 tells the other ranks which workload to run (mpi_orders.hpp); workload = -1 ends the program.
+// Rank 0 tells the other ranks which workload to run on its first `ranks` ranks (mpi_orders.hpp).
 struct command {
-  int workload = -1;
+  int workload = 0;
+  int ranks = 0;
 };
 
-// Every world rank: the workload's first P ranks run it, the others skip it.
-void run_on_mpi(shardwise::mpi::communicator& world, command order, benchmark::State* state) {
-  const auto& chosen = workloads[static_cast<std::size_t>(order.workload)];
-  const bool member = world.rank() < chosen.ranks;
-  auto part = world.split(member ? 0 : 1, world.rank());
-  if (member) chosen.on_mpi(part, state);
+void run_on_mpi(shardwise::mpi::communicator& part, const command& order, benchmark::State* state) {
+  workloads[static_cast<std::size_t>(order.workload)].on_mpi(part, state);
 }
 #endif
 
@@ -135,10 +132,9 @@ int main(int argc, char** argv) {
 #ifdef SHARDWISE_BENCH_MPI
   shardwise::mpi::environment session(argc, argv);
   auto world = shardwise::mpi::communicator::world();
-  if (world.rank() != 0) {  // follow rank 0's orders until it says stop
-    for (command order = shardwise::bench::receive_order<command>(); order.workload >= 0;
-         order = shardwise::bench::receive_order<command>())
-      run_on_mpi(world, order, nullptr);
+  shardwise::bench::mpi_driver driver(world, run_on_mpi);
+  if (world.rank() != 0) {
+    driver.follow();
     return 0;
   }
 #endif
@@ -150,19 +146,16 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
 #ifdef SHARDWISE_BENCH_MPI
     if (workloads[w].ranks > world.size()) continue;
-    benchmark::RegisterBenchmark((std::string(workloads[w].name) + "/mpi").c_str(),
-                                 [&world, w](benchmark::State& state) {
-                                   const command order{static_cast<int>(w)};
-                                   shardwise::bench::send_order(order);
-                                   run_on_mpi(world, order, &state);
-                                 })
+    benchmark::RegisterBenchmark(
+        (std::string(workloads[w].name) + "/mpi").c_str(),
+        [&driver, w](benchmark::State& state) { driver.run(command{static_cast<int>(w), workloads[w].ranks}, &state); })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
 #endif
   }
   benchmark::RunSpecifiedBenchmarks();
 #ifdef SHARDWISE_BENCH_MPI
-  shardwise::bench::send_order(command{});
+  driver.stop();
 #endif
   benchmark::Shutdown();
   return 0;

@@ -124,18 +124,14 @@ const std::array workloads = {
 };
 
 #ifdef SHARDWISE_BENCH_MPI
-// Rank 0 tells the other ranks which workload to run on how many ranks (see mpi_orders.hpp); ranks = 0
-// ends the program.
+// Rank 0 tells the other ranks which workload to run on its first `ranks` ranks (mpi_orders.hpp).
 struct command {
   int workload = 0;
   int ranks = 0;
 };
 
-// Every world rank: the first `order.ranks` ranks run the workload, the others skip it.
-void run_on_mpi(shardwise::mpi::communicator& world, command order, benchmark::State* state) {
-  const bool member = world.rank() < order.ranks;
-  auto part = world.split(member ? 0 : 1, world.rank());
-  if (member) workloads[static_cast<std::size_t>(order.workload)].on_mpi(part, state);
+void run_on_mpi(shardwise::mpi::communicator& part, const command& order, benchmark::State* state) {
+  workloads[static_cast<std::size_t>(order.workload)].on_mpi(part, state);
 }
 #endif
 
@@ -145,9 +141,9 @@ int main(int argc, char** argv) {
 #ifdef SHARDWISE_BENCH_MPI
   shardwise::mpi::environment session(argc, argv);
   auto world = shardwise::mpi::communicator::world();
-  if (world.rank() != 0) {  // follow rank 0's orders until it says stop
-    for (command order = shardwise::bench::receive_order<command>(); order.ranks != 0; order = shardwise::bench::receive_order<command>())
-      run_on_mpi(world, order, nullptr);
+  shardwise::bench::mpi_driver driver(world, run_on_mpi);
+  if (world.rank() != 0) {
+    driver.follow();
     return 0;
   }
 #endif
@@ -162,12 +158,9 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
 #ifdef SHARDWISE_BENCH_MPI
       if (ranks > world.size()) continue;
-      benchmark::RegisterBenchmark((std::string(workloads[w].name) + "/mpi" + suffix).c_str(),
-                                   [&world, w, ranks](benchmark::State& state) {
-                                     const command order{static_cast<int>(w), ranks};
-                                     shardwise::bench::send_order(order);
-                                     run_on_mpi(world, order, &state);
-                                   })
+      benchmark::RegisterBenchmark(
+          (std::string(workloads[w].name) + "/mpi" + suffix).c_str(),
+          [&driver, w, ranks](benchmark::State& state) { driver.run(command{static_cast<int>(w), ranks}, &state); })
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
 #endif
@@ -175,7 +168,7 @@ int main(int argc, char** argv) {
   }
   benchmark::RunSpecifiedBenchmarks();
 #ifdef SHARDWISE_BENCH_MPI
-  shardwise::bench::send_order(command{});
+  driver.stop();
 #endif
   benchmark::Shutdown();
   return 0;

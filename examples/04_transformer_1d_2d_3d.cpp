@@ -7,24 +7,32 @@
 //   3-D (the cube)   on a p_x x p_y x p_z grid: every matrix cut over all three axes
 // Every family starts from the same weights (they are keyed by global index), so the three loss
 // curves agree to rounding; what differs is who holds what, and how many bytes each rank moves.
+// On the 1-D mesh a sequence-parallel MLP then shows the collective matmul: activations cut by rows,
+// the all-gather and reduce-scatter run as rings that overlap the GEMMs, the same values as plain 1-D.
 //
 //   cmake --build build --target 04_transformer_1d_2d_3d && build/examples/04_transformer_1d_2d_3d
 //                                                           8 ranks as threads
 //   mpiexec -n 8 build/examples/04_transformer_1d_2d_3d_mpi  8 MPI processes
 //
 // Read top to bottom; the numbered steps are the tutorial (docs/tensor-parallel.md explains the layers).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "launch.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
+#include "shardwise/nn/linear.hpp"
 #include "shardwise/nn/transformer_block.hpp"
+#include "shardwise/ops/gelu.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
+#include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/norm.hpp"
 
 namespace nn = shardwise::nn;
@@ -89,19 +97,79 @@ void train(Mesh& mesh, const char* name) {
   }
 }
 
+// 7. Sequence parallelism (Megatron-LM) on a 1-D mesh: the activations between the tensor-parallel
+//    products are cut by rows (tokens) over the ranks, col_1d, instead of replicated, so each rank holds
+//    1/P of them. The column-parallel linear then needs its input's rows gathered, and the row-parallel
+//    one's sum is reduce-scattered back to rows instead of all-reduced. Given those layouts nn::linear
+//    runs both as collective matmuls (ops/collective_matmul.hpp): rings in which one piece of x, or of
+//    the sum, travels while the GEMM of another runs, so the transfers hide behind the arithmetic.
+template <class Mesh>
+void sequence_parallel_mlp(Mesh& mesh) {
+  using shardwise::col_1d;
+  using shardwise::replicated;
+  using shardwise::row_1d;
+  const std::int64_t width = options.hidden;
+  const std::int64_t expanded = options.expansion * options.hidden;
+
+  // The MLP's two linears, sequence-parallel and plain 1-D; the same seeds give both the same weights.
+  nn::linear<float, col_1d<>, row_1d<>, Mesh> up(mesh, width, expanded, 3);              // all_gather_matmul(x, W1)
+  nn::linear<float, row_1d<>, col_1d<>, Mesh, col_1d<>> down(mesh, expanded, width, 4);  // matmul_reduce_scatter(h, W2)
+  nn::linear<float, replicated<>, row_1d<>, Mesh> plain_up(mesh, width, expanded, 3);    // x·W1, local
+  nn::linear<float, row_1d<>, col_1d<>, Mesh> plain_down(mesh, expanded, width, 4);      // h·W2, all-reduced
+
+  // 8. Forward and backward through GeLU between the linears; the backward runs the rings too (the
+  //    gradient of a gathering product is a reduce-scatter, and the reverse). Returns the whole results,
+  //    to compare, and the bytes this rank sent forward and backward.
+  const auto forward_backward = [&](auto& first, auto& second, const auto& x, const auto& output_gradient) {
+    const auto start = mesh.traffic();
+    const auto h = first.forward(x);
+    const auto y = second.forward(shardwise::gelu(h));
+    const auto forward_done = mesh.traffic();
+    const auto dx = first.backward(shardwise::gelu_backward(second.backward(output_gradient), h));
+    const auto backward_done = mesh.traffic();
+    return std::tuple{shardwise::all_gather(y), shardwise::all_gather(dx), (forward_done - start).total().bytes_sent,
+                      (backward_done - forward_done).total().bytes_sent};
+  };
+  const shardwise::matrix_extents extents{batch * options.sequence, width};
+  const auto x = shardwise::from_function<col_1d<>>(mesh, extents, input_value);
+  const auto dy = shardwise::from_function<col_1d<>>(mesh, extents, target_value);
+  const auto x_everywhere = shardwise::redistribute<replicated<>>(x);
+  const auto [y, dx, forward_sent, backward_sent] = forward_backward(up, down, x, dy);
+  const auto [plain_y, plain_dx, plain_forward_sent, plain_backward_sent] =
+      forward_backward(plain_up, plain_down, x_everywhere, shardwise::redistribute<replicated<>>(dy));
+
+  // 9. The same values up to the order of float sums, from 1/P of the activation rows per rank. Forward,
+  //    the two rings send what the plain path's one all-reduce does; backward, more, since the weight
+  //    gradients gather x and dy again instead of keeping them whole: memory traded for bytes.
+  const float difference = std::max((y - plain_y).cwiseAbs().maxCoeff(), (dx - plain_dx).cwiseAbs().maxCoeff());
+  if (mesh.world().rank() == 0) {
+    std::printf("1-D  sequence-parallel MLP: rank 0 holds %lld of %lld activation rows; largest difference from "
+                "plain 1-D: %.2g\n",
+                static_cast<long long>(x.local().rows()), static_cast<long long>(x_everywhere.local().rows()),
+                double(difference));
+    std::printf("1-D  sequence-parallel MLP: rank 0 sent %.1f KiB forward, %.1f KiB backward (plain 1-D: %.1f, %.1f)\n",
+                double(forward_sent) / 1024, double(backward_sent) / 1024, double(plain_forward_sent) / 1024,
+                double(plain_backward_sent) / 1024);
+  }
+  if (!(difference < 1e-4f))
+    throw std::runtime_error("the sequence-parallel MLP differs from the plain 1-D one by " +
+                             std::to_string(difference));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return shardwise::examples::launch(argc, argv, /*thread_ranks*/ 8, [](shardwise::communicator auto& world) {
     const int ranks = world.size();
 
-    // 7. 1-D on every rank.
+    // 10. 1-D on every rank, then the sequence-parallel MLP on the same mesh.
     {
       shardwise::process_mesh mesh(world, {ranks});
       train<nn::tensor_parallel_1d<>>(mesh, "1-D");
+      sequence_parallel_mlp(mesh);
     }
 
-    // 8. 2-D on the largest square grid that fits; the ranks outside it sit this one out.
+    // 11. 2-D on the largest square grid that fits; the ranks outside it sit this one out.
     int q = 1;
     while ((q + 1) * (q + 1) <= ranks) ++q;
     const bool in_square = world.rank() < q * q;
@@ -111,7 +179,7 @@ int main(int argc, char** argv) {
       train<nn::tensor_parallel_2d<>>(mesh, "2-D");
     }
 
-    // 9. 3-D on the most cube-like grid of all the ranks (2x2x2 for 8).
+    // 12. 3-D on the most cube-like grid of all the ranks (2x2x2 for 8).
     shardwise::process_mesh mesh(world, shardwise::balanced_shape<3>(ranks));
     train<nn::tensor_parallel_3d<>>(mesh, "3-D");
   });
