@@ -14,8 +14,10 @@
 //     order/B/T/aware|oblivious  per-node times of the two slice orders (the skew between nodes)
 //     small/B/T/S         tiny batches and slices, where the automatic path must not lose
 // threads/… wall time at 8 ranks as threads, fused (zero copy, epoch flags) vs baseline
-//           (pool, all_to_all_v, unpack), slowest rank, a batch of 2048 bags over 32 tables of 64
-//           floats, bags of 10.
+//           (pool, all_to_all_v, unpack), slowest rank:
+//     fused|baseline/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats, bags of 10
+//     fused|baseline/sweep/B/T/L  the model's dimension 256, global batch B, T tables per rank of
+//                         2048 rows, bags of L
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -100,33 +102,57 @@ void register_model() {
 }
 
 // Wall time on threads: every rank builds its tables and bags, then runs the chosen path.
-void on_threads(benchmark::State& state, fused::path which) {
-  constexpr int ranks = 8, tables = 32, dimension = 64, table_rows = 20000, bag_length = 10;
-  constexpr std::int64_t batch = 2048;
-  constexpr long long iterations = 30;
-  threads::run(ranks, [&](threads::communicator& comm) {
+struct threads_configuration {
+  int tables_per_rank;
+  int dimension;
+  std::int64_t batch;
+  std::int64_t bag_length;
+  int table_rows;
+  long long iterations;
+};
+constexpr int thread_ranks = 8;
+
+void on_threads(benchmark::State& state, fused::path which, const threads_configuration& c) {
+  threads::run(thread_ranks, [&](threads::communicator& comm) {
     fused::embedding_options options;
     options.choice = which;
-    fused::embedding_all_to_all op(comm, {tables, dimension, batch}, options);
+    fused::embedding_all_to_all op(comm, {thread_ranks * c.tables_per_rank, c.dimension, c.batch}, options);
     std::vector<std::vector<float>> weights;
     std::vector<std::int64_t> offsets, indices;
-    for (std::int64_t b = 0; b <= batch; ++b) offsets.push_back(b * bag_length);
-    for (std::int64_t i = 0; i < batch * bag_length; ++i) indices.push_back((i * 7919 + comm.rank()) % table_rows);
+    for (std::int64_t b = 0; b <= c.batch; ++b) offsets.push_back(b * c.bag_length);
+    for (std::int64_t i = 0; i < c.batch * c.bag_length; ++i) indices.push_back((i * 7919 + comm.rank()) % c.table_rows);
     std::vector<std::span<const float>> table_spans;
     for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
-      weights.emplace_back(static_cast<std::size_t>(table_rows * dimension), 0.001F * static_cast<float>(t + 1));
+      weights.emplace_back(static_cast<std::size_t>(c.table_rows) * static_cast<std::size_t>(c.dimension),
+                           0.001F * static_cast<float>(t + 1));
     for (const auto& w : weights) table_spans.emplace_back(w);
     const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
-    bench::measure(comm.rank() == 0 ? &state : nullptr, iterations, comm,
+    bench::measure(comm.rank() == 0 ? &state : nullptr, c.iterations, comm,
                    [&] { benchmark::DoNotOptimize(op(table_spans, bags).data()); });
   });
 }
 
+void register_threads(const std::string& name, const threads_configuration& c) {
+  for (const auto which : {fused::path::fused, fused::path::baseline})
+    benchmark::RegisterBenchmark(
+        ("threads/" + std::string(which == fused::path::fused ? "fused" : "baseline") + name).c_str(),
+        [=](benchmark::State& s) { on_threads(s, which, c); })
+        ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
+}
+
 void register_threads() {
-  benchmark::RegisterBenchmark("threads/fused/8", [](benchmark::State& s) { on_threads(s, fused::path::fused); })
-      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(30);
-  benchmark::RegisterBenchmark("threads/baseline/8", [](benchmark::State& s) { on_threads(s, fused::path::baseline); })
-      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(30);
+  register_threads("/8", {4, 64, 2048, 10, 20000, 30});
+  // The model's embedding dimension and a corner of its grid that fits this machine (output and
+  // tables in memory, a call in well under a second), with the model's bags of 10 and with single
+  // lookups, where pooling is light beside the output's movement.
+  for (const int tables : {2, 16})
+    for (const std::int64_t batch : {256, 1024})
+      for (const std::int64_t bag_length : {1, 10}) {
+        const double bytes = static_cast<double>(batch * thread_ranks * tables * (bag_length + 3) * embedding_dimension) * 4;
+        const auto iterations = static_cast<long long>(std::clamp(2e10 / bytes, 5.0, 50.0));
+        register_threads("/sweep/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(bag_length),
+                         {tables, embedding_dimension, batch, bag_length, 2048, iterations});
+      }
 }
 
 }  // namespace

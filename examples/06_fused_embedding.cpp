@@ -9,6 +9,7 @@
 // nodes joined by InfiniBand and writes the timeline (fused_embedding_trace.json, open it in
 // ui.perfetto.dev: a track per workgroup shows remote slices computed first, the NIC track shows the
 // slices leaving while the local ones are still being pooled).
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -63,8 +64,11 @@ void on_simulated_gpus() {
   auto machine = sim::presets::mi210_nodes(2, 1);  // the paper's inter-node setup
   machine.record_timeline = true;
   double fused_time = 0, baseline_time = 0;
+  std::int64_t slice_rows = 0;
   const auto report = sim_gpu::run(2, machine, [&](sim_gpu::communicator& comm) {
-    fused::embedding_all_to_all op(comm, {32, 256, 512});  // 16 tables per GPU, batch 512
+    // 16 tables per GPU, batch 512; default options: the operator picks the slice size from the model.
+    fused::embedding_all_to_all op(comm, {32, 256, 512});
+    slice_rows = op.plan().slice_rows();
     const inputs in(op.plan(), comm.rank(), 1000, 10);
     double start = comm.now();
     (void)op.fused(in.tables, in.bags);
@@ -74,8 +78,9 @@ void on_simulated_gpus() {
     (void)op.baseline(in.tables, in.bags);
     if (comm.rank() == 0) baseline_time = comm.now() - start;
   });
-  std::printf("2 simulated MI210 over InfiniBand: fused %.0f µs, baseline %.0f µs (%.0f%% lower)\n", fused_time * 1e6,
-              baseline_time * 1e6, 100 * (1 - fused_time / baseline_time));
+  std::printf("2 simulated MI210 over InfiniBand, slices of %lld rows: fused %.0f µs, baseline %.0f µs (%.0f%% lower)\n",
+              static_cast<long long>(slice_rows), fused_time * 1e6, baseline_time * 1e6,
+              100 * (1 - fused_time / baseline_time));
   report.timeline->write_chrome_trace("fused_embedding_trace.json");
   std::printf("timeline: fused_embedding_trace.json\n");
 }

@@ -1,7 +1,8 @@
 // The fused embedding-bag + all-to-all on every backend (threads, MPI, sim_gpu): fused and baseline
 // outputs are bitwise equal to each other and to the serial Eigen computation, for uneven bags (empty
 // ones too), table counts that do not divide the ranks (some ranks own none), batches and slice sizes
-// that do not divide each other, sum and mean pooling, both slice orders, and repeated calls (new
+// that do not divide each other, slices of more than 64 rows (tasks), sum and mean pooling, both slice
+// orders, and repeated calls (new
 // lookups every call, so a flag or bitmask left from an earlier call would show).
 #include "shardwise/fused/embedding_all_to_all.hpp"
 
@@ -45,8 +46,9 @@ struct configuration {
 
 const configuration configurations[] = {
     {{11, 8, 37}, 3, fused::slice_order::communication_aware, fused::pooling::sum},
-    {{5, 4, 29}, 70, fused::slice_order::oblivious, fused::pooling::mean},  // 2 rows per task; 8 ranks: some own no table
+    {{5, 4, 29}, 70, fused::slice_order::oblivious, fused::pooling::mean},  // 8 ranks: some own no table
     {{3, 16, 130}, 129, fused::slice_order::communication_aware, fused::pooling::mean},
+    {{4, 8, 1100}, 1000, fused::slice_order::communication_aware, fused::pooling::sum},  // done-bitmasks of several words
     {{1, 1, 1}, 1, fused::slice_order::oblivious, fused::pooling::sum},
 };
 

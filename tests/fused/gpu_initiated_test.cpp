@@ -5,6 +5,8 @@
 // fallback to the baseline where the model predicts no gain.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
+#include "shardwise/sim/done_bitmask.hpp"
 #include "shardwise/sim/epoch_flags.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
@@ -46,6 +49,38 @@ TEST(epoch_flags, a_wait_sleeps_until_another_thread_raises_the_flag) {
   });
   EXPECT_TRUE(flags.wait(0, 1, soon(10s)));
   EXPECT_EQ(flags.seen(0), 1U);
+}
+
+TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
+  // Slices of one task, one full word, one partial word, and several words (the last partial).
+  const std::vector<std::int64_t> tasks{1, 64, 5, 200};
+  sim::done_bitmask done(tasks);
+  constexpr int workers = 4, calls = 50;
+  std::vector<std::atomic<int>> finished(tasks.size() * calls);
+  std::atomic<int> call_done{0};
+  {
+    std::vector<std::jthread> team;
+    for (int w = 0; w < workers; ++w)
+      team.emplace_back([&, w] {
+        for (int call = 0; call < calls; ++call) {
+          // Worker w takes tasks w, w + 4, …, odd workers from the top down, so words fill in any order.
+          for (std::size_t s = 0; s < tasks.size(); ++s) {
+            std::vector<std::int64_t> mine;
+            for (std::int64_t task = w; task < tasks[s]; task += workers) mine.push_back(task);
+            if (w % 2) std::reverse(mine.begin(), mine.end());
+            for (const auto task : mine)
+              if (done.complete(s, task)) finished[static_cast<std::size_t>(call) * tasks.size() + s].fetch_add(1);
+          }
+          // Every task of this call is done before any of the next begins (as between two calls of an operator).
+          call_done.fetch_add(1);
+          while (call_done.load() < workers * (call + 1)) std::this_thread::yield();
+        }
+      });
+  }
+  for (int call = 0; call < calls; ++call)
+    for (std::size_t s = 0; s < tasks.size(); ++s)
+      EXPECT_EQ(finished[static_cast<std::size_t>(call) * tasks.size() + s].load(), 1)
+          << "call " << call << ", slice of " << tasks[s] << " tasks";
 }
 
 TEST(symmetric_window, put_fence_signal_wait_between_threads) {

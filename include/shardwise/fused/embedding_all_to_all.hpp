@@ -31,7 +31,6 @@
 #include <Eigen/Core>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -47,6 +46,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/fused/embedding_plan.hpp"
+#include "shardwise/sim/done_bitmask.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
 #include "shardwise/sim/machine.hpp"
 #include "shardwise/sim/message_queue.hpp"
@@ -64,14 +64,14 @@ struct embedding_bags {
   std::span<const std::int64_t> indices;
 };
 
-// embedding_options::slice_rows: the paper's inter-node runs' 32 embeddings per slice, or
-// automatic_slice_rows to let the operator choose the size from its machine model (best_slice_rows in
-// fused/embedding_cost.hpp; without a model it takes the paper's).
+// embedding_options::slice_rows: a number of embeddings per slice, or automatic_slice_rows (the
+// default) to let the operator choose the size from its machine model (best_slice_rows in
+// fused/embedding_cost.hpp; without a model it takes the paper's inter-node runs' 32).
 inline constexpr std::int64_t paper_slice_rows = 32;
 inline constexpr std::int64_t automatic_slice_rows = 0;
 
 struct embedding_options {
-  std::int64_t slice_rows = paper_slice_rows;  // embeddings per slice, or automatic_slice_rows
+  std::int64_t slice_rows = automatic_slice_rows;  // or embeddings per slice
   slice_order order = slice_order::communication_aware;
   fused::pooling pooling = pooling::sum;
   path choice = path::automatic;
@@ -113,8 +113,8 @@ inline void pool_bag(std::span<const float> table, int dimension, const embeddin
   if (how == pooling::mean && end > begin) pooled /= static_cast<float>(end - begin);
 }
 
-inline std::int64_t lookups(const embedding_bags& bags, std::int64_t first_row, std::int64_t rows) {
-  return bags.offsets[static_cast<std::size_t>(first_row + rows)] - bags.offsets[static_cast<std::size_t>(first_row)];
+inline std::int64_t lookups(const embedding_bags& bags, std::int64_t row) {
+  return bags.offsets[static_cast<std::size_t>(row) + 1] - bags.offsets[static_cast<std::size_t>(row)];
 }
 
 }  // namespace detail
@@ -131,7 +131,7 @@ class embedding_all_to_all {
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
       : comm_(&comm), options_(std::move(options)),
         plan_(shape, comm.size(), chosen_slice_rows(shape), options_.order, comm.world_rank()),
-        done_(plan_.slices(comm.rank()).size()) {
+        done_(plan_.tasks_per_slice(comm.rank())) {
     const std::size_t output = static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width());
     if constexpr (shared) {
       window_.emplace(data_communicator(), output, plan_.flags_at(rank()));
@@ -170,7 +170,7 @@ class embedding_all_to_all {
       send_counts.push_back(static_cast<int>(plan_.rows_of(d) * local_tables * D));
       receive_counts.push_back(static_cast<int>(plan_.rows_of(r) * plan_.tables_of(d) * D));
     }
-    std::vector<float> pooled(total(send_counts)), received(total(receive_counts));
+    const auto pooled = kept(send_buffer_, total(send_counts)), received = kept(receive_buffer_, total(receive_counts));
     for (int t = 0; t < local_tables; ++t) {
       const auto& table = tables[static_cast<std::size_t>(t)];
       const auto& bag = bags[static_cast<std::size_t>(t)];
@@ -187,7 +187,7 @@ class embedding_all_to_all {
         for (std::int64_t row = plan_.first_row(d); row < plan_.first_row(d + 1); ++row) {
           const auto at = block + static_cast<std::size_t>(((row - plan_.first_row(d)) * local_tables + t) * D);
           detail::pool_bag(table, D, bag, row, options_.pooling, pooled.data() + at, comm_->world_rank());
-          if (kernel) kernel->run_task(pooling_work(1, detail::lookups(bag, row, 1), D));
+          if (kernel) kernel->run_task(pooling_work(detail::lookups(bag, row), D));
         }
         block += static_cast<std::size_t>(send_counts[static_cast<std::size_t>(d)]);
       }
@@ -234,6 +234,12 @@ class embedding_all_to_all {
   const sim::machine& machine() const {
     if constexpr (simulated) return comm_->machine();
     else return *options_.machine;
+  }
+  // `floats` of a buffer kept across calls: allocating a large one per call costs page faults on every
+  // call (on threads, more than the all-to-all itself).
+  static std::span<float> kept(std::vector<float>& buffer, std::size_t floats) {
+    if (buffer.size() < floats) buffer.resize(floats);
+    return {buffer.data(), floats};
   }
   static std::size_t total(const std::vector<int>& counts) {
     std::size_t n = 0;
@@ -291,12 +297,12 @@ class embedding_all_to_all {
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
     window.flags().raise(0, epoch_);  // peers may now overwrite this rank's previous result
     std::vector<char> opened(static_cast<std::size_t>(comm_->size()), 0);
-    std::vector<float> staging(static_cast<std::size_t>(plan_.slice_rows() * D));
+    const auto staging = kept(send_buffer_, static_cast<std::size_t>(plan_.slice_rows() * D));
     std::optional<fused_kernel_model> model;
     if constexpr (simulated)
       model.emplace(plan_, comm_->world_rank(), machine(), options_.gpu_initiated, comm_->stream().available(),
                     comm_->timeline());
-    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, int task, std::int64_t first, std::int64_t rows) {
+    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
       const int d = slice.destination;
       if (!opened[static_cast<std::size_t>(d)]) {
         window.peer_flags(d).wait_or_throw(0, epoch_, deadline, comm_->world_rank(), name,
@@ -306,20 +312,16 @@ class embedding_all_to_all {
       const bool zero_copy = !stages(d);
       const int t = slice.table - plan_.first_table(r);
       const auto& bag = bags[static_cast<std::size_t>(t)];
-      for (std::int64_t row = first; row < first + rows; ++row) {
-        float* out = zero_copy ? window.peer_buffer(d).data() + plan_.output_offset(d, slice.table, row)
-                               : staging.data() + (row - slice.first_row) * D;
-        detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
-      }
-      if (model) model->task(slice, task, rows, detail::lookups(bag, first, rows));
+      float* out = zero_copy ? window.peer_buffer(d).data() + plan_.output_offset(d, slice.table, row)
+                             : staging.data() + task * D;
+      detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
+      if (model) model->task(slice, task, detail::lookups(bag, row));
       // The task that fills the done-bitmask sends the slice (unless stored in place) and its flag.
-      const std::uint64_t bit = std::uint64_t{1} << task;
-      if ((done_[s].fetch_or(bit, std::memory_order_acq_rel) | bit) != plan_.full_mask(slice)) return;
-      done_[s].store(0, std::memory_order_relaxed);
+      if (!done_.complete(s, task)) return;
       if (!zero_copy)
-        for (std::int64_t row = 0; row < slice.rows; ++row)
-          window.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + row)),
-                     std::span<const float>(staging.data() + row * D, static_cast<std::size_t>(D)));
+        for (std::int64_t i = 0; i < slice.rows; ++i)
+          window.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
+                     std::span<const float>(staging.data() + i * D, static_cast<std::size_t>(D)));
       window.fence();
       window.signal(d, slice.flag, epoch_);
     });
@@ -395,31 +397,27 @@ class embedding_all_to_all {
           received_floats += static_cast<std::size_t>(slice.rows * D);
         }
     }
-    std::vector<float> received(received_floats);
+    const auto received = kept(receive_buffer_, received_floats);
     std::vector<typename Comm::request> receives, sends;
     for (const auto& a : incoming)
       receives.push_back(comm_->irecv(std::span<float>(received.data() + a.at, static_cast<std::size_t>(a.slice.rows * D)),
                                       owner_of(a.slice.table), slice_tag));
     // Send staging: each outgoing slice its own range, kept until its send completes.
-    std::vector<float> sending(static_cast<std::size_t>((plan_.shape().global_batch - plan_.rows_of(r)) * plan_.tables_of(r) * D));
+    const auto sending =
+        kept(send_buffer_, static_cast<std::size_t>((plan_.shape().global_batch - plan_.rows_of(r)) * plan_.tables_of(r) * D));
     std::size_t next = 0, at = 0;
-    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, int task, std::int64_t first, std::int64_t rows) {
+    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
       const bool local = slice.destination == r;
       if (task == 0 && !local) {
         at = next;
         next += static_cast<std::size_t>(slice.rows * D);
       }
       const int t = slice.table - plan_.first_table(r);
-      for (std::int64_t row = first; row < first + rows; ++row) {
-        float* into = local ? out.data() + plan_.output_offset(r, slice.table, row)
-                            : sending.data() + at + static_cast<std::size_t>((row - slice.first_row) * D);
-        detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bags[static_cast<std::size_t>(t)], row, options_.pooling,
-                         into, comm_->world_rank());
-      }
-      const std::uint64_t bit = std::uint64_t{1} << task;
-      if ((done_[s].fetch_or(bit, std::memory_order_acq_rel) | bit) != plan_.full_mask(slice)) return;
-      done_[s].store(0, std::memory_order_relaxed);
-      if (!local)
+      float* into = local ? out.data() + plan_.output_offset(r, slice.table, row)
+                          : sending.data() + at + static_cast<std::size_t>(task * D);
+      detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bags[static_cast<std::size_t>(t)], row, options_.pooling,
+                       into, comm_->world_rank());
+      if (done_.complete(s, task) && !local)
         sends.push_back(comm_->isend(std::span<const float>(sending.data() + at, static_cast<std::size_t>(slice.rows * D)),
                                      slice.destination, slice_tag));
     });
@@ -434,10 +432,11 @@ class embedding_all_to_all {
   Comm* comm_;
   embedding_options options_;
   embedding_plan plan_;
-  std::vector<std::atomic<std::uint64_t>> done_;  // per slice of this rank's order
+  sim::done_bitmask done_;  // per slice of this rank's order, a bit per row
   std::optional<sim::symmetric_window<float>> window_;
   std::vector<int> devices_;  // device (world rank) of each rank
   std::vector<float> output_;
+  std::vector<float> send_buffer_, receive_buffer_;  // for kept()
   std::uint64_t epoch_ = 0;
   bool fuses_ = true;
 };

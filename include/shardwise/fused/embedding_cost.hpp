@@ -28,12 +28,11 @@
 
 namespace shardwise::fused {
 
-// What pooling `rows` bags of `lookups` indices in all does: a read of every looked-up row and of the
-// offsets and indices, a write of every pooled row, an add per looked-up element.
-[[nodiscard]] inline sim::work pooling_work(std::int64_t rows, std::int64_t lookups, int dimension) {
-  const double d = dimension;
-  const double looked_up = static_cast<double>(lookups), written = static_cast<double>(rows);
-  return {looked_up * d, (looked_up + written) * d * sizeof(float) + (looked_up + written) * sizeof(std::int64_t)};
+// What pooling one bag of `lookups` indices does: a read of every looked-up row and of the offsets and
+// indices, a write of the pooled row, an add per looked-up element.
+[[nodiscard]] inline sim::work pooling_work(std::int64_t lookups, int dimension) {
+  const double d = dimension, looked_up = static_cast<double>(lookups);
+  return {looked_up * d, (looked_up + 1) * d * sizeof(float) + (looked_up + 1) * sizeof(std::int64_t)};
 }
 
 // The fused kernel of one rank, task by task: call task() for each of the plan's tasks in order.
@@ -44,12 +43,13 @@ class fused_kernel_model {
       : plan_(&plan), rank_(rank),
         kernel_(rank, machine.device, model, model.resident_workgroups, start + machine.device.launch_latency, trace) {}
 
-  void task(const embedding_slice& slice, int task_index, std::int64_t rows, std::int64_t lookups) {
+  // Task `task_index` of `slice`: one bag of `lookups` indices.
+  void task(const embedding_slice& slice, std::int64_t task_index, std::int64_t lookups) {
     const bool remote = slice.destination != rank_;
-    const int wg = kernel_.run_task(pooling_work(rows, lookups, plan_->shape().dimension),
+    const int wg = kernel_.run_task(pooling_work(lookups, plan_->shape().dimension),
                                     remote ? "remote slices" : "local slices");
     if (task_index == 0 || kernel_.clock(wg) >= kernel_.clock(last_)) last_ = wg;
-    if (task_index + 1 < plan_->tasks_of(slice) || !remote) return;
+    if (task_index + 1 < slice.rows || !remote) return;
     // The done-bitmask is full: the workgroup that finished last sends the slice and its flag.
     kernel_.put(last_, slice.destination, static_cast<double>(slice.rows * plan_->shape().dimension) * sizeof(float));
     kernel_.fence(last_);
@@ -110,7 +110,7 @@ struct embedding_times {
   for (int r = 0; r < P; ++r) {
     const auto rows = plan.shape().global_batch;
     pooled = std::max(pooled, plan.tables_of(r) * uniform_kernel_duration(machine.device, model, rows,
-                                                                          pooling_work(1, bag_length, D)));
+                                                                          pooling_work(bag_length, D)));
     unpacked = std::max(unpacked, machine.device.duration(unpack_work(plan, r)));
     for (int d = 0; d < P; ++d) sent[static_cast<std::size_t>(r)].push_back(baseline_bytes(plan, r, d));
     devices.push_back(r);
@@ -123,8 +123,8 @@ struct embedding_times {
   std::vector<sim::gpu_message> messages;
   for (int r = 0; r < P; ++r) {
     auto& k = kernels.emplace_back(plan, r, machine, model, 0.0, trace);
-    plan.for_each_task(r, [&](std::size_t, const embedding_slice& slice, int i, std::int64_t, std::int64_t rows) {
-      k.task(slice, i, rows, rows * bag_length);
+    plan.for_each_task(r, [&](std::size_t, const embedding_slice& slice, std::int64_t i, std::int64_t) {
+      k.task(slice, i, bag_length);
     });
     const auto& mine = k.kernel().messages();
     messages.insert(messages.end(), mine.begin(), mine.end());

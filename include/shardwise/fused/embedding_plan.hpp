@@ -10,8 +10,8 @@
 // tables × dimension}.
 //
 // A slice is up to `slice_rows` consecutive rows of one table bound for one destination; it is
-// computed by logical workgroup tasks of `rows_per_task` rows (at most 64 tasks, so a slice's
-// done-bitmask is one 64-bit word) and sent, with its ready flag, once its last task is done. Flags
+// computed by logical workgroup tasks of one row (one bag) each, as in the paper, and sent, with its
+// ready flag, once its last task is done (sim/done_bitmask.hpp). Flags
 // at destination d: flag 0 says d's output may be written for this call; slice k of table t raises
 // flag 1 + t·slices_to(d) + k.
 //
@@ -59,7 +59,6 @@ class embedding_plan {
   [[nodiscard]] int ranks() const noexcept { return ranks_; }
   [[nodiscard]] std::int64_t slice_rows() const noexcept { return slice_rows_; }
   [[nodiscard]] slice_order order() const noexcept { return order_; }
-  [[nodiscard]] std::int64_t rows_per_task() const noexcept { return (slice_rows_ + 63) / 64; }
   // Floats in one output row: every table's embedding side by side.
   [[nodiscard]] std::int64_t row_width() const noexcept {
     return static_cast<std::int64_t>(shape_.tables) * shape_.dimension;
@@ -104,25 +103,21 @@ class embedding_plan {
     return all;
   }
 
-  // Tasks of a slice and the done-bitmask they fill: bit i is task i (rows first_row + i·rows_per_task…).
-  [[nodiscard]] int tasks_of(const embedding_slice& slice) const noexcept {
-    return static_cast<int>((slice.rows + rows_per_task() - 1) / rows_per_task());
-  }
-  [[nodiscard]] std::uint64_t full_mask(const embedding_slice& slice) const noexcept {
-    const int n = tasks_of(slice);
-    return n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+  // Tasks of each of `rank`'s slices in its order (one per row): the shape of its done-bitmask.
+  [[nodiscard]] std::vector<std::int64_t> tasks_per_slice(int rank) const {
+    std::vector<std::int64_t> tasks;
+    for (const auto& slice : slices(rank)) tasks.push_back(slice.rows);
+    return tasks;
   }
 
-  // Calls task(slice_index, slice, task_index, first_row, rows) for each logical workgroup task of
-  // `rank`, in its order.
+  // Calls task(slice_index, slice, task_index, row) for each logical workgroup task of `rank`, in its
+  // order: task i of a slice pools its row first_row + i. One row per task: with more, the first
+  // slices could only be sent once a workgroup had pooled several bags alone (at 1/1040 of the GPU).
   template <class Task>
   void for_each_task(int rank, Task&& task) const {
     const auto all = slices(rank);
     for (std::size_t s = 0; s < all.size(); ++s)
-      for (int i = 0; i < tasks_of(all[s]); ++i) {
-        const std::int64_t row = all[s].first_row + i * rows_per_task();
-        task(s, all[s], i, row, std::min(rows_per_task(), all[s].first_row + all[s].rows - row));
-      }
+      for (std::int64_t i = 0; i < all[s].rows; ++i) task(s, all[s], i, all[s].first_row + i);
   }
 
  private:
