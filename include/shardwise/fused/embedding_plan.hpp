@@ -15,9 +15,12 @@
 // at destination d: flag 0 says d's output may be written for this call; slice k of table t raises
 // flag 1 + t·slices_to(d) + k.
 //
-// Order of a rank's slices. communication_aware: slices for other ranks first (destinations r+1,
-// r+2, … round the ring, so the ranks do not all start on the same peer), then its own; oblivious:
-// destinations 0, 1, …, P−1, i.e. rows in batch order.
+// Order of a rank's slices. communication_aware: every table's slices for other ranks first, then
+// every table's own slices; table by table within each part (destinations r+1, r+2, … round the ring
+// for each table, so the ranks do not all start on the same peer), so a table's rows are looked up
+// while they are in cache (on a CPU, pooling destination by destination, through every table for
+// each, made the fused path up to 1.5x slower than the baseline's kernel per table). oblivious, the
+// paper's comparison: destinations 0, 1, …, P−1, i.e. rows in batch order, every table for each.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -82,24 +85,25 @@ class embedding_plan {
     return (row - first_row(destination)) * row_width() + static_cast<std::int64_t>(table) * shape_.dimension;
   }
 
-  // The destinations of `rank`'s slices, in the order it computes them.
-  [[nodiscard]] std::vector<int> destinations_in_order(int rank) const {
-    std::vector<int> order;
-    for (int k = 0; k < ranks_; ++k)
-      order.push_back(order_ == slice_order::oblivious ? k : (rank + 1 + k) % ranks_);
-    return order;
-  }
-
-  // `rank`'s slices in the order it computes them.
+  // `rank`'s slices in the order it computes them (see the top of this file).
   [[nodiscard]] std::vector<embedding_slice> slices(int rank) const {
     std::vector<embedding_slice> all;
-    for (const int d : destinations_in_order(rank))
-      for (int t = first_table(rank); t < first_table(rank + 1); ++t)
-        for (std::int64_t k = 0; k < slices_to(d); ++k) {
-          const std::int64_t begin = first_row(d) + k * slice_rows_;
-          all.push_back({t, d, begin, std::min(slice_rows_, first_row(d + 1) - begin),
-                         1 + static_cast<std::size_t>(t * slices_to(d) + k)});
-        }
+    auto add = [&](int table, int destination) {
+      for (std::int64_t k = 0; k < slices_to(destination); ++k) {
+        const std::int64_t begin = first_row(destination) + k * slice_rows_;
+        all.push_back({table, destination, begin, std::min(slice_rows_, first_row(destination + 1) - begin),
+                       1 + static_cast<std::size_t>(table * slices_to(destination) + k)});
+      }
+    };
+    const int first = first_table(rank), end = first_table(rank + 1);
+    if (order_ == slice_order::oblivious) {
+      for (int d = 0; d < ranks_; ++d)
+        for (int t = first; t < end; ++t) add(t, d);
+      return all;
+    }
+    for (int t = first; t < end; ++t)
+      for (int step = 1; step < ranks_; ++step) add(t, (rank + step) % ranks_);
+    for (int t = first; t < end; ++t) add(t, rank);
     return all;
   }
 
