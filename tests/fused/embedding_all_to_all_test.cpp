@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <concepts>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fused/embedding_data.hpp"
@@ -74,6 +76,32 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
       }
       EXPECT_EQ(op.epoch(), 9U);
     }
+  });
+}
+
+TYPED_TEST(fused_embedding, without_a_machine_model_operator_times_both_paths_then_every_rank_keeps_one) {
+  TypeParam::run([](communicator auto& comm) {
+    const configuration& c = configurations[0];
+    fused::embedding_all_to_all op(comm, c.shape);
+    if constexpr (std::same_as<std::remove_cvref_t<decltype(comm)>, sim_gpu::communicator>) {
+      EXPECT_FALSE(op.measuring()) << "sim_gpu has a machine model to decide by";
+      return;
+    }
+    constexpr int trial = 2 * decltype(op)::trial_calls;
+    for (int call = 0; call < trial + 2; ++call) {
+      EXPECT_EQ(op.measuring(), call < trial) << "call " << call;
+      if (call < trial) {
+        EXPECT_EQ(op.fuses(), call % 2 == 0) << "the trial alternates, fused first; call " << call;
+      }
+      const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
+      expect_rows_of_serial(shardwise::testing::serial_embedding(c.shape, fused::pooling::sum, call), op.plan(),
+                            comm.rank(), op(in.table_spans, in.bag_spans), "operator() call " + std::to_string(call));
+    }
+    // Every rank took the same path (ranks on different paths would wait for each other until the timeout).
+    const int mine = op.fuses() ? 1 : 0;
+    std::vector<int> everyone(static_cast<std::size_t>(comm.size()));
+    comm.all_gather(std::span<const int>(&mine, 1), everyone);
+    for (const int theirs : everyone) EXPECT_EQ(theirs, mine);
   });
 }
 

@@ -11,7 +11,9 @@
 //   fused()     pool slice by slice; the task that completes a slice's done-bitmask sends the slice and
 //               raises its ready flag at the destination; other ranks' slices first (communication-
 //               aware order, or oblivious for comparison); each rank then waits for its incoming flags
-//   operator()  fused() when the cost model predicts a gain, else baseline() ("never worse")
+//   operator()  fused() when the cost model predicts a gain, else baseline() ("never worse"); without a
+//               machine model (threads, MPI) it measures instead: its first calls alternate the two
+//               paths, then every rank keeps the one whose slowest rank was faster
 // Both give bitwise the same output (each row is pooled by the same code in the same order).
 //
 // Per backend:
@@ -31,9 +33,11 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -159,13 +163,18 @@ class embedding_all_to_all {
       output_.resize(output);
     }
     fuses_ = decide();
+    if (options_.choice == path::automatic && !has_machine()) trial_.emplace();
   }
   embedding_all_to_all(const embedding_all_to_all&) = delete;
   embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
 
   [[nodiscard]] const embedding_plan& plan() const noexcept { return plan_; }
-  // Whether operator() takes the fused path.
-  [[nodiscard]] bool fuses() const noexcept { return fuses_; }
+  // Whether operator() takes the fused path (while it is still measuring, the path of its next call).
+  [[nodiscard]] bool fuses() const noexcept { return trial_ ? trial_->calls % 2 == 0 : fuses_; }
+  // Whether operator() is still timing both paths (path::automatic without a machine model).
+  [[nodiscard]] bool measuring() const noexcept { return trial_.has_value(); }
+  // Calls of each path operator() times before it decides, when it measures.
+  static constexpr int trial_calls = 2;
   // Calls made so far (the epoch the last fused call's flags carry).
   [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
 
@@ -173,7 +182,21 @@ class embedding_all_to_all {
   // `bags`: their lookups for the global batch. Returns this rank's output {local batch, tables ×
   // dimension}, valid until this rank's next call.
   std::span<const float> operator()(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
-    return fuses_ ? fused(tables, bags) : baseline(tables, bags);
+    if (!trial_) return fuses_ ? fused(tables, bags) : baseline(tables, bags);
+    // Fused, baseline, fused, …: each path's fastest call on this rank; the first of each also pays
+    // its buffers' first touch, so each path runs trial_calls times.
+    const bool fuse = fuses();
+    const auto start = std::chrono::steady_clock::now();
+    const auto out = fuse ? fused(tables, bags) : baseline(tables, bags);
+    auto& best = trial_->fastest[fuse ? 0 : 1];
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (++trial_->calls == 2 * trial_calls) {
+      auto slowest = trial_->fastest;  // over the ranks: every rank takes the same path
+      comm_->all_reduce(std::span<double>(slowest), op::max);
+      fuses_ = slowest[0] <= slowest[1];
+      trial_.reset();
+    }
+    return out;
   }
 
   std::span<const float> baseline(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
@@ -279,6 +302,7 @@ class embedding_all_to_all {
         .rows;
   }
 
+  // The path a machine model or the options choose; without either, operator() measures (trial_).
   bool decide() const {
     if (options_.choice != path::automatic) return options_.choice == path::fused;
     if (!has_machine()) return true;
@@ -456,6 +480,12 @@ class embedding_all_to_all {
   std::vector<float> send_buffer_, receive_buffer_;  // for kept()
   std::uint64_t epoch_ = 0;
   bool fuses_ = true;
+  struct trial {
+    // Seconds of each path's fastest call on this rank: [0] fused, [1] baseline.
+    std::array<double, 2> fastest{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+    int calls = 0;
+  };
+  std::optional<trial> trial_;
 };
 
 }  // namespace shardwise::fused
