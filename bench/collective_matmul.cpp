@@ -6,7 +6,7 @@
 //   gather/collective_alone, scatter/collective_alone   the all_gather of X, the reduce_scatter of the
 //                      sum, without the products: the most that overlapping could hide
 //   cube/chunks:1      the 3-D C = A·B of 1024 x 1024 matrices on balanced_shape<3>(P), as matmul does by default
-//   cube/chunks:4      the same with its reduce-scatter in 4 bands (matmul_options::chunks)
+//   cube/chunks:4      the same pipelined in 4 bands of rows (matmul_options::chunks)
 // each at P = 2 and 4 on
 //   threads – P threads of this process (under mpiexec: inside rank 0, the other ranks asleep),
 //   mpi     – the first P MPI ranks (built with MPI and run under mpiexec -n 4; the others asleep).

@@ -1,15 +1,18 @@
 // Collective matmul on every backend. The 1-D rings (all_gather_matmul, matmul_reduce_scatter) in each
-// form, forward and gradient, and the 3-D product with its reduce-scatter in bands
-// (matmul_options::chunks) equal serial Eigen on the whole matrices: bit for bit on small integers,
-// where every order of summation is exact, and within rounding on fractions; for every padding rule,
-// shapes that do not divide, band counts that do not divide, P = 1 and rings beside a second mesh
-// axis. The rings move what an all-gather or a reduce-scatter moves, the bands are separate
-// reduce-scatters, and the linear layers that use them equal the serial layer.
+// form, forward and gradient, and the 3-D product pipelined in bands (matmul_options::chunks: the left
+// operand's all-gather, the GEMM and the reduce-scatter band by band) equal serial Eigen on the whole
+// matrices: bit for bit on small integers, where every order of summation is exact, and within
+// rounding on fractions; for every padding rule, shapes that do not divide, band counts that do not
+// divide, grids whose cuts of the product's rows differ, P = 1 and rings beside a second mesh axis.
+// The rings move what an all-gather or a reduce-scatter moves, the bands are separate all-gathers and
+// reduce-scatters moving what the plain product's collectives move, and the linear layers that use
+// them equal the serial layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -146,9 +149,53 @@ TYPED_TEST(collective_matmul_test, rings_move_what_the_collectives_move) {
       {1, 3, 4, 8});
 }
 
-// The 3-D forms with the reduce-scatter in bands; Cube is cube_3d<Directions, Padding>.
+// The rings' messages travel on the mesh's private axis: a user's messages on axis 0 to both
+// neighbours, started before a ring and received after it, with the tag the rings once used, neither
+// meet the ring's messages nor are changed by them. (They are one element longer than a piece, so a
+// ring receiving one fails at once instead of waiting for its own message.)
+TYPED_TEST(collective_matmul_test, user_messages_on_axis_0_do_not_meet_the_rings) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int p = world.size();
+        process_mesh mesh(world, {p});
+        auto& line = mesh.axis(0);
+        const int me = line.rank();
+        const int previous = (me + p - 1) % p;
+        const int next = (me + 1) % p;
+        const std::int64_t m = 4 * p, k = 24, n = 24;  // pieces (m / p) x k and (m / p) x n alike
+        constexpr std::size_t length = 4 * 24 + 1;
+        constexpr int once_the_rings_tag = 0x636d;
+        const auto x = distributed<col_1d<>>(mesh, serial({m, k}, 1));
+        const auto w = distributed<row_1d<>>(mesh, serial({k, n}, 2));
+        const auto h = distributed<row_1d<>>(mesh, serial({m, k}, 3));
+        const auto v = distributed<col_1d<>>(mesh, serial({k, n}, 4));
+        const auto around = [&](auto&& product, const matrix& expected) {
+          const std::vector<double> to_previous(length, me + 0.25), to_next(length, me + 0.5);
+          std::vector<double> from_next(length), from_previous(length);
+          auto first = line.isend(std::span<const double>(to_previous), previous, once_the_rings_tag);
+          auto second = line.isend(std::span<const double>(to_next), next, once_the_rings_tag);
+          expect_equals_serial(product(), expected);
+          line.recv(std::span<double>(from_next), next, once_the_rings_tag);
+          line.recv(std::span<double>(from_previous), previous, once_the_rings_tag);
+          first.wait();
+          second.wait();
+          // (With two ranks both come from the one neighbour, matched in the order sent.)
+          EXPECT_EQ(from_next, std::vector<double>(length, next + 0.25));
+          EXPECT_EQ(from_previous, std::vector<double>(length, previous + 0.5));
+        };
+        around([&] { return all_gather_matmul(x, w); }, serial({m, k}, 1) * serial({k, n}, 2));
+        around([&] { return matmul_reduce_scatter(h, v); }, serial({m, k}, 3) * serial({k, n}, 4));
+      },
+      {2, 3, 4, 8});
+}
+
+// The 3-D forms pipelined in bands; Cube is cube_3d<Directions, Padding>. On 1x2x4, 2x2x1 and 1x2x3
+// grids the left operand's sources and the result's destinations cut the product's rows differently
+// (on 1x2x3 neither cut divides the other; this rank's rows of a band lie in several strips, copied
+// together to be sent or into place on arrival), and the gradient of the weight sends column bands of
+// its transposed left operand.
 template <class Cube, class Mesh>
-void check_banded_forms(Mesh& mesh, const product_shape& s, int chunks, const operands& kind) {
+void check_pipelined_forms(Mesh& mesh, const product_shape& s, int chunks, const operands& kind) {
   SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
                std::to_string(s.k) + " x " + std::to_string(s.n) + ", chunks " + std::to_string(chunks) + ", " +
                kind.name);
@@ -164,53 +211,70 @@ void check_banded_forms(Mesh& mesh, const product_shape& s, int chunks, const op
   expect_equals_serial(matmul(transposed(a_input), dc_output, options), a.transpose() * dc, kind.tolerance);
 }
 
-TYPED_TEST(collective_matmul_test, banded_3d_products_equal_serial_eigen) {
+TYPED_TEST(collective_matmul_test, pipelined_3d_products_equal_serial_eigen) {
   TypeParam::run(
       [](communicator auto& world) {
         const int p = world.size();
-        const std::vector<coordinates<3>> grids =
-            p == 8 ? std::vector<coordinates<3>>{{2, 2, 2}, {1, 2, 4}} : std::vector{balanced_shape<3>(p)};
+        const std::vector<coordinates<3>> grids = p == 8   ? std::vector<coordinates<3>>{{2, 2, 2}, {1, 2, 4}}
+                                                  : p == 6 ? std::vector<coordinates<3>>{{1, 2, 3}}
+                                                           : std::vector{balanced_shape<3>(p)};
         for (const auto& grid : grids) {
           process_mesh mesh(world, grid);
           for (const operands& kind : kinds)
             for (const int chunks : {2, 3, 7, 1000}) {
-              check_banded_forms<cube_3d<>>(mesh, {4 * p, 2 * p, 3 * p}, chunks, kind);
-              check_banded_forms<cube_3d<directions<2, 0, 1>>>(mesh, {6 * p, p, 2 * p}, chunks, kind);
+              check_pipelined_forms<cube_3d<>>(mesh, {4 * p, 2 * p, 3 * p}, chunks, kind);
+              check_pipelined_forms<cube_3d<directions<2, 0, 1>>>(mesh, {6 * p, p, 2 * p}, chunks, kind);
               for (const product_shape& s : std::vector<product_shape>{{1, 1, 1}, {13, 7, 11}, {5, 9, 3}}) {
-                check_banded_forms<cube_3d<directions<>, padded>>(mesh, s, chunks, kind);
-                check_banded_forms<cube_3d<directions<0, 2, 1>, ragged>>(mesh, s, chunks, kind);
+                check_pipelined_forms<cube_3d<directions<>, padded>>(mesh, s, chunks, kind);
+                check_pipelined_forms<cube_3d<directions<0, 2, 1>, ragged>>(mesh, s, chunks, kind);
               }
             }
         }
       },
-      {1, 4, 8});
+      {1, 4, 6, 8});
 }
 
-// Bands are separate reduce-scatters over the result's axis, as many as asked (never more than the
-// rows of a destination's block), moving together what the single one moves.
-TYPED_TEST(collective_matmul_test, bands_are_separate_reduce_scatters) {
+// Pipelined, each form of the 3-D product gathers its left operand in as many all-gathers as it has
+// bands and reduce-scatters in as many reduce-scatters (never more than the rows of a strip, the finer
+// of the two cuts of the product's rows), gathers its right operand once, whole, and moves on every
+// axis the bytes the plain product moves.
+TYPED_TEST(collective_matmul_test, pipelined_3d_products_move_what_the_plain_ones_move) {
   TypeParam::run(
       [](communicator auto& world) {
         process_mesh mesh(world, balanced_shape<3>(world.size()));
         const std::int64_t p = world.size();
-        const auto a = distributed<cube_3d<>::input, float>(mesh, serial({8 * p, 2 * p}, 1));
-        const auto b = distributed<cube_3d<>::weight, float>(mesh, serial({2 * p, 3 * p}, 2));
-        const std::size_t scatter_axis = 2;  // z, for the paper's directions
-        const auto moved = [&](int chunks) {
+        const auto& grid = mesh.shape();
+        const std::int64_t m = 8 * p, k = 4 * p, n = 6 * p;
+        const auto a = distributed<cube_3d<>::input, float>(mesh, serial({m, k}, 1));
+        const auto b = distributed<cube_3d<>::weight, float>(mesh, serial({k, n}, 2));
+        const auto dc = distributed<cube_3d<>::output, float>(mesh, serial({m, n}, 3));
+        const auto moved = [&](auto&& product, int chunks) {
           const auto before = mesh.traffic();
-          (void)matmul(a, b, {.chunks = chunks});
-          return (mesh.traffic() - before).axes[scatter_axis];
+          (void)product(matmul_options{.chunks = chunks});
+          return (mesh.traffic() - before).axes;
         };
-        const traffic_count single = moved(1);
-        EXPECT_EQ(single.calls, 1);
-        // The result's blocks have 8p / (p_x p_z) rows, at least 4 here.
-        const std::int64_t block_rows = 8 * p / (mesh.shape()[0] * mesh.shape()[2]);
-        for (const int chunks : {3, 4, 1000}) {
-          const traffic_count banded = moved(chunks);
-          EXPECT_EQ(banded.calls, std::min<std::int64_t>(chunks, block_rows)) << "chunks " << chunks;
-          EXPECT_EQ(banded.bytes_sent, single.bytes_sent) << "chunks " << chunks;
-          EXPECT_EQ(banded.bytes_received, single.bytes_received) << "chunks " << chunks;
-        }
+        // The paper's directions: A gathered over y (axis 1), B over x (0), the sums over z (2).
+        const auto check = [&](const char* form, auto&& product, std::size_t left_axis, std::size_t scatter_axis,
+                               std::int64_t strip_rows) {
+          const auto single = moved(product, 1);
+          for (const traffic_count& axis : single) EXPECT_EQ(axis.calls, 1) << form;
+          for (const int chunks : {3, 4, 1000}) {
+            const auto pipelined = moved(product, chunks);
+            const std::int64_t bands = std::min<std::int64_t>(chunks, strip_rows);
+            for (std::size_t axis = 0; axis < 3; ++axis) {
+              SCOPED_TRACE(std::string(form) + ", chunks " + std::to_string(chunks) + ", axis " + std::to_string(axis));
+              EXPECT_EQ(pipelined[axis].calls, axis == left_axis || axis == scatter_axis ? bands : 1);
+              EXPECT_EQ(pipelined[axis].bytes_sent, single[axis].bytes_sent);
+              EXPECT_EQ(pipelined[axis].bytes_received, single[axis].bytes_received);
+            }
+          }
+        };
+        // A·B and dC·Bᵀ cut rows of m over x, then over y and z (strips: the finer cut); Aᵀ·dC's rows are
+        // A's columns, k cut over z.
+        const std::int64_t m_strip_rows = m / (grid[0] * std::lcm(grid[1], grid[2]));
+        check("A*B", [&](matmul_options o) { return matmul(a, b, o); }, 1, 2, m_strip_rows);
+        check("dC*B^T", [&](matmul_options o) { return matmul(dc, transposed(b), o); }, 2, 1, m_strip_rows);
+        check("A^T*dC", [&](matmul_options o) { return matmul(transposed(a), dc, o); }, 1, 0, k / grid[2]);
       },
       {1, 4, 8});
 }

@@ -98,6 +98,46 @@ TEST(sim_gpu, a_message_takes_latency_plus_bytes_over_bandwidth) {
   });
 }
 
+// An operation's kernel (the local GEMMs of ops/) runs on the compute stream, beside the communicator's
+// own stream, and what the communicator sends afterwards leaves when the kernel ends.
+TEST(sim_gpu, an_operations_kernel_holds_the_messages_sent_after_it) {
+  sim_gpu::run(2, fully_connected(2), [&](sim_gpu::communicator& comm) {
+    auto& compute = comm.device().default_stream();
+    comm.use_stream(comm.device().create_stream("communication"));
+    std::vector<float> message(1 << 18);
+    const double travel = link.latency + static_cast<double>(message.size() * sizeof(float)) / link.bandwidth;
+    const double kernel = gpu.duration({1e10, 0});
+    bool computed = false;
+    EXPECT_NEAR(comm.launch({1e10, 0}, [&] { computed = true; }, "GEMM"), kernel, 1e-12);
+    EXPECT_TRUE(computed) << "the kernel's result is there at once";
+    EXPECT_NEAR(compute.ready(), kernel, 1e-12) << "on the compute stream";
+    EXPECT_DOUBLE_EQ(comm.now(), 0.0) << "launching does not make the host wait";
+    if (comm.rank() == 0) {
+      comm.send(message, 1);
+    } else {
+      comm.recv(message, 0);
+    }
+    EXPECT_NEAR(comm.now(), kernel + travel, 1e-12) << "rank " << comm.rank();
+  });
+}
+
+// Each message's transfer is drawn on the links of its route, once, by its sender.
+TEST(sim_gpu, a_message_is_drawn_on_its_links) {
+  auto m = fully_connected(2);
+  m.record_timeline = true;
+  const auto report = sim_gpu::run(2, m, [](sim_gpu::communicator& comm) {
+    std::vector<float> message(1024);
+    if (comm.rank() == 0) {
+      comm.send(message, 1);
+    } else {
+      comm.recv(message, 0);
+    }
+  });
+  ASSERT_TRUE(report.timeline);
+  EXPECT_EQ(report.timeline->size(), 1U);
+  EXPECT_NE(report.timeline->chrome_trace_json().find("GPU 0 → GPU 1"), std::string::npos);
+}
+
 TEST(sim_gpu, split_communicators_are_timed_on_their_own_devices) {
   const auto m = sim::presets::mi210_nodes(8, 4);
   sim_gpu::run(8, m, [&](sim_gpu::communicator& world) {

@@ -13,10 +13,18 @@
 // wait() or on a test() that reports completion. Kernels enqueued on a stream behind a started
 // collective wait for it (and, in real time, for its data, which they may read).
 // Sends and receives are host-driven: a message leaves when the sender's stream is free, takes its
-// route's latency + bytes / bandwidth, and a receive completes at the later of its call and that.
+// route's latency + bytes / bandwidth, and a receive completes at the later of its call and that. A
+// message in flight holds no stream, so kernels go on while it travels; one that reads what arrived is
+// launched after wait(), which has moved the host clock to the arrival.
+// Kernels of operations (launch(): the local GEMMs of ops/) go on the device's compute stream, the
+// default stream; the communicator's stream then waits for each, so what it sends or reduces later
+// leaves after the kernel that wrote it. With collectives and messages on a stream of their own
+// (use_stream), communication overlaps the kernels; on the default stream, started collectives hold
+// the kernels behind them.
 //
 // The timeline, when the machine records one, has a track per stream of every GPU (kernels and
-// collectives, with the algorithm) and per network link (drawn by rank 0 of each communicator).
+// collectives, with the algorithm) and per network link (collectives drawn by rank 0 of each
+// communicator, messages by their sender).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -211,11 +219,12 @@ class rank_clock {
 
   // Point to point: the next message number for (peer, tag) in one direction.
   std::uint64_t next_message(bool sending, int peer, int tag) { return (sending ? sent_ : received_)[{peer, tag}]++; }
-  // Latency + bytes / bandwidth on the route between two members, alone on it.
-  double transfer_time(int from, int to, double bytes) const {
-    const sim::transfer t{members_->devices[static_cast<std::size_t>(from)],
-                          members_->devices[static_cast<std::size_t>(to)], bytes, 0};
-    return sim::simulate(machine_->model.network, std::span(&t, 1), false).finish();
+  // Latency + bytes / bandwidth on the route between two members, alone on it. With `drawn_from` its
+  // links' busy intervals go on the timeline from that time, when the machine records one.
+  double transfer_time(int from, int to, double bytes, std::optional<double> drawn_from = {}) const {
+    const std::vector<sim::step> message{{{{from, to, bytes}}}};
+    sim::timeline* const trace = drawn_from ? machine_->trace.get() : nullptr;
+    return machine_->costs.play(members_->devices, message, trace, drawn_from.value_or(0));
   }
 
  private:
@@ -362,6 +371,18 @@ class communicator : public communicator_interface<communicator> {
   [[nodiscard]] sim::timeline* timeline() const noexcept { return clock_->machine()->trace.get(); }
   [[nodiscard]] threads::communicator& untimed() noexcept { return data_; }
 
+  // A kernel of an operation over this communicator (the local GEMMs of ops/local_product.hpp): on the
+  // compute stream (the device's default stream) doing `w`, with `compute` run now for its result. This
+  // communicator's stream waits for it: what it sends or reduces later may be that result. Returns the
+  // kernel's end in virtual time.
+  template <class Compute>
+  double launch(const sim::work& w, Compute&& compute, const std::string& name) {
+    sim::stream& compute_stream = device().default_stream();
+    const double end = compute_stream.launch(w, std::forward<Compute>(compute), name);
+    if (&stream() != &compute_stream) stream().wait(compute_stream.record());
+    return end;
+  }
+
   // Backend hooks (communicator_interface calls these after checking arguments).
   template <class Call>
   void run(const Call& call) {
@@ -434,7 +455,7 @@ class communicator : public communicator_interface<communicator> {
     const double leaves = stream().available();
     clock_->members()->depart({rank(), call.destination, call.tag, clock_->next_message(true, call.destination, call.tag)},
                               leaves);
-    return leaves + clock_->transfer_time(rank(), call.destination, static_cast<double>(call.data.size_bytes()));
+    return leaves + clock_->transfer_time(rank(), call.destination, static_cast<double>(call.data.size_bytes()), leaves);
   }
 
   threads::communicator data_;

@@ -18,6 +18,10 @@
 //   2-D, coordinates (row, column): row() = axis(1), the ranks of my grid row (varying the column
 //        index); column() = axis(0), the ranks of my grid column (varying the row index).
 //
+// Library traffic: private_axis(a) is a duplicate of axis(a) on which the library's own point-to-point
+// messages travel (the rings of ops/collective_matmul.hpp), so no message a user sends on axis(a), with
+// any tag, can match one of them — as MPI libraries keep their traffic on a duplicate communicator.
+//
 // Ownership: the mesh borrows the communicator it is built over, which must outlive it. So the rank
 // body keeps using its communicator, and one communicator can carry several meshes (a 2-D and a 3-D
 // view of the same ranks). The mesh owns its axis communicators; it is movable, not copyable.
@@ -32,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -123,6 +128,15 @@ class process_mesh {
     return axes_[static_cast<std::size_t>(a)];
   }
 
+  // A duplicate of axis(a) for the library's own messages (see the top of this file). Made at its first
+  // use, which is collective over axis(a): every rank of the axis must reach it in the same call.
+  [[nodiscard]] Communicator& private_axis(int a) {
+    Communicator& line = axis(a);
+    std::optional<Communicator>& duplicate = private_axes_[static_cast<std::size_t>(a)];
+    if (!duplicate) duplicate.emplace(line.split(0, line.rank()));
+    return *duplicate;
+  }
+
   [[nodiscard]] Communicator& x() noexcept requires(Dimensions == 3) { return axes_[0]; }
   [[nodiscard]] Communicator& y() noexcept requires(Dimensions == 3) { return axes_[1]; }
   [[nodiscard]] Communicator& z() noexcept requires(Dimensions == 3) { return axes_[2]; }
@@ -130,10 +144,13 @@ class process_mesh {
   [[nodiscard]] Communicator& row() noexcept requires(Dimensions == 2) { return axes_[1]; }
   [[nodiscard]] Communicator& column() noexcept requires(Dimensions == 2) { return axes_[0]; }
 
-  // This rank's calls and bytes so far, on the world and on each axis.
+  // This rank's calls and bytes so far, on the world and on each axis (with its private duplicate).
   [[nodiscard]] mesh_traffic<Dimensions> traffic() const {
     mesh_traffic<Dimensions> t{world_->traffic(), {}};
-    for (std::size_t a = 0; a < Dimensions; ++a) t.axes[a] = axes_[a].traffic();
+    for (std::size_t a = 0; a < Dimensions; ++a) {
+      t.axes[a] = axes_[a].traffic();
+      if (private_axes_[a]) t.axes[a] += private_axes_[a]->traffic();
+    }
     return t;
   }
 
@@ -195,6 +212,7 @@ class process_mesh {
   coordinates<Dimensions> shape_;
   coordinates<Dimensions> coords_;
   std::array<Communicator, Dimensions> axes_;
+  std::array<std::optional<Communicator>, Dimensions> private_axes_;
 };
 
 // process_mesh mesh(world, {2, 2, 2}) deduces a 3-D mesh over world's type.

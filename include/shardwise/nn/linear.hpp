@@ -13,7 +13,7 @@
 //   linear<T, row_1d<P>, col_1d<P>, Mesh, col_1d<P>> y = matmul_reduce_scatter(x, W), rows cut (instead
 //                                                    of the all-reduce to replicated)
 // and their gradients by the same rings. The constructor's matmul_options reach every product the
-// layer runs (in 3-D, chunks pipelines the reduce-scatters).
+// layer runs (in 3-D, chunks pipelines each product in bands of rows).
 #include <cmath>
 #include <cstdint>
 #include <optional>

@@ -32,8 +32,15 @@
 // sums are taken in ring order, not rank order, so float results differ from matmul's in the last bits.
 //
 // Any shape and padding rule (pieces of different sizes travel as they are, padding never does); on
-// meshes of more dimensions the ring runs along axis 0, replicated over the others. Collective over
-// the mesh: every rank calls with the same shapes; inner dimensions that differ throw argument_error.
+// meshes of more dimensions the ring runs along axis 0, replicated over the others. The messages travel
+// on mesh.private_axis(0), so none of the user's messages on axis 0 can match them, whatever its tag.
+// Collective over the mesh: every rank calls with the same shapes; inner dimensions that differ throw
+// argument_error.
+//
+// On simulated GPUs (sim_gpu) each GEMM is a kernel on the compute stream, and the messages leave from
+// the axis communicator's stream; when that is a stream of its own (use_stream before the mesh is
+// built), a piece travels while another's GEMM runs in virtual time too, and a ring of GEMMs g and
+// transfers t takes (P - 1) · max(g, t) + g (tests/ops/collective_matmul_time_test.cpp).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -52,8 +59,9 @@ namespace shardwise {
 
 namespace detail {
 
-// The tag of the rings' messages (each ring's messages between a pair of ranks arrive in order).
-inline constexpr int ring_tag = 0x636d;
+// The tag of the rings' messages on the mesh's private axis (each ring's messages between a pair of
+// ranks arrive in order).
+inline constexpr int ring_tag = 0;
 
 // Rows cut over axis 0, columns whole: the layout a ring passes around.
 template <class Layout>
@@ -115,16 +123,6 @@ struct reduce_scatter_product<Left, Right, TransposeLeft, TransposeRight> {
   using result = col_1d<typename Left::padding>;
 };
 
-// Rows first..first+count of op(m) (op a transpose or not), as a block of m itself.
-template <bool Transposed, class Matrix>
-[[nodiscard]] auto rows_of(const Matrix& m, std::int64_t first, std::int64_t count) {
-  if constexpr (Transposed) {
-    return m.middleCols(first, count);
-  } else {
-    return m.middleRows(first, count);
-  }
-}
-
 template <class>
 inline constexpr bool no_collective_rule = false;
 
@@ -143,7 +141,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
       return right;
     }
   }();
-  auto& ring = left.mesh().axis(0);
+  auto& ring = left.mesh().private_axis(0);
   const std::int64_t parts = ring.size();
   const std::int64_t me = ring.rank();
   const std::int64_t width = gathered.cols();  // whole on every rank
@@ -172,14 +170,15 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     }
     const strided_map<const T> rows(data.data(), current.extent, width, Eigen::OuterStride<>(width));
     if constexpr (!rule::gathers_inner) {
-      multiply<false, TransposeRight>(result_local.middleRows(current.offset, current.extent), rows, right_local,
-                                      false);
+      multiply<false, TransposeRight>(ring, result_local.middleRows(current.offset, current.extent), rows,
+                                      right_local, false);
     } else if constexpr (rule::gathers_left) {
-      multiply<true, TransposeRight>(result_local, rows,
+      multiply<true, TransposeRight>(ring, result_local, rows,
                                      rows_of<TransposeRight>(right_local, current.offset, current.extent), step > 0);
     } else {
-      multiply<TransposeLeft, false>(result_local, rows_of<!TransposeLeft>(left_local, current.offset, current.extent),
-                                     rows, step > 0);
+      multiply<TransposeLeft, false>(ring, result_local,
+                                     rows_of<!TransposeLeft>(left_local, current.offset, current.extent), rows,
+                                     step > 0);
     }
     arrival.wait();
     departure.wait();
@@ -194,7 +193,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   using padding = typename result_layout::padding;
   const matrix_extents shape = product_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
   dtensor<T, result_layout, Mesh> result(left.mesh(), shape);
-  auto& ring = left.mesh().axis(0);
+  auto& ring = left.mesh().private_axis(0);
   const std::int64_t parts = ring.size();
   const std::int64_t me = ring.rank();
   const std::int64_t width = shape.cols;
@@ -223,7 +222,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     auto sum = last ? result.local() : typename dtensor<T, result_layout, Mesh>::block_map(
                                            own.data(), destination.extent, width, Eigen::OuterStride<>(width));
     multiply<false, TransposeRight>(
-        sum, oriented<TransposeLeft>(rows_of<TransposeLeft>(left_local, destination.offset, destination.extent)),
+        ring, sum, oriented<TransposeLeft>(rows_of<TransposeLeft>(left_local, destination.offset, destination.extent)),
         right_local, false);
     if (step > 0) {
       arrival.wait();

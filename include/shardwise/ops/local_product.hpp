@@ -2,6 +2,11 @@
 // What every distributed matrix product (ops/matmul.hpp) shares: the operand view transposed(t), the
 // local GEMM out = op(left) · op(right) on Eigen maps of stored buffers (op a transpose or not), the
 // global shape check, and the reusable buffers the products gather into.
+//
+// The local GEMM is the one place every product computes, so it is where a product's compute takes
+// modelled time: on a communicator that launches kernels (sim_gpu, comm/sim_gpu.hpp) each GEMM is a
+// kernel declaring its work (2·m·n·k FLOPs, its operands read and its result written); on the others
+// it simply runs, and the check is compiled away.
 #include <Eigen/Core>
 #include <array>
 #include <cstddef>
@@ -14,6 +19,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/sim/device_model.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -60,13 +66,46 @@ template <bool Transpose, class Matrix>
   }
 }
 
-// out = op(left) · op(right), or out += when `accumulate`.
-template <bool TransposeLeft, bool TransposeRight, class Out, class Left, class Right>
-void multiply(Out&& out, const Left& left, const Right& right, bool accumulate) {
-  if (accumulate) {
-    out.noalias() += oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
+// Rows first..first+count of op(m) (op a transpose or not), as a block of m itself: writable when m
+// is.
+template <bool Transposed, class Matrix>
+[[nodiscard]] auto rows_of(Matrix&& m, std::int64_t first, std::int64_t count) {
+  if constexpr (Transposed) {
+    return m.middleCols(first, count);
   } else {
-    out.noalias() = oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
+    return m.middleRows(first, count);
+  }
+}
+
+// A communicator whose ranks drive modelled devices: launch(work, compute, name) runs `compute` as a
+// kernel doing `work` (sim_gpu::communicator).
+template <class Communicator>
+concept launches_kernels = requires(Communicator& c, const sim::work& w, void (*compute)(), const std::string& name) {
+  c.launch(w, compute, name);
+};
+
+// out = op(left) · op(right), or out += when `accumulate`. `carrier` is the communicator that moves the
+// result on: where it launches kernels, the GEMM is one, and what it sends afterwards waits for it.
+template <bool TransposeLeft, bool TransposeRight, class Communicator, class Out, class Left, class Right>
+void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& right, bool accumulate) {
+  const auto gemm = [&] {
+    if (accumulate) {
+      out.noalias() += oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
+    } else {
+      out.noalias() = oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
+    }
+  };
+  if constexpr (launches_kernels<Communicator>) {
+    const auto m = static_cast<double>(out.rows());
+    const auto n = static_cast<double>(out.cols());
+    const auto k = static_cast<double>(TransposeLeft ? left.rows() : left.cols());
+    const double element = sizeof(typename std::remove_cvref_t<Out>::Scalar);
+    const double bytes = element * (m * k + k * n + (accumulate ? 2 : 1) * m * n);
+    carrier.launch({2 * m * n * k, bytes}, gemm,
+                   "GEMM " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + "x" +
+                       std::to_string(static_cast<std::int64_t>(k)));
+  } else {
+    gemm();
   }
 }
 

@@ -15,12 +15,13 @@
 // with the same shapes. Runtime misuse (inner dimensions that differ, operands on two meshes, SUMMA on
 // a grid that is not square) throws on every rank.
 //
-//   auto c = matmul(a, b, {.chunks = 4});    // the 3-D product's reduce-scatter in 4 bands, pipelined
+//   auto c = matmul(a, b, {.chunks = 4});    // the 3-D product pipelined in 4 bands of rows
 //
-// matmul_options::chunks cuts the 3-D product's reduce-scatter into bands of rows, each started as soon
-// as its rows are multiplied (ops/matmul_3d.hpp); 1, the default, is one GEMM and one reduce-scatter.
-// Every rank passes the same options, as it passes the same shapes.
-// The 1-D and 2-D products have no reduce-scatter to cut and ignore it; the 1-D products decomposed
+// matmul_options::chunks cuts the 3-D product into bands of rows (ops/matmul_3d.hpp): the left
+// operand's all-gather of band j + 1 travels while band j is multiplied, and band j's reduce-scatter
+// is started as soon as its rows are; 1, the default, is the plain product: the two all-gathers, one
+// GEMM, one reduce-scatter. Every rank passes the same options, as it passes the same shapes.
+// The 1-D and 2-D products have no such collectives to cut and ignore it; the 1-D products decomposed
 // into rings of sends are all_gather_matmul and matmul_reduce_scatter (ops/collective_matmul.hpp).
 #include <string>
 #include <type_traits>
@@ -84,7 +85,8 @@ concept matmul_operand = requires { typename detail::product_operand<Operand>::t
 
 // How a product may run; every choice gives the same result (up to the order of float sums).
 struct matmul_options {
-  // Bands the 3-D product's reduce-scatter is cut into, each started as soon as it is multiplied.
+  // Bands of rows the 3-D product is pipelined in: the left operand gathered, multiplied and the sums
+  // reduce-scattered band by band.
   int chunks = 1;
 };
 

@@ -94,7 +94,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
                                    const dtensor<T, RightLayout, Mesh>& right) {
   using result_layout = typename megatron_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
   dtensor<T, result_layout, Mesh> result(left.mesh(), product_extents<TransposeLeft, TransposeRight>(left, right));
-  multiply<TransposeLeft, TransposeRight>(result.local(), left.local(), right.local(), false);
+  multiply<TransposeLeft, TransposeRight>(left.mesh().axis(0), result.local(), left.local(), right.local(), false);
   return result;
 }
 

@@ -87,7 +87,7 @@ template <class T, class Layout, class Mesh>
   for (int t = 0; t < mesh.shape()[0]; ++t) {
     const auto a = broadcast_block(left, 1, t, buffer::left);   // A(i, t) along grid row i
     const auto b = broadcast_block(right, 0, t, buffer::right);  // B(t, j) along grid column j
-    multiply<false, false>(out, a, b, t > 0);
+    multiply<false, false>(mesh.axis(1), out, a, b, t > 0);  // the next panels overwrite a, b
   }
   return result;
 }
@@ -118,9 +118,9 @@ template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class 
     const std::span<T> addend = workspace<T>(buffer::product, static_cast<std::size_t>(target_block.stored_elements()));
     std::ranges::fill(addend, T{});
     if constexpr (TransposeRight) {
-      multiply<false, true>(owned_part<T>(addend.data(), result.mapping(), owner), stays, moved, false);
+      multiply<false, true>(reduce_line, owned_part<T>(addend.data(), result.mapping(), owner), stays, moved, false);
     } else {
-      multiply<true, false>(owned_part<T>(addend.data(), result.mapping(), owner), moved, stays, false);
+      multiply<true, false>(reduce_line, owned_part<T>(addend.data(), result.mapping(), owner), moved, stays, false);
     }
     const bool receives = reduce_line.rank() == t;
     reduce_line.reduce(std::span<const T>(addend), receives ? result.data() : std::span<T>(), op::sum, t);

@@ -23,7 +23,8 @@
 // and the result is moved back (one more all_to_all_v): about twice the traffic of the direct path,
 // plus a little arithmetic on the rounding.
 //
-// matmul_options::chunks pipelines the reduce-scatter in bands of rows (cube_local_product below).
+// matmul_options::chunks pipelines the product in bands of rows (cube_local_product below): the left
+// operand's all-gather, the GEMM and the reduce-scatter, band by band.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -114,96 +115,179 @@ struct side_by_side_blocks {
   }
 };
 
-// Starts all-gathering `piece` (stored rows x cols) over `axis` into the reusable buffer `slot`: the
-// blocks it will fill, and the request to wait for.
+// Starts all-gathering `piece` (stored rows x cols) over `axis` into `gathered` (room for every rank's
+// piece): the blocks it will fill, and the request to wait for.
 template <class T, class Communicator>
 auto start_gather(Communicator& axis, std::span<const T> piece, std::int64_t rows, std::int64_t cols,
-                  bool side_by_side, buffer slot) {
+                  bool side_by_side, std::span<T> gathered) {
   const std::int64_t parts = axis.size();
-  const std::span<T> gathered = workspace<T>(slot, piece.size() * static_cast<std::size_t>(parts));
   const side_by_side_blocks<const T> blocks =
       side_by_side ? side_by_side_blocks<const T>{gathered.data(), rows, cols, parts}
                    : side_by_side_blocks<const T>{gathered.data(), rows * parts, cols, 1};
-  return std::pair{blocks, axis.iall_gather(piece, gathered)};
+  return std::pair{blocks, axis.iall_gather(piece, gathered.first(piece.size() * static_cast<std::size_t>(parts)))};
 }
+
+// One step of the pipelined 3-D product: rows first .. first + rows of every strip, when a matrix's
+// rows are strips of `height` rows one above the other (see cube_local_product).
+struct band_of_strips {
+  std::int64_t height;
+  std::int64_t first;
+  std::int64_t rows;
+
+  // The band's rows of each of the `strips` strips of `whole` (its columns when Transposed), strip after
+  // strip, into `band`; and back.
+  template <bool Transposed, class Whole, class Band>
+  void pack(const Whole& whole, Band& band, std::int64_t strips) const {
+    for (std::int64_t s = 0; s < strips; ++s)
+      rows_of<Transposed>(band, s * rows, rows) = rows_of<Transposed>(whole, s * height + first, rows);
+  }
+  template <class Band, class Whole>
+  void unpack(const Band& band, Whole& whole, std::int64_t strips) const {
+    for (std::int64_t s = 0; s < strips; ++s)
+      whole.middleRows(s * height + first, rows) = band.middleRows(s * rows, rows);
+  }
+};
 
 // The one 3-D routine: gathers, local GEMM, reduce-scatter into `result` (this rank's stored block).
 // Every rank's stored blocks of one tensor have the same extents here (the caller made sure).
 //
-// With `chunks` > 1 the reduce-scatter is pipelined: each destination's block of the local product is
-// cut into `chunks` bands of rows (as even as the rows allow; never more bands than rows), and band j
-// of every destination is computed, laid out as its own reduce-scatter's input, and started
-// (ireduce_scatter) before band j + 1 is computed, so the sum of one band travels while the next is
-// multiplied. Started bands are tested after each band's GEMM: the threads backend (and MPI's large
-// messages) move data only inside calls into the communicator. With one band it is the plain product:
-// one GEMM per tile and one blocking reduce-scatter.
+// With `chunks` > 1 it is a pipeline over the local product's rows. Two cuts divide those rows: the
+// ranks the left operand is gathered from (its pieces lie one above the other, as in all three cube
+// forms; transposed, it cuts the inner dimension instead and leaves the rows whole), and the ranks the
+// result is reduce-scattered to (unless its pieces lie side by side). Strips, the finer of the two cuts
+// (the lcm of the two counts), line them up: every source and every destination holds whole strips.
+// Band j is rows j·h/n .. (j + 1)·h/n of every strip of h rows (n bands, never more than h), and step j
+//   - starts gathering band j + 1 of the left operand: each rank sends its strips' rows of the band
+//     (copied together first when they do not lie together: several strips, or a transposed left
+//     operand's columns) and receives the band of every strip, strip after strip;
+//   - waits for band j and multiplies it by the whole right operand: band j of the local product, strip
+//     after strip, which is destination after destination, the input of its own reduce-scatter;
+//   - starts that reduce-scatter (ireduce_scatter) into this rank's rows of the band (copied into place
+//     at the end when this rank's block has several strips).
+// So band j + 1 of the left operand travels while band j is multiplied, and the sums of band j travel
+// while band j + 1 is. The right operand is gathered whole, beside the left operand's first band: every
+// band multiplies all of it. Held at once: the gathered right operand, two bands of the gathered left
+// operand (and two of this rank's own, when copied together), the whole local product (a band's sums
+// stay until its reduce-scatter has ended), and a copy of the result block when its rows are copied into
+// place. Started reduce-scatters are tested after each band's GEMM, since the threads backend (and MPI's
+// large messages) move data only inside calls into the communicator; not on simulated GPUs, where data
+// move anyway and a test that succeeds would move the host's virtual clock to the band's end. With one
+// band it is the plain product: both whole gathers in flight at once, one GEMM per tile and one
+// blocking reduce-scatter.
 template <cube_steps Steps, bool TransposeLeft, bool TransposeRight, class T, class Mesh>
 void cube_local_product(Mesh& mesh, std::span<const T> left, const block_info& left_block, std::span<const T> right,
                         const block_info& right_block, std::span<T> result, int chunks) {
-  // Bands cut the product's rows, so the left operand's pieces lie one above the other (as in all three
-  // cube forms); and a dimension of the product is cut into tiles by at most one of the right operand's
-  // side-by-side pieces and the result's.
+  // A dimension of the product is cut into tiles by at most one of the right operand's side-by-side
+  // pieces and the result's.
   static_assert(!Steps.left_side_by_side,
                 "shardwise: the 3-D product gathers its left operand one piece above the other (as all three "
                 "cube forms do)");
   static_assert(!(Steps.right_side_by_side && !TransposeRight && Steps.result_side_by_side),
                 "shardwise: an operand and the result cut the columns of a 3-D product differently");
-  // Both gathers in flight at once (they run on different axes).
-  auto [l, left_arrival] = start_gather(mesh.axis(static_cast<int>(Steps.left_axis)), left, left_block.stored_rows,
-                                        left_block.stored_cols, Steps.left_side_by_side, buffer::left);
-  auto [r, right_arrival] = start_gather(mesh.axis(static_cast<int>(Steps.right_axis)), right,
-                                         right_block.stored_rows, right_block.stored_cols, Steps.right_side_by_side,
-                                         buffer::right);
-  left_arrival.wait();
-  right_arrival.wait();
-
+  auto& left_axis = mesh.axis(static_cast<int>(Steps.left_axis));
+  auto& right_axis = mesh.axis(static_cast<int>(Steps.right_axis));
   auto& scatter_axis = mesh.axis(static_cast<int>(Steps.result_axis));
-  const std::int64_t rows = TransposeLeft ? l.cols : l.rows;
-  const std::int64_t cols = TransposeRight ? r.rows : r.cols * r.count;
-  const std::span<T> local = workspace<T>(buffer::product, static_cast<std::size_t>(rows * cols));
-  // Each destination's block of the local product: block_rows x block_cols.
-  const std::int64_t destinations = scatter_axis.size();
-  const std::int64_t scatter_parts = Steps.result_side_by_side ? destinations : 1;
-  const std::int64_t block_rows = Steps.result_side_by_side ? rows : rows / destinations;
-  const std::int64_t block_cols = cols / scatter_parts;
+  using axis_type = std::remove_reference_t<decltype(scatter_axis)>;
+  auto [r, right_arrival] =
+      start_gather(right_axis, right, right_block.stored_rows, right_block.stored_cols, Steps.right_side_by_side,
+                   workspace<T>(buffer::right, right.size() * static_cast<std::size_t>(right_axis.size())));
 
+  const std::int64_t sources = left_axis.size();
+  const std::int64_t destinations = scatter_axis.size();
+  const std::int64_t own_rows = left_block.stored_rows;
+  const std::int64_t own_cols = left_block.stored_cols;
+  const std::int64_t rows = TransposeLeft ? own_cols : sources * own_rows;
+  const std::int64_t cols = TransposeRight ? r.rows : r.cols * r.count;
+  const std::int64_t scatter_parts = Steps.result_side_by_side ? destinations : 1;
+  const std::int64_t block_cols = cols / scatter_parts;
+  const std::int64_t strips = std::lcm(TransposeLeft ? 1 : sources, destinations / scatter_parts);
+  const std::int64_t height = rows / strips;
+  const std::int64_t own_strips = TransposeLeft ? strips : strips / sources;
+  const std::int64_t result_strips = strips * scatter_parts / destinations;
+  const std::int64_t bands = std::clamp<std::int64_t>(chunks, 1, std::max<std::int64_t>(height, 1));
+  const auto band_of = [&](std::int64_t band) {
+    const std::int64_t first = band * height / bands;
+    return band_of_strips{height, first, (band + 1) * height / bands - first};
+  };
+
+  // Slots for the left operand's bands, one multiplied while the next arrives, and as many for this
+  // rank's own when they are copied together.
+  const bool own_bands_copied = bands > 1 && (TransposeLeft || own_strips > 1);
+  const auto slot_count = static_cast<std::size_t>(std::min<std::int64_t>(bands, 2));
+  const std::int64_t widest_band = (height + bands - 1) / bands;
+  const auto own_band_size =
+      static_cast<std::size_t>(own_strips * widest_band * (TransposeLeft ? own_rows : own_cols));
+  const std::size_t gathered_band_size = own_band_size * static_cast<std::size_t>(sources);
+  const std::span<T> slots =
+      workspace<T>(buffer::left, slot_count * (gathered_band_size + (own_bands_copied ? own_band_size : 0)));
+  const strided_map<const T> own(left.data(), own_rows, own_cols, Eigen::OuterStride<>(own_cols));
+  const auto start_band = [&](std::int64_t band) {
+    const band_of_strips b = band_of(band);
+    const std::int64_t piece_rows = TransposeLeft ? own_rows : own_strips * b.rows;
+    const std::int64_t piece_cols = TransposeLeft ? own_strips * b.rows : own_cols;
+    const auto size = static_cast<std::size_t>(piece_rows * piece_cols);
+    const auto slot = static_cast<std::size_t>(band % 2);
+    std::span<const T> piece = left.subspan(static_cast<std::size_t>(TransposeLeft ? 0 : b.first * own_cols), size);
+    if (own_bands_copied) {
+      const std::span<T> copy = slots.subspan(slot_count * gathered_band_size + slot * own_band_size, size);
+      strided_map<T> together(copy.data(), piece_rows, piece_cols, Eigen::OuterStride<>(piece_cols));
+      b.pack<TransposeLeft>(own, together, own_strips);
+      piece = copy;
+    }
+    return start_gather(left_axis, piece, piece_rows, piece_cols, false,
+                        slots.subspan(slot * gathered_band_size, gathered_band_size));
+  };
+
+  // The local product, band after band; and, when this rank's rows of a band are copied into place, its
+  // bands of the result as they arrive.
+  const bool result_bands_copied = bands > 1 && result_strips > 1;
+  const std::span<T> sums =
+      workspace<T>(buffer::product, static_cast<std::size_t>(rows * cols) + (result_bands_copied ? result.size() : 0));
+  const std::span<T> arrived = sums.subspan(static_cast<std::size_t>(rows * cols));
   // Tiles of the product's dimensions k and n: each follows the one operand (if any) whose pieces cut it.
   const std::int64_t k_parts = TransposeRight ? r.count : 1;
   const std::int64_t n_parts = (TransposeRight ? 1 : r.count) * scatter_parts;
-  const std::int64_t bands = std::clamp<std::int64_t>(chunks, 1, std::max<std::int64_t>(block_rows, 1));
-  std::vector<typename std::remove_reference_t<decltype(scatter_axis)>::request> started;
+  std::vector<typename axis_type::request> started;
   started.reserve(static_cast<std::size_t>(bands));
+  auto next = start_band(0);
+  right_arrival.wait();
   for (std::int64_t band = 0; band < bands; ++band) {
-    const std::int64_t first_row = band * block_rows / bands;
-    const std::int64_t band_rows = (band + 1) * block_rows / bands - first_row;
-    // Band `band` of every destination's block, one after another: its reduce-scatter's input.
-    T* const band_data = local.data() + destinations * first_row * block_cols;
-    const side_by_side_blocks<T> out{band_data, band_rows * (destinations / scatter_parts), block_cols,
-                                     scatter_parts};
-    // Destinations stacked one above the other are separate rows of the product unless a band holds
-    // all their rows.
-    const std::int64_t row_groups = scatter_parts == 1 && band_rows < block_rows ? destinations : 1;
-    for (std::int64_t g = 0; g < row_groups; ++g)
-      for (std::int64_t in = 0; in < n_parts; ++in)
-        for (std::int64_t ik = 0; ik < k_parts; ++ik) {
-          const auto left_tile = TransposeLeft ? l.tile(ik, k_parts, 0, 1) : l.tile(0, 1, ik, k_parts);
-          multiply<false, TransposeRight>(
-              out.tile(g, row_groups, in, n_parts),
-              oriented<TransposeLeft>(left_tile).middleRows(g * block_rows + first_row, out.rows / row_groups),
-              TransposeRight ? r.tile(in, n_parts, ik, k_parts) : r.tile(ik, k_parts, in, n_parts), ik > 0);
-        }
+    auto [l, left_arrival] = std::move(next);
+    if (band + 1 < bands) next = start_band(band + 1);
+    left_arrival.wait();
+    const band_of_strips b = band_of(band);
+    T* const band_data = sums.data() + strips * b.first * cols;
+    const side_by_side_blocks<T> out{band_data, strips * b.rows, block_cols, scatter_parts};
+    for (std::int64_t in = 0; in < n_parts; ++in)
+      for (std::int64_t ik = 0; ik < k_parts; ++ik)
+        multiply<TransposeLeft, TransposeRight>(
+            scatter_axis, out.tile(0, 1, in, n_parts),
+            TransposeLeft ? l.tile(ik, k_parts, 0, 1) : l.tile(0, 1, ik, k_parts),
+            TransposeRight ? r.tile(in, n_parts, ik, k_parts) : r.tile(ik, k_parts, in, n_parts), ik > 0);
 
-    const std::span<const T> band_sums(band_data, static_cast<std::size_t>(destinations * band_rows * block_cols));
-    const std::span<T> band_result = result.subspan(static_cast<std::size_t>(first_row * block_cols),
-                                                    static_cast<std::size_t>(band_rows * block_cols));
+    const auto band_size = static_cast<std::size_t>(result_strips * b.rows * block_cols);
+    const std::span<const T> band_sums(band_data, band_size * static_cast<std::size_t>(destinations));
+    const std::span<T> band_result = (result_bands_copied ? arrived : result)
+                                         .subspan(static_cast<std::size_t>(result_strips * b.first * block_cols),
+                                                  band_size);
     if (bands == 1) {
       scatter_axis.reduce_scatter(band_sums, band_result);
     } else {
       started.push_back(scatter_axis.ireduce_scatter(band_sums, band_result));
-      for (auto& earlier : started) earlier.test();
+      if constexpr (!launches_kernels<axis_type>)
+        for (auto& earlier : started) earlier.test();
     }
   }
   for (auto& band : started) band.wait();
+  if (result_bands_copied) {
+    strided_map<T> whole(result.data(), result_strips * height, block_cols, Eigen::OuterStride<>(block_cols));
+    for (std::int64_t band = 0; band < bands; ++band) {
+      const band_of_strips b = band_of(band);
+      b.unpack(strided_map<const T>(arrived.data() + result_strips * b.first * block_cols, result_strips * b.rows,
+                                    block_cols, Eigen::OuterStride<>(block_cols)),
+               whole, result_strips);
+    }
+  }
 }
 
 // How many parts a layout cuts its rows (or columns) into on `grid`.

@@ -1,0 +1,280 @@
+// Collective matmul's overlap in modelled time, on simulated MI210s (sim_gpu, one node of 4 GPUs joined
+// by xGMI): the rings' GEMMs are kernels on the compute stream and their messages travel on the
+// communication stream meanwhile, so all_gather_matmul and matmul_reduce_scatter take about
+//   (P - 1) · max(g, t) + g        (g: one piece's GEMM, t: one piece's transfer)
+// where the unfused sequence (the collective, then one GEMM, or the reverse) takes the sum of the two;
+// and the 3-D product pipelined in bands (matmul_options::chunks), each of its forms on a 2x2x2 cube of
+// one node of 8, takes
+//   max(r, p) + n · g + s          (n bands; r: the right operand's all-gather, whole; p, g, s: one
+//                                   band's all-gather of the left operand, GEMMs, reduce-scatter)
+// when a band's GEMMs take longer than its transfers, against max(r, P) + G + S in one band.
+// Every figure is derived here from the machine model; the results equal the serial Eigen product.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ops/matmul_checks.hpp"
+#include "shardwise/comm/sim_gpu.hpp"
+#include "shardwise/layout/cube_3d.hpp"
+#include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/ops/collective_matmul.hpp"
+#include "shardwise/ops/matmul.hpp"
+#include "shardwise/sim/presets.hpp"
+
+namespace {
+
+using namespace shardwise;
+using shardwise::testing::distributed;
+using shardwise::testing::expect_equals_serial;
+using shardwise::testing::matrix;
+using shardwise::testing::serial;
+
+// A Megatron MLP's two products on a sequence-parallel block: tokens x hidden -> tokens x ffn -> back.
+constexpr std::int64_t tokens = 1024;
+constexpr std::int64_t hidden = 1024;
+constexpr std::int64_t ffn = 2048;
+constexpr double element = sizeof(float);
+constexpr double float_tolerance = 1e-5;
+
+// The kernel the local product launches for an m x n result with inner dimension k (added to the result
+// when `accumulate`).
+double gemm_time(const sim::machine& machine, double m, double n, double k, bool accumulate = false) {
+  return machine.device.duration({2 * m * n * k, element * (m * k + k * n + (accumulate ? 2 : 1) * m * n)});
+}
+
+// One message of `bytes` from GPU 1 to GPU 0 (every pair of the node is alike), alone on its route.
+double transfer_time(const sim::machine& machine, double bytes) {
+  const sim::transfer message{1, 0, bytes, 0};
+  return sim::simulate(machine.network, std::span(&message, 1), false).finish();
+}
+
+double collective_time(const sim::machine& machine, int ranks, sim::collective kind, double bytes) {
+  sim::collective_cost costs(machine);
+  std::vector<int> devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back(r);
+  return costs.duration(costs.group_id(devices), devices, {kind, bytes, 0});
+}
+
+// The ring's time when each of its P steps runs a GEMM of `gemm` and (but the last) a transfer of `transfer`
+// beside it.
+double ring_time(int ranks, double gemm, double transfer) { return (ranks - 1) * std::max(gemm, transfer) + gemm; }
+
+// `product()`, whose modelled time, the slowest rank's from a moment every rank shares to the end of its
+// kernels, goes to `slowest`. `elapsed` has a place for every rank.
+template <class Product>
+auto timed(sim_gpu::communicator& world, std::vector<double>& elapsed, double& slowest, Product&& product) {
+  world.device().synchronize();
+  world.barrier();
+  const double start = world.now();
+  auto result = product();
+  world.device().synchronize();
+  elapsed[static_cast<std::size_t>(world.rank())] = world.now() - start;
+  world.barrier();
+  slowest = *std::max_element(elapsed.begin(), elapsed.end());
+  return result;
+}
+
+// Runs `body(mesh)` on P GPUs with collectives and messages on a communication stream of their own.
+template <class Body>
+void on_one_node(int ranks, Body&& body) {
+  sim_gpu::run(ranks, sim::presets::mi210_nodes(ranks, ranks), [&](sim_gpu::communicator& world) {
+    world.use_stream(world.device().create_stream("communication"));
+    process_mesh mesh(world, {ranks});
+    body(world, mesh);
+  });
+}
+
+// P = 4 and a shape whose GEMM and transfer per piece are alike, where overlapping gains the most.
+constexpr int ranks = 4;
+
+// What the machine model predicts for one product: a piece's GEMM and transfer, the unfused sequence.
+struct prediction {
+  double gemm;
+  double transfer;
+  double unfused;
+};
+
+// On 4 GPUs: operands = operands_on(mesh); ring(mesh, operands), run once unmeasured (it makes the mesh's
+// private axis), then measured, and unfused(mesh, operands), measured; every result equals `expected`, and
+// the modelled times are the predicted ones.
+template <class Operands, class Ring, class Unfused>
+void expect_overlap(const matrix& expected, const prediction& predicted, Operands&& operands_on, Ring&& ring,
+                    Unfused&& unfused) {
+  std::vector<double> elapsed(ranks);
+  double ring_time_measured = 0;
+  double unfused_time_measured = 0;
+  on_one_node(ranks, [&](sim_gpu::communicator& world, auto& mesh) {
+    const auto operands = operands_on(mesh);
+    expect_equals_serial(ring(mesh, operands), expected, float_tolerance);
+    expect_equals_serial(timed(world, elapsed, ring_time_measured, [&] { return ring(mesh, operands); }), expected,
+                         float_tolerance);
+    expect_equals_serial(timed(world, elapsed, unfused_time_measured, [&] { return unfused(mesh, operands); }),
+                         expected, float_tolerance);
+  });
+  const double expected_ring = ring_time(ranks, predicted.gemm, predicted.transfer);
+  EXPECT_NEAR(unfused_time_measured, predicted.unfused, 1e-3 * predicted.unfused);
+  EXPECT_NEAR(ring_time_measured, expected_ring, 1e-3 * expected_ring)
+      << "GEMM " << predicted.gemm << " s, transfer " << predicted.transfer << " s";
+  EXPECT_LT(ring_time_measured, unfused_time_measured);
+}
+
+TEST(collective_matmul_time, all_gather_matmul_overlaps_each_transfer_with_a_gemm) {
+  const sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  const double rows = static_cast<double>(tokens) / ranks;
+  const double columns = static_cast<double>(ffn) / ranks;
+  const double piece_bytes = rows * hidden * element;
+  const prediction predicted{gemm_time(machine, rows, columns, hidden), transfer_time(machine, piece_bytes),
+                             collective_time(machine, ranks, sim::collective::all_gather, piece_bytes) +
+                                 gemm_time(machine, tokens, columns, hidden)};
+  const matrix x = serial({tokens, hidden}, 1);
+  const matrix w = serial({hidden, ffn}, 2);
+  expect_overlap(
+      x * w, predicted,
+      [&](auto& mesh) {
+        return std::pair(distributed<col_1d<>, float>(mesh, x), distributed<row_1d<>, float>(mesh, w));
+      },
+      [](auto&, const auto& xw) { return all_gather_matmul(xw.first, xw.second); },
+      [](auto& mesh, const auto& xw) {
+        dtensor<float, replicated<>, std::remove_reference_t<decltype(mesh)>> gathered(mesh, xw.first.extents());
+        mesh.axis(0).all_gather(xw.first.data(), gathered.data());
+        return matmul(gathered, xw.second);
+      });
+}
+
+TEST(collective_matmul_time, matmul_reduce_scatter_overlaps_each_transfer_with_a_gemm) {
+  const sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  const double rows = static_cast<double>(tokens) / ranks;
+  const double inner = static_cast<double>(ffn) / ranks;
+  const double piece_bytes = rows * hidden * element;
+  const prediction predicted{gemm_time(machine, rows, hidden, inner), transfer_time(machine, piece_bytes),
+                             gemm_time(machine, tokens, hidden, inner) +
+                                 collective_time(machine, ranks, sim::collective::reduce_scatter, piece_bytes)};
+  const matrix h = serial({tokens, ffn}, 3);
+  const matrix v = serial({ffn, hidden}, 4);
+  expect_overlap(
+      h * v, predicted,
+      [&](auto& mesh) {
+        return std::pair(distributed<row_1d<>, float>(mesh, h), distributed<col_1d<>, float>(mesh, v));
+      },
+      [](auto&, const auto& hv) { return matmul_reduce_scatter(hv.first, hv.second); },
+      [](auto& mesh, const auto& hv) {
+        const auto addends = matmul(hv.first, hv.second);
+        dtensor<float, col_1d<>, std::remove_reference_t<decltype(mesh)>> sums(mesh, addends.extents());
+        mesh.axis(0).reduce_scatter(addends.data(), sums.data());
+        return sums;
+      });
+}
+
+// The 3-D product: the second product of an MLP, T token rows of `cube_inputs` times a
+// cube_inputs x cube_outputs weight, on a 2x2x2 cube (the paper's directions: A gathered over y, B over
+// x, the sums over z), in 4 bands.
+constexpr int cube_ranks = 8;
+constexpr std::int64_t cube_tokens = 8192;
+constexpr std::int64_t cube_inputs = 2048;
+constexpr std::int64_t cube_outputs = 512;
+constexpr int cube_bands = 4;
+
+// One form's pipeline in n bands, from the machine model: the right operand's whole all-gather, and one
+// band's all-gather of the left operand, GEMMs (a kernel per tile) and reduce-scatter.
+struct pipeline_step {
+  double right_gather;
+  double left_gather;
+  double gemms;
+  double scatter;
+  [[nodiscard]] double time(int bands) const { return std::max(right_gather, left_gather) + bands * gemms + scatter; }
+};
+
+// Every axis of the cube has 2 GPUs of the one node, every pair alike.
+double block_collective(const sim::machine& machine, sim::collective kind, double rows, double cols) {
+  return collective_time(machine, 2, kind, rows * cols * element);
+}
+
+// form(a, b, dc, options), a: T x inputs, b: inputs x outputs, dc: T x outputs, with one band and with
+// cube_bands, each measured: both results equal `expected`, both times are step_for(machine, bands)'s,
+// and the pipeline takes less time than the plain product.
+template <class Form, class Predict>
+void expect_pipeline(const matrix& expected, Form&& form, Predict&& step_for) {
+  const sim::machine machine = sim::presets::mi210_nodes(cube_ranks, cube_ranks);
+  const matrix a = serial({cube_tokens, cube_inputs}, 1);
+  const matrix b = serial({cube_inputs, cube_outputs}, 2);
+  const matrix dc = serial({cube_tokens, cube_outputs}, 3);
+  std::vector<double> elapsed(cube_ranks);
+  double plain = 0;
+  double pipelined = 0;
+  sim_gpu::run(cube_ranks, machine, [&](sim_gpu::communicator& world) {
+    world.use_stream(world.device().create_stream("communication"));
+    process_mesh mesh(world, {2, 2, 2});
+    const auto a_input = distributed<cube_3d<>::input, float>(mesh, a);
+    const auto b_weight = distributed<cube_3d<>::weight, float>(mesh, b);
+    const auto dc_output = distributed<cube_3d<>::output, float>(mesh, dc);
+    for (const int chunks : {1, cube_bands})
+      expect_equals_serial(timed(world, elapsed, chunks == 1 ? plain : pipelined,
+                                 [&] { return form(a_input, b_weight, dc_output, matmul_options{.chunks = chunks}); }),
+                           expected, float_tolerance);
+  });
+  const pipeline_step whole = step_for(machine, 1);
+  const pipeline_step band = step_for(machine, cube_bands);
+  // The formula holds while the GEMMs set the pace: each band's outlast its transfers.
+  ASSERT_GT(band.gemms, band.left_gather);
+  ASSERT_GT(band.gemms, band.scatter);
+  EXPECT_NEAR(plain, whole.time(1), 1e-3 * whole.time(1));
+  EXPECT_NEAR(pipelined, band.time(cube_bands), 1e-3 * band.time(cube_bands))
+      << "band: GEMMs " << band.gemms << " s, left all-gather " << band.left_gather << " s, reduce-scatter "
+      << band.scatter << " s; right all-gather " << band.right_gather << " s";
+  EXPECT_LT(pipelined, plain);
+  // The figures, in the XML report (--gtest_output=xml).
+  ::testing::Test::RecordProperty("plain_us", std::to_string(plain * 1e6));
+  ::testing::Test::RecordProperty("pipelined_us", std::to_string(pipelined * 1e6));
+}
+
+// The dimensions, M x K times K x N, as the predictions below write them.
+constexpr double m = cube_tokens, k = cube_inputs, n = cube_outputs;
+
+// C = A·B: bands of A's rows gathered over y, multiplied by B in two tiles of columns, summed over z.
+TEST(collective_matmul_time, pipelined_3d_product_hides_the_gather_of_a_and_the_reduce_scatter) {
+  expect_pipeline(
+      serial({cube_tokens, cube_inputs}, 1) * serial({cube_inputs, cube_outputs}, 2),
+      [](const auto& a, const auto& b, const auto&, matmul_options o) { return matmul(a, b, o); },
+      [](const sim::machine& machine, int bands) {
+        return pipeline_step{block_collective(machine, sim::collective::all_gather, k / 2, n / 4),
+                             block_collective(machine, sim::collective::all_gather, m / 4 / bands, k / 2),
+                             2 * gemm_time(machine, m / 2 / bands, n / 4, k / 2),
+                             block_collective(machine, sim::collective::reduce_scatter, m / 4 / bands, n / 2)};
+      });
+}
+
+// dA = dC·Bᵀ: bands of dC's rows gathered over z, two tiles of the inner dimension added, summed over y.
+TEST(collective_matmul_time, pipelined_3d_input_gradient_hides_the_gather_of_dc_and_the_reduce_scatter) {
+  expect_pipeline(
+      serial({cube_tokens, cube_outputs}, 3) * serial({cube_inputs, cube_outputs}, 2).transpose(),
+      [](const auto&, const auto& b, const auto& dc, matmul_options o) { return matmul(dc, transposed(b), o); },
+      [](const sim::machine& machine, int bands) {
+        return pipeline_step{block_collective(machine, sim::collective::all_gather, k / 2, n / 4),
+                             block_collective(machine, sim::collective::all_gather, m / 4 / bands, n / 2),
+                             gemm_time(machine, m / 2 / bands, k / 2, n / 4) +
+                                 gemm_time(machine, m / 2 / bands, k / 2, n / 4, true),
+                             block_collective(machine, sim::collective::reduce_scatter, m / 4 / bands, k / 2)};
+      });
+}
+
+// dB = Aᵀ·dC: bands of A's columns gathered over y, dC whole over z, two tiles of columns, summed over x.
+TEST(collective_matmul_time, pipelined_3d_weight_gradient_hides_the_gather_of_a_and_the_reduce_scatter) {
+  expect_pipeline(
+      serial({cube_tokens, cube_inputs}, 1).transpose() * serial({cube_tokens, cube_outputs}, 3),
+      [](const auto& a, const auto&, const auto& dc, matmul_options o) { return matmul(transposed(a), dc, o); },
+      [](const sim::machine& machine, int bands) {
+        return pipeline_step{block_collective(machine, sim::collective::all_gather, m / 4, n / 2),
+                             block_collective(machine, sim::collective::all_gather, m / 4, k / 2 / bands),
+                             2 * gemm_time(machine, k / 2 / bands, n / 4, m / 2),
+                             block_collective(machine, sim::collective::reduce_scatter, k / 2 / bands, n / 4)};
+      });
+}
+
+}  // namespace
