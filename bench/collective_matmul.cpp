@@ -188,10 +188,8 @@ struct command {
   long long iterations = 0;
 };
 
-void run_on_mpi(mpi::communicator& world, const command& order, benchmark::State* state) {
-  const bool member = world.rank() < order.ranks;
-  auto part = world.split(member ? 0 : 1, world.rank());
-  if (member) run_variant(state, order.iterations, variants[static_cast<std::size_t>(order.variant)], part);
+void run_on_mpi(mpi::communicator& part, const command& order, benchmark::State* state) {
+  run_variant(state, order.iterations, variants[static_cast<std::size_t>(order.variant)], part);
 }
 #endif
 
@@ -201,9 +199,9 @@ int main(int argc, char** argv) {
 #ifdef SHARDWISE_BENCH_MPI
   mpi::environment session(argc, argv);
   auto world = mpi::communicator::world();
-  if (world.rank() != 0) {  // follow rank 0's orders until it says stop
-    for (command order = bench::receive_order<command>(); order.ranks != 0; order = bench::receive_order<command>())
-      run_on_mpi(world, order, nullptr);
+  bench::mpi_driver driver(world, run_on_mpi);
+  if (world.rank() != 0) {
+    driver.follow();
     return 0;
   }
 #endif
@@ -219,10 +217,8 @@ int main(int argc, char** argv) {
 #ifdef SHARDWISE_BENCH_MPI
         if (ranks > world.size()) continue;
         configure(benchmark::RegisterBenchmark(
-            (std::string(variants[i].name) + "/mpi" + suffix).c_str(), [&world, i, ranks](benchmark::State& state) {
-              const command order{static_cast<int>(i), ranks, static_cast<long long>(state.max_iterations)};
-              bench::send_order(order);
-              run_on_mpi(world, order, &state);
+            (std::string(variants[i].name) + "/mpi" + suffix).c_str(), [&driver, i, ranks](benchmark::State& state) {
+              driver.run(command{static_cast<int>(i), ranks, static_cast<long long>(state.max_iterations)}, &state);
               report(state, variants[i], ranks);
             }));
 #endif
@@ -231,7 +227,7 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks();
   }
 #ifdef SHARDWISE_BENCH_MPI
-  bench::send_order(command{});
+  driver.stop();
 #endif
   benchmark::Shutdown();
   return status;
