@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -55,9 +56,14 @@ TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
   // Slices of one task, one full word, one partial word, and several words (the last partial).
   const std::vector<std::int64_t> tasks{1, 64, 5, 200};
   sim::done_bitmask done(tasks);
+  // In order on one thread: only a slice's last task finishes it, however many words the slice has.
+  for (std::size_t s = 0; s < tasks.size(); ++s)
+    for (std::int64_t task = 0; task < tasks[s]; ++task)
+      EXPECT_EQ(done.complete(s, task), task + 1 == tasks[s]) << "slice of " << tasks[s] << " tasks, task " << task;
+  // Then racing: workers finish the tasks of every call in any order.
   constexpr int workers = 4, calls = 50;
   std::vector<std::atomic<int>> finished(tasks.size() * calls);
-  std::atomic<int> call_done{0};
+  std::barrier between_calls(workers);
   {
     std::vector<std::jthread> team;
     for (int w = 0; w < workers; ++w)
@@ -72,8 +78,7 @@ TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
               if (done.complete(s, task)) finished[static_cast<std::size_t>(call) * tasks.size() + s].fetch_add(1);
           }
           // Every task of this call is done before any of the next begins (as between two calls of an operator).
-          call_done.fetch_add(1);
-          while (call_done.load() < workers * (call + 1)) std::this_thread::yield();
+          between_calls.arrive_and_wait();
         }
       });
   }

@@ -162,8 +162,8 @@ class embedding_all_to_all {
     } else {
       output_.resize(output);
     }
-    fuses_ = decide();
     if (options_.choice == path::automatic && !has_machine()) trial_.emplace();
+    else fuses_ = decide();
   }
   embedding_all_to_all(const embedding_all_to_all&) = delete;
   embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
@@ -302,10 +302,9 @@ class embedding_all_to_all {
         .rows;
   }
 
-  // The path a machine model or the options choose; without either, operator() measures (trial_).
+  // The path the options or the machine model choose (without either, operator() measures: trial_).
   bool decide() const {
     if (options_.choice != path::automatic) return options_.choice == path::fused;
-    if (!has_machine()) return true;
     const auto times = predict(plan_, machine(), options_.gpu_initiated, expected_bag_length());
     return times.fused <= times.baseline;
   }

@@ -19,7 +19,6 @@ namespace shardwise::sim {
 
 class done_bitmask {
  public:
-  done_bitmask() = default;
   // One slice per entry of `tasks_per_slice`.
   explicit done_bitmask(std::span<const std::int64_t> tasks_per_slice) : tasks_(tasks_per_slice.begin(), tasks_per_slice.end()) {
     first_word_.push_back(0);
@@ -27,8 +26,6 @@ class done_bitmask {
     words_ = std::make_unique<std::atomic<std::uint64_t>[]>(first_word_.back());
     full_words_ = std::make_unique<std::atomic<std::size_t>[]>(tasks_.size());
   }
-
-  [[nodiscard]] std::size_t slices() const noexcept { return tasks_.size(); }
 
   // Marks task `task` of slice `slice` done; true for exactly one task per slice and call: the last.
   bool complete(std::size_t slice, std::int64_t task) {
