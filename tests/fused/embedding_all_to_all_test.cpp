@@ -49,7 +49,7 @@ struct configuration {
 const configuration configurations[] = {
     {{11, 8, 37}, 3, fused::slice_order::communication_aware, fused::pooling::sum},
     {{5, 4, 29}, 70, fused::slice_order::oblivious, fused::pooling::mean},  // 8 ranks: some own no table
-    {{3, 16, 130}, 129, fused::slice_order::communication_aware, fused::pooling::mean},
+    {{3, 80, 130}, 129, fused::slice_order::communication_aware, fused::pooling::mean},  // rows pooled in 32s and a rest
     {{4, 8, 1100}, 1000, fused::slice_order::communication_aware, fused::pooling::sum},  // done-bitmasks of several words
     {{1, 1, 1}, 1, fused::slice_order::oblivious, fused::pooling::sum},
 };

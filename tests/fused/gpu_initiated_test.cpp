@@ -55,11 +55,17 @@ TEST(epoch_flags, a_wait_sleeps_until_another_thread_raises_the_flag) {
 TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
   // Slices of one task, one full word, one partial word, and several words (the last partial).
   const std::vector<std::int64_t> tasks{1, 64, 5, 200};
+  // In order on one thread: only a slice's last task finishes it, however many words the slice has,
+  // twice (the finishing task cleared the slice), with atomic marks and with the plain ones.
+  for (const auto how : {sim::tasks_run::concurrently, sim::tasks_run::on_one_thread}) {
+    sim::done_bitmask in_turn(tasks, how);
+    for (int call = 0; call < 2; ++call)
+      for (std::size_t s = 0; s < tasks.size(); ++s)
+        for (std::int64_t task = 0; task < tasks[s]; ++task)
+          EXPECT_EQ(in_turn.complete(s, task), task + 1 == tasks[s])
+              << "call " << call << ", slice of " << tasks[s] << " tasks, task " << task;
+  }
   sim::done_bitmask done(tasks);
-  // In order on one thread: only a slice's last task finishes it, however many words the slice has.
-  for (std::size_t s = 0; s < tasks.size(); ++s)
-    for (std::int64_t task = 0; task < tasks[s]; ++task)
-      EXPECT_EQ(done.complete(s, task), task + 1 == tasks[s]) << "slice of " << tasks[s] << " tasks, task " << task;
   // Then racing: workers finish the tasks of every call in any order.
   constexpr int workers = 4, calls = 50;
   std::vector<std::atomic<int>> finished(tasks.size() * calls);
