@@ -1,10 +1,11 @@
 // Example 04: a few training steps of a small Transformer stack, tensor-parallel in 1-D, 2-D and 3-D.
 //
 // The same two-block model (width 32, 8 heads, sequences of 8, batches of 8 sequences) learns to map
-// each input to a fixed smooth target, with plain SGD on a mean squared error. It runs three times:
-//   1-D (Megatron)   on all P ranks:         heads and the MLP's width cut over the ranks
+// each input to a fixed smooth target, with plain SGD on a mean squared error. It runs three times, each
+// on the largest grid of powers of two that fits the ranks (all of them at 8; extra ranks sit out):
+//   1-D (Megatron)   on up to 8 ranks:       heads and the MLP's width cut over the ranks
 //   2-D (SUMMA)      on a q x q grid:        samples over grid rows, width over grid columns
-//   3-D (the cube)   on a p_x x p_y x p_z grid: every matrix cut over all three axes
+//   3-D (the cube)   on a p x q x q grid:    every matrix cut over all three axes
 // Every family starts from the same weights (they are keyed by global index), so the three loss
 // curves agree to rounding; what differs is who holds what, and how many bytes each rank moves.
 // On the 1-D mesh a sequence-parallel MLP then shows the collective matmul: activations cut by rows,
@@ -12,7 +13,7 @@
 //
 //   cmake --build build --target 04_transformer_1d_2d_3d && build/examples/04_transformer_1d_2d_3d
 //                                                           8 ranks as threads
-//   mpiexec -n 8 build/examples/04_transformer_1d_2d_3d_mpi  8 MPI processes
+//   mpiexec -n 8 build/examples/04_transformer_1d_2d_3d_mpi  8 MPI processes (any number works)
 //
 // Read top to bottom; the numbered steps are the tutorial (docs/tensor-parallel.md explains the layers).
 #include <algorithm>
@@ -156,31 +157,54 @@ void sequence_parallel_mlp(Mesh& mesh) {
                              std::to_string(difference));
 }
 
+// The largest power of two up to `limit`.
+int power_of_two_up_to(int limit) {
+  int n = 1;
+  while (2 * n <= limit) n *= 2;
+  return n;
+}
+
+// Runs body(part) on the first `used` ranks of `world`, split off as their own communicator; the
+// others sit this family out.
+template <class Communicator, class Body>
+void on_first(Communicator& world, int used, Body&& body) {
+  const bool inside = world.rank() < used;
+  auto part = world.split(inside ? 0 : 1, world.rank());
+  if (inside) body(part);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return shardwise::examples::launch(argc, argv, /*thread_ranks*/ 8, [](shardwise::communicator auto& world) {
+    // Each family takes the largest grid of powers of two that fits the ranks and divides the model
+    // (8 heads, width 32), so the example runs on any number of ranks; 8 use every rank in each.
     const int ranks = world.size();
 
-    // 10. 1-D on every rank, then the sequence-parallel MLP on the same mesh.
-    {
-      shardwise::process_mesh mesh(world, {ranks});
+    // 10. 1-D on up to 8 ranks (one head each at most), then the sequence-parallel MLP on the same mesh.
+    const int heads = static_cast<int>(options.heads);
+    const int line = power_of_two_up_to(std::min(ranks, heads));
+    on_first(world, line, [&](auto& part) {
+      shardwise::process_mesh mesh(part, {line});
       train<nn::tensor_parallel_1d<>>(mesh, "1-D");
       sequence_parallel_mlp(mesh);
-    }
+    });
 
-    // 11. 2-D on the largest square grid that fits; the ranks outside it sit this one out.
+    // 11. 2-D on the largest square grid.
     int q = 1;
-    while ((q + 1) * (q + 1) <= ranks) ++q;
-    const bool in_square = world.rank() < q * q;
-    auto square = world.split(in_square ? 0 : 1, world.rank());
-    if (in_square) {
-      shardwise::process_mesh mesh(square, {q, q});
+    while (4 * q * q <= ranks && 2 * q <= heads) q *= 2;
+    on_first(world, q * q, [&](auto& part) {
+      shardwise::process_mesh mesh(part, {q, q});
       train<nn::tensor_parallel_2d<>>(mesh, "2-D");
-    }
+    });
 
-    // 12. 3-D on the most cube-like grid of all the ranks (2x2x2 for 8).
-    shardwise::process_mesh mesh(world, shardwise::balanced_shape<3>(ranks));
-    train<nn::tensor_parallel_3d<>>(mesh, "3-D");
+    // 12. 3-D on a p x q x q grid (2x2x2 for 8 ranks, 1x2x2 for 4): the cube's diagonal needs its last
+    //     two extents equal.
+    const int side = ranks >= 4 ? 2 : 1;
+    const int depth = ranks >= 2 * side * side ? 2 : 1;
+    on_first(world, depth * side * side, [&](auto& part) {
+      shardwise::process_mesh mesh(part, {depth, side, side});
+      train<nn::tensor_parallel_3d<>>(mesh, "3-D");
+    });
   });
 }
