@@ -1,8 +1,8 @@
 // The fused embedding-bag + all-to-all on every backend (threads, MPI, sim_gpu): fused and baseline
 // outputs are bitwise equal to each other and to the serial Eigen computation, for uneven bags (empty
 // ones too), table counts that do not divide the ranks (some ranks own none), batches and slice sizes
-// that do not divide each other, slices of more than 64 rows (tasks), sum and mean pooling, both slice
-// orders, and repeated calls (new
+// that do not divide each other, slices of more than 64 rows (tasks), sum and mean pooling, every slice
+// order, and repeated calls (new
 // lookups every call, so a flag or bitmask left from an earlier call would show).
 #include "shardwise/fused/embedding_all_to_all.hpp"
 
@@ -51,6 +51,7 @@ const configuration configurations[] = {
     {{5, 4, 29}, 70, fused::slice_order::oblivious, fused::pooling::mean},  // 8 ranks: some own no table
     {{3, 80, 130}, 129, fused::slice_order::communication_aware, fused::pooling::mean},  // rows pooled in 32s and a rest
     {{4, 8, 1100}, 1000, fused::slice_order::communication_aware, fused::pooling::sum},  // done-bitmasks of several words
+    {{13, 8, 45}, 4, fused::slice_order::table_by_table, fused::pooling::mean},
     {{1, 1, 1}, 1, fused::slice_order::oblivious, fused::pooling::sum},
 };
 
@@ -77,6 +78,16 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
       EXPECT_EQ(op.epoch(), 9U);
     }
   });
+}
+
+TYPED_TEST(fused_embedding, the_automatic_order_goes_table_by_table_only_where_slices_are_stored_in_place) {
+  TypeParam::run([](communicator auto& comm) {
+    const fused::embedding_all_to_all op(comm, configurations[0].shape);
+    const bool in_place = std::same_as<std::remove_cvref_t<decltype(comm)>, threads::communicator>;
+    EXPECT_EQ(op.plan().order(),
+              in_place ? fused::slice_order::table_by_table : fused::slice_order::communication_aware);
+  });
+  EXPECT_THROW(fused::embedding_plan({2, 1, 2}, 2, 1, fused::slice_order::automatic), argument_error);
 }
 
 TYPED_TEST(fused_embedding, without_a_machine_model_operator_times_both_paths_then_every_rank_keeps_one) {

@@ -170,11 +170,13 @@ TEST(fused_embedding, on_sim_gpu_the_run_takes_the_time_the_cost_model_predicts)
   machine.record_timeline = true;
   fused::embedding_options options;
   options.slice_rows = 4;
-  const fused::embedding_plan plan(shape, P, options.slice_rows, options.order);
+  // The order the operator takes on sim_gpu by default (checked in the run below).
+  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
   const auto predicted = fused::predict(plan, machine, options.gpu_initiated, bag_length);
   std::vector<double> fused_time(P), baseline_time(P);
   const auto report = sim_gpu::run(P, machine, [&](sim_gpu::communicator& comm) {
     fused::embedding_all_to_all op(comm, shape, options);
+    EXPECT_EQ(op.plan().order(), plan.order());
     std::vector<shardwise::testing::embedding_matrix> tables;
     std::vector<std::span<const float>> table_spans;
     std::vector<std::int64_t> offsets, indices(static_cast<std::size_t>(shape.global_batch * bag_length), 1);
@@ -226,7 +228,9 @@ TEST(fused_embedding, automatic_slice_rows_take_the_size_the_model_finds_fastest
     if (comm.rank() == 0) chosen = op.plan().slice_rows();
   });
   auto fused_time = [&](std::int64_t rows) {
-    return fused::predict(fused::embedding_plan(shape, P, rows, options.order), machine, options.gpu_initiated, 1).fused;
+    return fused::predict(fused::embedding_plan(shape, P, rows, fused::slice_order::communication_aware), machine,
+                          options.gpu_initiated, 1)
+        .fused;
   };
   for (std::int64_t rows = 16; rows <= 1024; rows *= 2)
     EXPECT_LE(fused_time(chosen), fused_time(rows)) << "chose " << chosen << " rows; " << rows << " is faster";

@@ -19,18 +19,28 @@
 // every table's own slices; table by table within each part (destinations r+1, r+2, … round the ring
 // for each table, so the ranks do not all start on the same peer), so a table's rows are looked up
 // while they are in cache (on a CPU, pooling destination by destination, through every table for
-// each, made the fused path up to 1.5x slower than the baseline's kernel per table). oblivious, the
-// paper's comparison: destinations 0, 1, …, P−1, i.e. rows in batch order, every table for each.
+// each, made the fused path up to 1.5x slower than the baseline's kernel per table). table_by_table:
+// each table's slices for other ranks, then its own, before the next table: where slices are stored
+// in place (threads) there is no transfer to start early, and coming back to every table for its own
+// slices read it from memory again. oblivious, the paper's comparison: destinations 0, 1, …, P−1, i.e. rows
+// in batch order, every table for each. automatic: the operator picks by backend
+// (fused/embedding_all_to_all.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::fused {
 
-enum class slice_order { communication_aware, oblivious };
+enum class slice_order { automatic, communication_aware, table_by_table, oblivious };
+
+[[nodiscard]] constexpr std::string_view name_of(slice_order order) noexcept {
+  constexpr std::string_view names[] = {"automatic", "communication-aware", "table by table", "oblivious"};
+  return names[static_cast<int>(order)];
+}
 
 struct embedding_shape {
   int tables = 0;                 // over all ranks
@@ -56,6 +66,9 @@ class embedding_plan {
                                std::to_string(shape.tables) + " tables of dimension " + std::to_string(shape.dimension) +
                                ", batch " + std::to_string(shape.global_batch) + ", " + std::to_string(ranks) +
                                " ranks, slices of " + std::to_string(slice_rows) + " rows");
+    if (order == slice_order::automatic)
+      throw argument_error(rank_for_errors, "embedding_plan",
+                           "needs a slice order; automatic is the operator's to resolve (embedding_all_to_all)");
   }
 
   [[nodiscard]] const embedding_shape& shape() const noexcept { return shape_; }
@@ -101,9 +114,13 @@ class embedding_plan {
         for (int t = first; t < end; ++t) add(t, d);
       return all;
     }
-    for (int t = first; t < end; ++t)
+    const bool own_after_each_table = order_ == slice_order::table_by_table;
+    for (int t = first; t < end; ++t) {
       for (int step = 1; step < ranks_; ++step) add(t, (rank + step) % ranks_);
-    for (int t = first; t < end; ++t) add(t, rank);
+      if (own_after_each_table) add(t, rank);
+    }
+    if (!own_after_each_table)
+      for (int t = first; t < end; ++t) add(t, rank);
     return all;
   }
 
