@@ -98,16 +98,27 @@ TYPED_TEST(fused_embedding, without_a_machine_model_operator_times_both_paths_th
       EXPECT_FALSE(op.measuring()) << "sim_gpu has a machine model to decide by";
       return;
     }
-    constexpr int trial = 2 * decltype(op)::trial_calls;
-    for (int call = 0; call < trial + 2; ++call) {
-      EXPECT_EQ(op.measuring(), call < trial) << "call " << call;
-      if (call < trial) {
+    using operator_type = decltype(op);
+    // The trial alternates, fused first, for an even number of calls within its bounds (how many
+    // depends on how long they take, so it is read, not assumed), and then keeps one path.
+    int trial = 0;
+    for (int call = 0; call < 2 * operator_type::most_trial_calls + 2; ++call) {
+      if (op.measuring()) {
+        EXPECT_EQ(trial, call) << "the trial resumed after it had ended";
         EXPECT_EQ(op.fuses(), call % 2 == 0) << "the trial alternates, fused first; call " << call;
+        ++trial;
       }
       const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
       expect_rows_of_serial(shardwise::testing::serial_embedding(c.shape, fused::pooling::sum, call), op.plan(),
                             comm.rank(), op(in.table_spans, in.bag_spans), "operator() call " + std::to_string(call));
     }
+    EXPECT_FALSE(op.measuring());
+    EXPECT_EQ(trial % 2, 0);
+    EXPECT_GE(trial, 2 * operator_type::least_trial_calls);
+    EXPECT_LE(trial, 2 * operator_type::most_trial_calls);
+    std::vector<int> lengths(static_cast<std::size_t>(comm.size()));
+    comm.all_gather(std::span<const int>(&trial, 1), lengths);
+    for (const int theirs : lengths) EXPECT_EQ(theirs, trial) << "ranks measured for different numbers of calls";
     // Every rank took the same path (ranks on different paths would wait for each other until the timeout).
     const int mine = op.fuses() ? 1 : 0;
     std::vector<int> everyone(static_cast<std::size_t>(comm.size()));

@@ -193,8 +193,12 @@ class embedding_all_to_all {
   [[nodiscard]] bool fuses() const noexcept { return trial_ ? trial_->calls % 2 == 0 : fuses_; }
   // Whether operator() is still timing both paths (path::automatic without a machine model).
   [[nodiscard]] bool measuring() const noexcept { return trial_.has_value(); }
-  // Calls of each path operator() times before it decides, when it measures.
-  static constexpr int trial_calls = 2;
+  // When it measures, operator() times each path at least least_trial_calls and at most most_trial_calls
+  // times: more while the trial has taken less than trial_time (calls of a few milliseconds vary by
+  // more than the two paths differ, so two of each chose the slower path now and then).
+  static constexpr int least_trial_calls = 2;
+  static constexpr int most_trial_calls = 8;
+  static constexpr std::chrono::duration<double> trial_time = std::chrono::milliseconds(50);
   // Calls made so far (the epoch the last fused call's flags carry).
   [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
 
@@ -204,23 +208,30 @@ class embedding_all_to_all {
   std::span<const float> operator()(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
     if (!trial_) return fuses_ ? fused(tables, bags) : baseline(tables, bags);
     // Fused, baseline, fused, …; the first call of each also pays its buffers' first touch, so each path
-    // runs trial_calls times and keeps its fastest. A call's time is its slowest rank's from a common
-    // start: timed from each rank's own entry, a call would also count the peers' tail of the previous
-    // call of the other path (the trial then took the baseline where fusing was twice as fast).
+    // keeps its fastest call. A call's time is its slowest rank's from a common start: timed from each
+    // rank's own entry, a call would also count the peers' tail of the previous call of the other path
+    // (the trial then took the baseline where fusing was twice as fast).
     comm_->barrier();
     const bool fuse = fuses();
     const auto start = std::chrono::steady_clock::now();
     const auto out = fuse ? fused(tables, bags) : baseline(tables, bags);
-    trial_->seconds[static_cast<std::size_t>(trial_->calls)] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (++trial_->calls == 2 * trial_calls) {
-      auto slowest = trial_->seconds;  // over the ranks: every rank takes the same path
-      comm_->all_reduce(std::span<double>(slowest), op::max);
-      std::array<double, 2> fastest{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-      for (std::size_t call = 0; call < slowest.size(); ++call) fastest[call % 2] = std::min(fastest[call % 2], slowest[call]);
-      fuses_ = fastest[0] <= fastest[1];
-      trial_.reset();
+    auto& seconds = trial_->seconds;
+    seconds[static_cast<std::size_t>(trial_->calls)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const int calls = ++trial_->calls;
+    if (calls % 2 != 0 || calls < 2 * least_trial_calls) return out;
+    // Every rank decides from the same reduced times, so all stop, and choose, together.
+    auto slowest = seconds;
+    comm_->all_reduce(std::span<double>(slowest.data(), static_cast<std::size_t>(calls)), op::max);
+    std::array<double, 2> fastest{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+    double spent = 0;
+    for (int call = 0; call < calls; ++call) {
+      auto& best = fastest[static_cast<std::size_t>(call % 2)];
+      best = std::min(best, slowest[static_cast<std::size_t>(call)]);
+      spent += slowest[static_cast<std::size_t>(call)];
     }
+    if (spent < trial_time.count() && calls < 2 * most_trial_calls) return out;
+    fuses_ = fastest[0] <= fastest[1];
+    trial_.reset();
     return out;
   }
 
@@ -509,7 +520,7 @@ class embedding_all_to_all {
   std::uint64_t epoch_ = 0;
   bool fuses_ = true;
   struct trial {
-    std::array<double, 2 * trial_calls> seconds{};  // this rank's trial calls: fused, baseline, fused, …
+    std::array<double, 2 * most_trial_calls> seconds{};  // this rank's trial calls: fused, baseline, fused, …
     int calls = 0;
   };
   std::optional<trial> trial_;
