@@ -120,30 +120,29 @@ inline void pool_bag(std::span<const float> table, int dimension, const embeddin
   const auto D = static_cast<std::size_t>(dimension);
   const std::int64_t table_rows = static_cast<std::int64_t>(table.size() / D);
   const auto begin = bags.offsets[static_cast<std::size_t>(row)], end = bags.offsets[static_cast<std::size_t>(row) + 1];
+  const auto index_at = [&](std::int64_t i) { return bags.indices[static_cast<std::size_t>(i)]; };
+  const auto row_of = [&](std::int64_t index) { return table.data() + static_cast<std::size_t>(index) * D; };
   // The bag's rows are random rows of a table in memory: asking for all of them before the sum lets
   // their loads overlap, where the sum alone keeps only a row or two in flight (pooling took half the
   // time with this, on both paths).
   for (auto i = begin; i < end; ++i) {
-    const auto index = bags.indices[static_cast<std::size_t>(i)];
+    const auto index = index_at(i);
     if (index < 0 || index >= table_rows)
       throw argument_error(rank, "embedding_all_to_all",
                            "index " + std::to_string(index) + " (bag " + std::to_string(row) + ") is outside a table of " +
                                std::to_string(table_rows) + " rows");
-    prefetch_row(table.data() + static_cast<std::size_t>(index) * D, D);
+    prefetch_row(row_of(index), D);
   }
   // Both paths pool a table's bags in turn, so the next bag's rows (its first 16) are asked for too:
   // they arrive while this bag is summed.
   if (static_cast<std::size_t>(row) + 2 < bags.offsets.size())
-    for (auto i = end; i < std::min(end + 16, bags.offsets[static_cast<std::size_t>(row) + 2]); ++i) {
-      const auto index = bags.indices[static_cast<std::size_t>(i)];
-      if (index >= 0 && index < table_rows) prefetch_row(table.data() + static_cast<std::size_t>(index) * D, D);
-    }
+    for (auto i = end; i < std::min(end + 16, bags.offsets[static_cast<std::size_t>(row) + 2]); ++i)
+      if (index_at(i) >= 0 && index_at(i) < table_rows) prefetch_row(row_of(index_at(i)), D);
   // Columns [at, at + columns) of the bag's sum into out; `Array` is a block in registers (or, for the
   // last columns of a dimension that is not a multiple of `block`, on the stack).
   const auto pool_columns = [&]<class Array>(std::type_identity<Array>, std::size_t at, Eigen::Index columns) {
     Array sum = Array::Zero(columns);
-    for (auto i = begin; i < end; ++i)
-      sum += Eigen::Map<const Array>(table.data() + static_cast<std::size_t>(bags.indices[static_cast<std::size_t>(i)]) * D + at, columns);
+    for (auto i = begin; i < end; ++i) sum += Eigen::Map<const Array>(row_of(index_at(i)) + at, columns);
     if (how == pooling::mean && end > begin) sum /= static_cast<float>(end - begin);
     Eigen::Map<Array>(out + at, columns) = sum;
   };

@@ -3,8 +3,8 @@
 // (Punniyamurthy et al.'s WG_Done bitmask): the task whose bit completes its slice's mask sends the
 // slice, so no workgroup waits at a barrier for the others.
 //
-// A slice of n tasks has ceil(n / 64) words. With one word, the task whose fetch_or fills it is the
-// last. With more, the task that fills a word also counts the slice's full words, and the one that
+// A slice of n tasks has ceil(n / 64) words. With one word, the task whose atomic mark (a
+// compare-and-swap loop) fills it is the last. With more, the task that fills a word also counts the slice's full words, and the one that
 // counts the last word is the last: each word is filled by exactly one task and each count is seen by
 // exactly one, so exactly one task finishes a slice however the tasks interleave. That task clears
 // the slice's words and count for the next call (no other task of the slice runs until then).
