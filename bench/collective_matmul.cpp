@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 
+#include "benchmark_main.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
@@ -193,42 +194,36 @@ void run_on_mpi(mpi::communicator& part, const command& order, benchmark::State*
 }
 #endif
 
+// Every variant at each rank count on threads and, built with MPI, on the world's first ranks where it
+// has enough (`driver` is null without MPI), once every product has matched Eigen's (false if not).
+template <class Driver>
+bool check_and_register([[maybe_unused]] Driver* driver, [[maybe_unused]] int world_size) {
+  if (!check_against_serial()) return false;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    for (const int ranks : rank_counts) {
+      const std::string suffix = "/" + std::to_string(ranks);
+      configure(benchmark::RegisterBenchmark((std::string(variants[i].name) + "/threads" + suffix).c_str(),
+                                             benchmark_threads, &variants[i], ranks));
+#ifdef SHARDWISE_BENCH_MPI
+      if (ranks > world_size) continue;
+      configure(benchmark::RegisterBenchmark(
+          (std::string(variants[i].name) + "/mpi" + suffix).c_str(), [driver, i, ranks](benchmark::State& state) {
+            driver->run(command{static_cast<int>(i), ranks, static_cast<long long>(state.max_iterations)}, &state);
+            report(state, variants[i], ranks);
+          }));
+#endif
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
 #ifdef SHARDWISE_BENCH_MPI
-  mpi::environment session(argc, argv);
-  auto world = mpi::communicator::world();
-  bench::mpi_driver driver(world, run_on_mpi);
-  if (world.rank() != 0) {
-    driver.follow();
-    return 0;
-  }
+  return bench::run_benchmarks(argc, argv, run_on_mpi,
+                               [](auto& driver, int world_size) { return check_and_register(&driver, world_size); });
+#else
+  return bench::run_benchmarks(argc, argv, [] { return check_and_register<void>(nullptr, 1); });
 #endif
-  benchmark::Initialize(&argc, argv);
-  int status = 1;
-  if (check_against_serial()) {
-    status = 0;
-    for (std::size_t i = 0; i < variants.size(); ++i) {
-      for (const int ranks : rank_counts) {
-        const std::string suffix = "/" + std::to_string(ranks);
-        configure(benchmark::RegisterBenchmark((std::string(variants[i].name) + "/threads" + suffix).c_str(),
-                                               benchmark_threads, &variants[i], ranks));
-#ifdef SHARDWISE_BENCH_MPI
-        if (ranks > world.size()) continue;
-        configure(benchmark::RegisterBenchmark(
-            (std::string(variants[i].name) + "/mpi" + suffix).c_str(), [&driver, i, ranks](benchmark::State& state) {
-              driver.run(command{static_cast<int>(i), ranks, static_cast<long long>(state.max_iterations)}, &state);
-              report(state, variants[i], ranks);
-            }));
-#endif
-      }
-    }
-    benchmark::RunSpecifiedBenchmarks();
-  }
-#ifdef SHARDWISE_BENCH_MPI
-  driver.stop();
-#endif
-  benchmark::Shutdown();
-  return status;
 }

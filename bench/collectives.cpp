@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmark_main.hpp"
 #include "mpi_orders.hpp"
 #include "shardwise/comm/mpi.hpp"
 #include "shardwise/comm/threads.hpp"
@@ -140,10 +141,10 @@ constexpr long long largest = 64 * kib * kib;
 long long iterations_for(long long bytes) { return std::clamp<long long>((256 * kib * kib) / bytes / 4, 3, 2000); }
 int repetitions_for(long long bytes) { return bytes >= 16 * kib * kib ? 11 : 5; }
 
-void register_all(order_driver* driver) {
+bool register_all(order_driver& driver, int /*world_size*/) {
   auto add = [&](const std::string& name, variant how, collective what, int ranks) {
     for (long long bytes = smallest; bytes <= largest; bytes *= 4)
-      benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, driver, how, what, ranks)
+      benchmark::RegisterBenchmark(name.c_str(), benchmark_collective, &driver, how, what, ranks)
           ->Arg(bytes)
           ->Iterations(iterations_for(bytes))
           ->Repetitions(repetitions_for(bytes))
@@ -160,26 +161,12 @@ void register_all(order_driver* driver) {
             how, what, ranks);
     add("copy_bound/copy" + suffix, variant::copy, collective::all_gather, ranks);  // `what` unused by copy
   }
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi::environment session(argc, argv);
-  auto world = mpi::communicator::world();
-  if (world.size() < 8) {
-    if (world.rank() == 0) std::fprintf(stderr, "bench_collectives needs 8 MPI ranks: mpiexec -n 8 --oversubscribe\n");
-    return 2;
-  }
-  order_driver driver(world, run_mpi_variant);
-  if (world.rank() != 0) {
-    driver.follow();
-    return 0;
-  }
-  benchmark::Initialize(&argc, argv);
-  register_all(&driver);
-  benchmark::RunSpecifiedBenchmarks();
-  driver.stop();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks(argc, argv, run_mpi_variant, register_all,
+                               {.minimum_ranks = 8, .program = "bench_collectives"});
 }

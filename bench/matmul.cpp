@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmark_main.hpp"
 #include "mpi_orders.hpp"
 #include "shardwise/comm/mpi.hpp"
 #include "shardwise/comm/threads.hpp"
@@ -248,7 +249,17 @@ bool check_against_reference(order_driver& driver) {
   return all_exact;
 }
 
-void register_all(order_driver* driver) {
+// Rank 0: the context and the check, then, if every product matched, the benchmarks; false if not.
+bool check_and_register(order_driver& driver, int /*world_size*/) {
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
+    std::fprintf(stderr, "bench_matmul: OPENBLAS_NUM_THREADS is not set; OpenBLAS may start a thread per core in "
+                         "every rank\n");
+#ifdef EIGEN_USE_BLAS
+  benchmark::AddCustomContext("eigen_products", "BLAS (EIGEN_USE_BLAS)");
+#else
+  benchmark::AddCustomContext("eigen_products", "Eigen's own");
+#endif
+  if (!check_against_reference(driver)) return false;
   // Few iterations, more repetitions: one product takes 0.1–1 s on this oversubscribed machine, and a
   // median over repetitions resists a noisy neighbour better than a longer single run.
   const auto configure = [](benchmark::internal::Benchmark* benchmark) {
@@ -256,46 +267,22 @@ void register_all(order_driver* driver) {
         benchmark::kMillisecond);
   };
   for (const auto& [name, order] : mpi_variants)
-    configure(benchmark::RegisterBenchmark(name, benchmark_mpi, driver, order));
+    configure(benchmark::RegisterBenchmark(name, benchmark_mpi, &driver, order));
   configure(benchmark::RegisterBenchmark("eigen/full", benchmark_eigen));
   configure(benchmark::RegisterBenchmark("shardwise_3d/threads", benchmark_shardwise_threads));
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi::environment session(argc, argv);
-  auto world = mpi::communicator::world();
-  int blacs_rank = 0, blacs_ranks = 0;
-  Cblacs_pinfo(&blacs_rank, &blacs_ranks);  // BLACS adopts the running MPI
-  if (world.size() < 8) {
-    if (world.rank() == 0) std::fprintf(stderr, "bench_matmul needs 8 MPI ranks: mpiexec -n 8 --oversubscribe\n");
-    return 2;
-  }
-  order_driver driver(world, run_mpi_variant);
-  if (world.rank() != 0) {
-    driver.follow();
-    Cblacs_exit(1);
-    return 0;
-  }
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
-    std::fprintf(stderr, "bench_matmul: OPENBLAS_NUM_THREADS is not set; OpenBLAS may start a thread per core in "
-                         "every rank\n");
-  benchmark::Initialize(&argc, argv);
-#ifdef EIGEN_USE_BLAS
-  benchmark::AddCustomContext("eigen_products", "BLAS (EIGEN_USE_BLAS)");
-#else
-  benchmark::AddCustomContext("eigen_products", "Eigen's own");
-#endif
-  int status = 0;
-  if (check_against_reference(driver)) {
-    register_all(&driver);
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    status = 1;
-  }
-  driver.stop();
-  benchmark::Shutdown();
-  Cblacs_exit(1);
-  return status;
+  // BLACS adopts the running MPI on every rank, and must let go of it before MPI ends.
+  const bench::mpi_options options{.minimum_ranks = 8,
+                                   .program = "bench_matmul",
+                                   .on_start = [] {
+                                     int blacs_rank = 0, blacs_ranks = 0;
+                                     Cblacs_pinfo(&blacs_rank, &blacs_ranks);
+                                   },
+                                   .on_finish = [] { Cblacs_exit(1); }};
+  return bench::run_benchmarks(argc, argv, run_mpi_variant, check_and_register, options);
 }

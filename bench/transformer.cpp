@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 
+#include "benchmark_main.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/transformer_block.hpp"
@@ -126,37 +127,34 @@ void run_on_mpi(shardwise::mpi::communicator& part, const command& order, benchm
 }
 #endif
 
-}  // namespace
-
-int main(int argc, char** argv) {
-#ifdef SHARDWISE_BENCH_MPI
-  shardwise::mpi::environment session(argc, argv);
-  auto world = shardwise::mpi::communicator::world();
-  shardwise::bench::mpi_driver driver(world, run_on_mpi);
-  if (world.rank() != 0) {
-    driver.follow();
-    return 0;
-  }
-#endif
-  benchmark::Initialize(&argc, argv);
+// Every workload on threads and, built with MPI, on the world's first ranks where it has enough (`driver`
+// is null without MPI).
+template <class Driver>
+bool register_all([[maybe_unused]] Driver* driver, [[maybe_unused]] int world_size) {
   for (std::size_t w = 0; w < workloads.size(); ++w) {
     benchmark::RegisterBenchmark((std::string(workloads[w].name) + "/threads").c_str(),
                                  [w](benchmark::State& state) { workloads[w].on_threads(state); })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
 #ifdef SHARDWISE_BENCH_MPI
-    if (workloads[w].ranks > world.size()) continue;
+    if (workloads[w].ranks > world_size) continue;
     benchmark::RegisterBenchmark(
         (std::string(workloads[w].name) + "/mpi").c_str(),
-        [&driver, w](benchmark::State& state) { driver.run(command{static_cast<int>(w), workloads[w].ranks}, &state); })
+        [driver, w](benchmark::State& state) { driver->run(command{static_cast<int>(w), workloads[w].ranks}, &state); })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
 #endif
   }
-  benchmark::RunSpecifiedBenchmarks();
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
 #ifdef SHARDWISE_BENCH_MPI
-  driver.stop();
+  return shardwise::bench::run_benchmarks(
+      argc, argv, run_on_mpi, [](auto& driver, int world_size) { return register_all(&driver, world_size); });
+#else
+  return shardwise::bench::run_benchmarks(argc, argv, [] { return register_all<void>(nullptr, 1); });
 #endif
-  benchmark::Shutdown();
-  return 0;
 }
