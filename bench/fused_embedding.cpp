@@ -19,6 +19,8 @@
 //     fused|baseline|automatic/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats, bags of 10
 //     fused|baseline|automatic/sweep/B/T/L  the model's dimension 256, global batch B, T tables per rank
 //                         of 2048 rows, bags of L
+// mpi/…     the same on 8 MPI processes (slices as non-blocking messages) for some of those shapes,
+//           when built with MPI and run under mpiexec -n 8 (scripts/bench-fused-embedding does)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "benchmark_main.hpp"
 #include "slowest_rank.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
@@ -103,55 +106,49 @@ void register_model() {
             ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
 }
 
-// Wall time on threads: every rank builds its tables and bags, then runs the chosen path.
-struct threads_configuration {
+// Wall time on threads and on MPI: every rank builds its tables and bags, then runs the chosen path.
+struct measured_configuration {
+  std::string name;
   int tables_per_rank;
   int dimension;
   std::int64_t batch;
   std::int64_t bag_length;
   int table_rows;
   long long iterations;
+  bool on_mpi;  // measured on MPI too (a few shapes: MPI's runs are the longer)
 };
-constexpr int thread_ranks = 8;
+constexpr int measured_ranks = 8;
 
-void on_threads(benchmark::State& state, fused::path which, const threads_configuration& c) {
-  threads::run(thread_ranks, [&](threads::communicator& comm) {
-    fused::embedding_options options;
-    options.choice = which;
-    fused::embedding_all_to_all op(comm, {thread_ranks * c.tables_per_rank, c.dimension, c.batch}, options);
-    std::vector<std::vector<float>> weights;
-    std::vector<std::int64_t> offsets, indices;
-    for (std::int64_t b = 0; b <= c.batch; ++b) offsets.push_back(b * c.bag_length);
-    for (std::int64_t i = 0; i < c.batch * c.bag_length; ++i) indices.push_back((i * 7919 + comm.rank()) % c.table_rows);
-    std::vector<std::span<const float>> table_spans;
-    for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
-      weights.emplace_back(static_cast<std::size_t>(c.table_rows) * static_cast<std::size_t>(c.dimension),
-                           0.001F * static_cast<float>(t + 1));
-    for (const auto& w : weights) table_spans.emplace_back(w);
-    const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
-    // Untimed calls first: one, whose page faults on the buffers each path keeps (three output-sized ones
-    // for the baseline, one for fused) would otherwise weigh on the few iterations of the large shapes;
-    // for the automatic path, its trial calls, until it has chosen.
-    do op(table_spans, bags);
-    while (op.measuring());
-    bench::measure(comm.rank() == 0 ? &state : nullptr, c.iterations, comm,
-                   [&] { benchmark::DoNotOptimize(op(table_spans, bags).data()); });
-    if (comm.rank() == 0) state.counters["fuses"] = op.fuses() ? 1 : 0;
-  });
+// One rank's part of a measurement; `state` on the reporting rank only.
+template <class Comm>
+void measure_path(Comm& comm, benchmark::State* state, fused::path which, const measured_configuration& c) {
+  fused::embedding_options options;
+  options.choice = which;
+  fused::embedding_all_to_all op(comm, {comm.size() * c.tables_per_rank, c.dimension, c.batch}, options);
+  std::vector<std::vector<float>> weights;
+  std::vector<std::int64_t> offsets, indices;
+  for (std::int64_t b = 0; b <= c.batch; ++b) offsets.push_back(b * c.bag_length);
+  for (std::int64_t i = 0; i < c.batch * c.bag_length; ++i) indices.push_back((i * 7919 + comm.rank()) % c.table_rows);
+  std::vector<std::span<const float>> table_spans;
+  for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
+    weights.emplace_back(static_cast<std::size_t>(c.table_rows) * static_cast<std::size_t>(c.dimension),
+                         0.001F * static_cast<float>(t + 1));
+  for (const auto& w : weights) table_spans.emplace_back(w);
+  const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
+  // Untimed calls first: one, whose page faults on the buffers each path keeps (three output-sized ones
+  // for the baseline, one for fused) would otherwise weigh on the few iterations of the large shapes;
+  // for the automatic path, its trial calls, until it has chosen.
+  do op(table_spans, bags);
+  while (op.measuring());
+  bench::measure(state, c.iterations, comm, [&] { benchmark::DoNotOptimize(op(table_spans, bags).data()); });
+  if (state != nullptr) state->counters["fuses"] = op.fuses() ? 1 : 0;
 }
 
-void register_threads(const std::string& name, const threads_configuration& c) {
-  const std::pair<fused::path, const char*> paths[] = {
-      {fused::path::fused, "fused"}, {fused::path::baseline, "baseline"}, {fused::path::automatic, "automatic"}};
-  for (const auto& [which, path_name] : paths)
-    benchmark::RegisterBenchmark(
-        ("threads/" + std::string(path_name) + name).c_str(),
-        [=](benchmark::State& s) { on_threads(s, which, c); })
-        ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
-}
+const std::pair<fused::path, const char*> paths[] = {
+    {fused::path::fused, "fused"}, {fused::path::baseline, "baseline"}, {fused::path::automatic, "automatic"}};
 
-void register_threads() {
-  register_threads("/8", {4, 64, 2048, 10, 20000, 30});
+std::vector<measured_configuration> configurations() {
+  std::vector<measured_configuration> all{{"/8", 4, 64, 2048, 10, 20000, 30, true}};
   // The model's embedding dimension and the part of its grid (batch 256, 1024, 4096 × 16, 64 tables)
   // that fits this machine with a call in well under a second (up to 65536 bags of each rank's tables,
   // 512 MiB of output), plus 2 tables, where the output is small; with the model's bags of 10 and with
@@ -160,20 +157,69 @@ void register_threads() {
     for (const std::int64_t batch : {256, 1024, 4096})
       for (const std::int64_t bag_length : {1, 10}) {
         if (batch * tables > 65536) continue;
-        const double bytes = static_cast<double>(batch * thread_ranks * tables * (bag_length + 3) * embedding_dimension) * 4;
+        const double bytes = static_cast<double>(batch * measured_ranks * tables * (bag_length + 3) * embedding_dimension) * 4;
         const auto iterations = static_cast<long long>(std::clamp(2e10 / bytes, 5.0, 50.0));
-        register_threads("/sweep/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(bag_length),
-                         {tables, embedding_dimension, batch, bag_length, 2048, iterations});
+        const bool on_mpi = bag_length == 10 ? tables == 16 || batch == 1024 : tables == 16 && batch == 1024;
+        all.push_back({"/sweep/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(bag_length),
+                       tables, embedding_dimension, batch, bag_length, 2048, iterations, on_mpi});
       }
+  return all;
+}
+
+#ifdef SHARDWISE_BENCH_MPI
+// What rank 0 tells the others before each MPI measurement (mpi_orders.hpp); ranks = 0 ends the program.
+struct command {
+  int configuration = 0;
+  int path = 0;
+  int ranks = 0;
+};
+
+void run_on_mpi(mpi::communicator& part, const command& order, benchmark::State* state) {
+  const auto all = configurations();
+  measure_path(part, state, paths[order.path].first, all[static_cast<std::size_t>(order.configuration)]);
+}
+#endif
+
+// threads/<path><name> for every configuration; mpi/<path><name> (8 processes) for some, where built
+// with MPI and run under mpiexec with 8 ranks or more.
+template <class Driver>
+void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int world_size) {
+  const auto all = configurations();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (int p = 0; p < 3; ++p) {
+      const auto& c = all[i];
+      benchmark::RegisterBenchmark(("threads/" + std::string(paths[p].second) + c.name).c_str(),
+                                   [p, c](benchmark::State& s) {
+                                     threads::run(measured_ranks, [&](threads::communicator& comm) {
+                                       measure_path(comm, comm.rank() == 0 ? &s : nullptr, paths[p].first, c);
+                                     });
+                                   })
+          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
+#ifdef SHARDWISE_BENCH_MPI
+      if (!c.on_mpi || world_size < measured_ranks) continue;
+      benchmark::RegisterBenchmark(("mpi/" + std::string(paths[p].second) + c.name).c_str(),
+                                   [driver, i, p](benchmark::State& s) {
+                                     driver->run(command{static_cast<int>(i), p, measured_ranks}, &s);
+                                   })
+          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
+#endif
+    }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_model();
-  register_threads();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+#ifdef SHARDWISE_BENCH_MPI
+  return bench::run_benchmarks(argc, argv, run_on_mpi, [](auto& driver, int world_size) {
+    register_model();
+    register_measured(&driver, world_size);
+    return true;
+  });
+#else
+  return bench::run_benchmarks(argc, argv, [] {
+    register_model();
+    register_measured<void>(nullptr, 1);
+    return true;
+  });
+#endif
 }
