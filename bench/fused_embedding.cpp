@@ -19,12 +19,15 @@
 //     fused|baseline|automatic/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats, bags of 10
 //     fused|baseline|automatic/sweep/B/T/L  the model's dimension 256, global batch B, T tables per rank
 //                         of 2048 rows, bags of L
-// mpi/…     the same on 8 MPI processes (slices as non-blocking messages) for some of those shapes,
-//           when built with MPI and run under mpiexec -n 8 (scripts/bench-fused-embedding does)
+// mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
+//           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
+//           an MPI-3 shared-memory window; fused_messages sends its slices as non-blocking messages, as
+//           between nodes
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,11 +122,25 @@ struct measured_configuration {
 };
 constexpr int measured_ranks = 8;
 
+// A path of the operator, and whether it may store into the peers' outputs where they share memory.
+struct measured_path {
+  const char* name;
+  fused::path choice;
+  bool share_memory;
+};
+// The last only on MPI, where its slices travel as messages: what ranks on several nodes do.
+constexpr measured_path paths[] = {{"fused", fused::path::fused, true},
+                                   {"baseline", fused::path::baseline, true},
+                                   {"automatic", fused::path::automatic, true},
+                                   {"fused_messages", fused::path::fused, false}};
+constexpr int paths_on_threads = 3;
+
 // One rank's part of a measurement; `state` on the reporting rank only.
 template <class Comm>
-void measure_path(Comm& comm, benchmark::State* state, fused::path which, const measured_configuration& c) {
+void measure_path(Comm& comm, benchmark::State* state, const measured_path& which, const measured_configuration& c) {
   fused::embedding_options options;
-  options.choice = which;
+  options.choice = which.choice;
+  options.share_memory = which.share_memory;
   fused::embedding_all_to_all op(comm, {comm.size() * c.tables_per_rank, c.dimension, c.batch}, options);
   std::vector<std::vector<float>> weights;
   std::vector<std::int64_t> offsets, indices;
@@ -144,8 +161,6 @@ void measure_path(Comm& comm, benchmark::State* state, fused::path which, const 
   if (state != nullptr) state->counters["fuses"] = op.fuses() ? 1 : 0;
 }
 
-const std::pair<fused::path, const char*> paths[] = {
-    {fused::path::fused, "fused"}, {fused::path::baseline, "baseline"}, {fused::path::automatic, "automatic"}};
 
 std::vector<measured_configuration> configurations() {
   std::vector<measured_configuration> all{{"/8", 4, 64, 2048, 10, 20000, 30, true}};
@@ -176,7 +191,7 @@ struct command {
 
 void run_on_mpi(mpi::communicator& part, const command& order, benchmark::State* state) {
   const auto all = configurations();
-  measure_path(part, state, paths[order.path].first, all[static_cast<std::size_t>(order.configuration)]);
+  measure_path(part, state, paths[order.path], all[static_cast<std::size_t>(order.configuration)]);
 }
 #endif
 
@@ -186,18 +201,19 @@ template <class Driver>
 void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int world_size) {
   const auto all = configurations();
   for (std::size_t i = 0; i < all.size(); ++i)
-    for (int p = 0; p < 3; ++p) {
+    for (int p = 0; p < static_cast<int>(std::size(paths)); ++p) {
       const auto& c = all[i];
-      benchmark::RegisterBenchmark(("threads/" + std::string(paths[p].second) + c.name).c_str(),
-                                   [p, c](benchmark::State& s) {
-                                     threads::run(measured_ranks, [&](threads::communicator& comm) {
-                                       measure_path(comm, comm.rank() == 0 ? &s : nullptr, paths[p].first, c);
-                                     });
-                                   })
-          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
+      if (p < paths_on_threads)
+        benchmark::RegisterBenchmark(("threads/" + std::string(paths[p].name) + c.name).c_str(),
+                                     [p, c](benchmark::State& s) {
+                                       threads::run(measured_ranks, [&](threads::communicator& comm) {
+                                         measure_path(comm, comm.rank() == 0 ? &s : nullptr, paths[p], c);
+                                       });
+                                     })
+            ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
 #ifdef SHARDWISE_BENCH_MPI
       if (!c.on_mpi || world_size < measured_ranks) continue;
-      benchmark::RegisterBenchmark(("mpi/" + std::string(paths[p].second) + c.name).c_str(),
+      benchmark::RegisterBenchmark(("mpi/" + std::string(paths[p].name) + c.name).c_str(),
                                    [driver, i, p](benchmark::State& s) {
                                      driver->run(command{static_cast<int>(i), p, measured_ranks}, &s);
                                    })

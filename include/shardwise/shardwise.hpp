@@ -6,6 +6,7 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/interface.hpp"
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/bf16.hpp"

@@ -2,8 +2,8 @@
 // outputs are bitwise equal to each other and to the serial Eigen computation, for uneven bags (empty
 // ones too), table counts that do not divide the ranks (some ranks own none), batches and slice sizes
 // that do not divide each other, slices of more than 64 rows (tasks), sum and mean pooling, every slice
-// order, and repeated calls (new
-// lookups every call, so a flag or bitmask left from an earlier call would show).
+// order, slices stored in place (threads, MPI on one node, sim_gpu) and sent as messages, and repeated
+// calls (new lookups every call, so a flag or bitmask left from an earlier call would show).
 #include "shardwise/fused/embedding_all_to_all.hpp"
 
 #include <gtest/gtest.h>
@@ -39,6 +39,8 @@ void expect_rows_of_serial(const embedding_matrix& serial, const fused::embeddin
     }
 }
 
+bool simulated(const auto& comm) { return std::same_as<std::remove_cvref_t<decltype(comm)>, sim_gpu::communicator>; }
+
 struct configuration {
   fused::embedding_shape shape;
   std::int64_t slice_rows;
@@ -57,14 +59,18 @@ const configuration configurations[] = {
 
 TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call_after_call) {
   TypeParam::run([](communicator auto& comm) {
+    // Slices stored into the peers' outputs, and sent as messages (sim_gpu always stores).
+    for (const bool share_memory : {true, false})
     for (const auto& c : configurations) {
       const std::string what = std::to_string(c.shape.tables) + " tables, batch " + std::to_string(c.shape.global_batch) +
-                               ", slices of " + std::to_string(c.slice_rows);
+                               ", slices of " + std::to_string(c.slice_rows) + (share_memory ? ", in place" : ", messages");
       fused::embedding_options options;
       options.slice_rows = c.slice_rows;
       options.order = c.order;
       options.pooling = c.pooling;
+      options.share_memory = share_memory;
       fused::embedding_all_to_all op(comm, c.shape, options);
+      ASSERT_EQ(op.stores_in_place(), share_memory || simulated(comm)) << what;
       for (int call = 0; call < 3; ++call) {
         const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
         const auto serial = shardwise::testing::serial_embedding(c.shape, c.pooling, call);
@@ -82,10 +88,15 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
 
 TYPED_TEST(fused_embedding, the_automatic_order_goes_table_by_table_only_where_slices_are_stored_in_place) {
   TypeParam::run([](communicator auto& comm) {
-    const fused::embedding_all_to_all op(comm, configurations[0].shape);
-    const bool in_place = std::same_as<std::remove_cvref_t<decltype(comm)>, threads::communicator>;
-    EXPECT_EQ(op.plan().order(),
-              in_place ? fused::slice_order::table_by_table : fused::slice_order::communication_aware);
+    // ctest runs every MPI test on one machine, where the ranks share memory.
+    for (const bool share_memory : {true, false}) {
+      fused::embedding_options options;
+      options.share_memory = share_memory;
+      const fused::embedding_all_to_all op(comm, configurations[0].shape, options);
+      EXPECT_EQ(op.stores_in_place(), share_memory || simulated(comm));
+      EXPECT_EQ(op.plan().order(), share_memory && !simulated(comm) ? fused::slice_order::table_by_table
+                                                                     : fused::slice_order::communication_aware);
+    }
   });
   EXPECT_THROW(fused::embedding_plan({2, 1, 2}, 2, 1, fused::slice_order::automatic), argument_error);
 }

@@ -1,5 +1,5 @@
 // The GPU-initiated primitives: epoch flags (a stale epoch never satisfies a wait; waits block and
-// time out), symmetric windows on the threads backend (put, fence, signal, wait), the message queue
+// time out), the message queue
 // and the persistent kernel's modelled time, a timed-out wait of the fused operator naming the slice,
 // the peer and the flag, the sim_gpu run giving the times the cost model predicts, and the automatic
 // fallback to the baseline where the model predicts no gain.
@@ -23,7 +23,6 @@
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
 #include "shardwise/sim/presets.hpp"
-#include "shardwise/sim/symmetric_window.hpp"
 
 namespace {
 
@@ -92,27 +91,6 @@ TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
     for (std::size_t s = 0; s < tasks.size(); ++s)
       EXPECT_EQ(finished[static_cast<std::size_t>(call) * tasks.size() + s].load(), 1)
           << "call " << call << ", slice of " << tasks[s] << " tasks";
-}
-
-TEST(symmetric_window, put_fence_signal_wait_between_threads) {
-  threads::run(3, [](threads::communicator& comm) {
-    const int P = comm.size(), r = comm.rank();
-    sim::symmetric_window<float> window(comm, static_cast<std::size_t>(P), static_cast<std::size_t>(P));
-    for (std::uint64_t epoch = 1; epoch <= 3; ++epoch) {
-      for (int peer = 0; peer < P; ++peer) {
-        const float value = static_cast<float>(100 * epoch + 10 * r + peer);
-        window.put(peer, static_cast<std::size_t>(r), std::span<const float>(&value, 1));
-        window.fence();
-        window.signal(peer, static_cast<std::size_t>(r), epoch);
-      }
-      for (int source = 0; source < P; ++source) {
-        ASSERT_TRUE(window.wait(static_cast<std::size_t>(source), epoch, soon(10s)));
-        EXPECT_EQ(window.local()[static_cast<std::size_t>(source)], static_cast<float>(100 * epoch + 10 * source + r));
-      }
-      comm.barrier();  // nobody overwrites a slot before its owner has read it
-    }
-    EXPECT_THROW(window.put((r + 1) % P, static_cast<std::size_t>(P), std::vector<float>(1)), argument_error);
-  });
 }
 
 TEST(fused_embedding, a_timed_out_wait_names_the_slice_the_peer_and_the_flag) {

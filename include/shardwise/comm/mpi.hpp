@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/core/error.hpp"
 
@@ -548,6 +550,46 @@ static_assert(shardwise::communicator<communicator>, "mpi::communicator must mod
 
 // Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) unless something else already
 // did, and finalises it on destruction if it initialised it. For programs that own main(), like tests.
+// comm/shared_memory.hpp: ranks on one node map one MPI-3 shared-memory window (every rank a block of
+// it). Stores into it are ordered by the C++ atomics of whoever uses it (sim/epoch_flags.hpp), as between
+// threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its lifetime, which
+// direct loads and stores need.
+[[nodiscard]] inline bool shares_memory(communicator& comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  detail::check(MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), comm.world_rank(),
+                "shares_memory");
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  return node_size == comm.size();  // the same answer on every rank: all on one node, or not
+}
+
+[[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
+  if (!shares_memory(comm)) return std::nullopt;
+  const int rank = comm.world_rank();
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each block on its own pages, near its rank
+  void* base = nullptr;
+  MPI_Win window = MPI_WIN_NULL;
+  const int created = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, comm.native(), &base, &window);
+  MPI_Info_free(&info);
+  detail::check(created, rank, "share_memory");
+  detail::check(MPI_Win_lock_all(MPI_MODE_NOCHECK, window), rank, "share_memory");
+  std::vector<std::span<std::byte>> blocks;
+  for (int r = 0; r < comm.size(); ++r) {
+    MPI_Aint size = 0;
+    int unit = 0;
+    void* block = nullptr;
+    detail::check(MPI_Win_shared_query(window, r, &size, &unit, &block), rank, "share_memory");
+    blocks.emplace_back(static_cast<std::byte*>(block), static_cast<std::size_t>(size));
+  }
+  return shared_memory(std::move(blocks), comm.rank(), [window]() mutable {
+    MPI_Win_unlock_all(window);
+    MPI_Win_free(&window);
+  });
+}
+
 class environment {
  public:
   environment() { initialize(nullptr, nullptr); }

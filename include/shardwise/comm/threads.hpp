@@ -23,7 +23,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -33,6 +35,7 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/blocking_wait.hpp"
 #include "shardwise/comm/detail/streaming_store.hpp"
+#include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::threads {
@@ -876,6 +879,23 @@ class communicator : public communicator_interface<communicator> {
 };
 
 static_assert(shardwise::communicator<communicator>, "threads::communicator must model shardwise::communicator");
+
+// comm/shared_memory.hpp: threads share one address space, so every rank's block is on the heap and
+// the ranks exchange its address.
+[[nodiscard]] inline bool shares_memory(const communicator&) noexcept { return true; }
+[[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
+  constexpr std::align_val_t cache_line{64};  // no false sharing with the neighbouring allocation
+  const auto release = [cache_line](std::byte* block) { ::operator delete(block, cache_line); };
+  std::unique_ptr<std::byte, decltype(release)> mine(static_cast<std::byte*>(::operator new(bytes, cache_line)), release);
+  const std::int64_t here[2] = {static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(mine.get())),
+                                static_cast<std::int64_t>(bytes)};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const std::int64_t>(here, 2), all);
+  std::vector<std::span<std::byte>> blocks;
+  for (std::size_t p = 0; p < all.size(); p += 2)
+    blocks.emplace_back(reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(all[p])), static_cast<std::size_t>(all[p + 1]));
+  return shared_memory(std::move(blocks), comm.rank(), [block = mine.release(), release] { release(block); });
+}
 
 // Runs body(communicator&) on `ranks` threads (rank 0 on the calling thread) and returns when all have
 // finished. The first exception any rank throws aborts the others' collectives and is rethrown here:

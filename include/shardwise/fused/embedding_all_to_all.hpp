@@ -18,14 +18,16 @@
 // Both give bitwise the same output (each row is pooled by the same code in the same order).
 //
 // Per backend:
-//   threads   real concurrent code: the output lives in a symmetric window (sim/symmetric_window.hpp),
-//             so a rank pools straight into its peer's output (zero copy) and raises the peer's epoch
-//             flag (sim/epoch_flags.hpp); waits block, with a timeout
+//   threads,  real concurrent code: the output lives in a symmetric window (sim/symmetric_window.hpp;
+//   MPI on    for MPI an MPI-3 shared-memory window, comm/shared_memory.hpp), so a rank pools straight
+//   one node  into its peer's output (zero copy) and raises the peer's epoch flag (sim/epoch_flags.hpp);
+//             waits block, with a timeout
 //   sim_gpu   the same data movement, and time from the models: a persistent kernel on the
 //             communicator's stream (sim/persistent_kernel.hpp) whose puts and flags share the network
 //             (sim/message_queue.hpp); peers in another node get the slice by put from a staging
 //             buffer, peers in the node by zero-copy stores; workgroup and link tracks in the timeline
-//   others    (MPI) slices as non-blocking messages: receives posted up front, each slice sent when done
+//   others    (MPI across nodes, or share_memory off) slices as non-blocking messages: receives
+//             posted up front, each slice sent when done
 //
 // Ready flags hold the call's epoch, so a signal from an earlier call never satisfies a later one and
 // nothing is reset between calls except the done-bitmasks, which the completing task clears. A rank
@@ -77,13 +79,19 @@ inline constexpr std::int64_t automatic_slice_rows = 0;
 
 struct embedding_options {
   std::int64_t slice_rows = automatic_slice_rows;  // or embeddings per slice
-  // automatic: communication_aware where slices travel (MPI, sim_gpu), table_by_table where they are
-  // stored straight into the peer's output (threads: 10% faster at batch 1024 × 64 tables, where the
-  // communication-aware order came back to every table after it had left the cache).
+  // automatic: communication_aware where slices travel (messages, sim_gpu), table_by_table where they
+  // are stored straight into the peer's output (threads, MPI on one node: 10% faster at batch 1024 × 64
+  // tables on threads, where the communication-aware order came back to every table after it had left
+  // the cache).
   slice_order order = slice_order::automatic;
   fused::pooling pooling = pooling::sum;
   path choice = path::automatic;
   std::chrono::duration<double> timeout = std::chrono::seconds(60);  // for any one call's waits
+  // Where every rank reaches every other's memory (threads; MPI ranks on one node, through an MPI-3
+  // shared-memory window), fused() pools straight into the peers' outputs and raises their flags; false
+  // sends slices as messages instead (on threads too). sim_gpu always stores: its model is of
+  // GPU-initiated stores and puts.
+  bool share_memory = true;
   sim::gpu_initiated_model gpu_initiated{};
   // The machine operator() decides on (sim_gpu: its own); without one it always fuses.
   std::optional<sim::machine> machine;
@@ -96,8 +104,6 @@ namespace detail {
 
 template <class Comm>
 inline constexpr bool simulated = std::same_as<Comm, sim_gpu::communicator>;
-template <class Comm>
-inline constexpr bool shares_memory = std::same_as<Comm, threads::communicator> || simulated<Comm>;
 
 // Asks for the cache lines of one table row (a hint: no effect on results).
 inline void prefetch_row(const float* row, std::size_t floats) {
@@ -161,7 +167,6 @@ inline std::int64_t lookups(const embedding_bags& bags, std::int64_t row) {
 
 template <communicator Comm>
 class embedding_all_to_all {
-  static constexpr bool shared = detail::shares_memory<Comm>;
   static constexpr bool simulated = detail::simulated<Comm>;
   static constexpr std::string_view name = "embedding_all_to_all";
   static constexpr int slice_tag = 0x6e6d;
@@ -170,16 +175,21 @@ class embedding_all_to_all {
   // Collective: every rank constructs it with the same shape and options.
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
       : comm_(&comm), options_(std::move(options)),
+        in_place_(simulated || (options_.share_memory && sim::shares_memory_with_every_rank(comm))),
         plan_(shape, comm.size(), chosen_slice_rows(shape), order(), comm.world_rank()),
         done_(plan_.tasks_per_slice(comm.rank()), sim::tasks_run::on_one_thread) {
     const std::size_t output = static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width());
-    if constexpr (shared) {
-      window_.emplace(data_communicator(), output, plan_.flags_at(rank()));
+    if (in_place_) {
+      auto window = sim::symmetric_window<float>::create(data_communicator(), output, plan_.flags_at(rank()));
+      if (!window) throw error(comm.world_rank(), name, "the ranks share memory, but mapping it failed");
+      window_.emplace(std::move(*window));
+    } else {
+      output_.resize(output);
+    }
+    if constexpr (simulated) {
       devices_.resize(static_cast<std::size_t>(comm.size()));
       const int mine = comm.world_rank();
       data_communicator().all_gather(std::span<const int>(&mine, 1), devices_);
-    } else {
-      output_.resize(output);
     }
     if (options_.choice == path::automatic && !has_machine()) trial_.emplace();
     else fuses_ = decide();
@@ -188,6 +198,8 @@ class embedding_all_to_all {
   embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
 
   [[nodiscard]] const embedding_plan& plan() const noexcept { return plan_; }
+  // Whether fused() stores straight into the peers' outputs (else it sends slices as messages).
+  [[nodiscard]] bool stores_in_place() const noexcept { return in_place_; }
   // Whether operator() takes the fused path (while it is still measuring, the path of its next call).
   [[nodiscard]] bool fuses() const noexcept { return trial_ ? trial_->calls % 2 == 0 : fuses_; }
   // Whether operator() is still timing both paths (path::automatic without a machine model).
@@ -291,18 +303,16 @@ class embedding_all_to_all {
   std::span<const float> fused(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
     check(tables, bags);
     ++epoch_;
-    if constexpr (shared) fused_in_shared_memory(tables, bags);
-    else fused_by_messages(tables, bags);
+    if (in_place_) fused_in_shared_memory(tables, bags);
+    else if constexpr (!simulated) fused_by_messages(tables, bags);
     return output();
   }
 
  private:
   [[nodiscard]] int rank() const { return comm_->rank(); }
-  [[nodiscard]] std::span<float> output() {
-    if constexpr (shared) return window_->local();
-    else return output_;
-  }
-  threads::communicator& data_communicator() {
+  [[nodiscard]] std::span<float> output() { return window_ ? window_->local() : std::span<float>(output_); }
+  // The communicator the window and the model's bookkeeping use (sim_gpu: untimed).
+  auto& data_communicator() {
     if constexpr (simulated) return comm_->untimed();
     else return *comm_;
   }
@@ -329,7 +339,7 @@ class embedding_all_to_all {
 
   [[nodiscard]] slice_order order() const {
     if (options_.order != slice_order::automatic) return options_.order;
-    return shared && !simulated ? slice_order::table_by_table : slice_order::communication_aware;
+    return in_place_ && !simulated ? slice_order::table_by_table : slice_order::communication_aware;
   }
   [[nodiscard]] bool has_machine() const { return simulated || options_.machine.has_value(); }
   [[nodiscard]] std::int64_t expected_bag_length() const { return std::max<std::int64_t>(1, options_.expected_bag_length); }
@@ -368,7 +378,8 @@ class embedding_all_to_all {
     }
   }
 
-  // Threads and sim_gpu: stores into the peers' windows, epoch flags; on sim_gpu also modelled time.
+  // Ranks that share memory (threads, MPI on one node, sim_gpu): stores into the peers' windows, epoch
+  // flags; on sim_gpu also modelled time.
   void fused_in_shared_memory(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
     auto& window = *window_;
     const int r = rank(), D = plan_.shape().dimension;
@@ -457,8 +468,9 @@ class embedding_all_to_all {
     comm_->stream().synchronize();
   }
 
-  // Any communicator (MPI): receives posted up front in each sender's order (messages between two
-  // ranks with one tag match in order), slices sent as they complete, unpacked at the end.
+  // Ranks that do not share memory (MPI across nodes), or share_memory off: receives posted up front in
+  // each sender's order (messages between two ranks with one tag match in order), slices sent as they
+  // complete, unpacked at the end.
   void fused_by_messages(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
     const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
     auto out = output();
@@ -510,6 +522,7 @@ class embedding_all_to_all {
 
   Comm* comm_;
   embedding_options options_;
+  bool in_place_;  // before plan_: the automatic order depends on it
   embedding_plan plan_;
   sim::done_bitmask done_;  // per slice of this rank's order, a bit per row; marked by this rank's thread alone
   std::optional<sim::symmetric_window<float>> window_;

@@ -1,20 +1,22 @@
 #pragma once
 // Ready flags that carry an epoch (a call number), in memory every rank of a shared-memory run can
-// reach: a peer raises flag f to epoch e when its data for call e is in place, and the owner waits for
-// f to reach e. A flag only ever grows (raise keeps the larger value), so a late or repeated signal
-// from an earlier call (a smaller epoch) can never satisfy the wait of a later one, and nothing needs
-// resetting between calls.
+// reach (threads of one process, or processes mapping one segment: comm/shared_memory.hpp): a peer
+// raises flag f to epoch e when its data for call e is in place, and the owner waits for f to reach e.
+// A flag only ever grows (raise keeps the larger value), so a late or repeated signal from an earlier
+// call (a smaller epoch) can never satisfy the wait of a later one, and nothing needs resetting
+// between calls.
 //
-// Waiting blocks: a short spin, then sleep on a condition variable until a raise or the deadline
-// (with more ranks than cores a spinning waiter would steal the core of the rank it waits for). A
-// raise pays for the wake-up only when someone sleeps on that flag.
+// Waiting blocks: a short spin, then sleep in the kernel until a raise or the deadline (with more ranks
+// than cores a spinning waiter would steal the core of the rank it waits for). The flags are plain
+// words with no mutex, so processes can share them: a waiter sleeps on its flag's count of raises (a
+// futex that is not private to one process, comm/detail/blocking_wait.hpp), and a raise pays for the
+// wake-up only when someone sleeps on that flag.
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
 
 #include "shardwise/comm/detail/blocking_wait.hpp"
@@ -22,54 +24,63 @@
 
 namespace shardwise::sim {
 
+// One flag as it lies in memory; value-initialised (all zero) it is a fresh flag.
+struct epoch_flag_word {
+  std::atomic<std::uint64_t> epoch;
+  std::atomic<std::uint32_t> raises;    // what a sleeping waiter watches
+  std::atomic<std::uint32_t> sleepers;  // per flag: an owner waiting for slice 7 is not woken by slices 8, 9, …
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free,
+              "shardwise: epoch flags are shared between processes, which needs lock-free atomics");
+
 class epoch_flags {
  public:
+  // `count` fresh flags of its own.
   explicit epoch_flags(std::size_t count)
-      : values_(std::make_unique<std::atomic<std::uint64_t>[]>(count)),
-        sleepers_(std::make_unique<std::atomic<int>[]>(count)),
-        count_(count) {
-    for (std::size_t f = 0; f < count_; ++f) {
-      values_[f].store(0, std::memory_order_relaxed);
-      sleepers_[f].store(0, std::memory_order_relaxed);
-    }
-  }
-  epoch_flags(const epoch_flags&) = delete;
-  epoch_flags& operator=(const epoch_flags&) = delete;
+      : owned_(std::make_unique<epoch_flag_word[]>(count)), words_(owned_.get(), count) {}
+  // The flags in `words`: another rank's, or this rank's in shared memory.
+  explicit epoch_flags(std::span<epoch_flag_word> words) noexcept : words_(words) {}
 
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  [[nodiscard]] std::size_t size() const noexcept { return words_.size(); }
   [[nodiscard]] std::uint64_t seen(std::size_t flag) const noexcept {
-    return values_[flag].load(std::memory_order_acquire);
+    return words_[flag].epoch.load(std::memory_order_acquire);
   }
 
   // Raises `flag` to `epoch` (never lowers it). Release: what the raiser wrote before is visible to
   // whoever sees the epoch.
-  void raise(std::size_t flag, std::uint64_t epoch) noexcept {
-    auto& value = values_[flag];
-    std::uint64_t current = value.load(std::memory_order_relaxed);
-    while (current < epoch && !value.compare_exchange_weak(current, epoch, std::memory_order_seq_cst)) {
-    }
-    if (sleepers_[flag].load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard lock(mutex_);  // a sleeper is either before its check or inside wait: not lost
-      woken_.notify_all();
-    }
+  void raise(std::size_t flag, std::uint64_t epoch) const noexcept {
+    auto& word = words_[flag];
+    std::uint64_t current = word.epoch.load(std::memory_order_relaxed);
+    do {
+      if (current >= epoch) return;
+    } while (!word.epoch.compare_exchange_weak(current, epoch, std::memory_order_seq_cst));
+    // A waiter counts itself a sleeper before it sleeps, and sleeps only while `raises` holds what it
+    // read before its last look at the epoch: either it sees this raise or this raise sees it.
+    word.raises.fetch_add(1, std::memory_order_seq_cst);
+    if (word.sleepers.load(std::memory_order_seq_cst) > 0) shardwise::detail::wake_all_processes(word.raises);
   }
 
   // Blocks until `flag` reaches `epoch`; false if `deadline` passes first.
-  [[nodiscard]] bool wait(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline) {
+  [[nodiscard]] bool wait(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline) const {
+    auto& word = words_[flag];
     for (int spin = 0; spin < 256; ++spin) {
       if (seen(flag) >= epoch) return true;
       shardwise::detail::cpu_relax();
     }
-    std::unique_lock lock(mutex_);
-    sleepers_[flag].fetch_add(1, std::memory_order_seq_cst);
-    const bool reached = woken_.wait_until(lock, deadline, [&] { return seen(flag) >= epoch; });
-    sleepers_[flag].fetch_sub(1, std::memory_order_seq_cst);
-    return reached;
+    for (;;) {
+      const std::uint32_t raises = word.raises.load(std::memory_order_seq_cst);
+      if (seen(flag) >= epoch) return true;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return false;
+      word.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      shardwise::detail::sleep_across_processes(word.raises, raises, deadline - now);
+      word.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
   }
 
   // wait(), throwing when the deadline passes: the message names what was awaited and what was seen.
   void wait_or_throw(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline,
-                     int rank, std::string_view operation, const std::string& what) {
+                     int rank, std::string_view operation, const std::string& what) const {
     if (wait(flag, epoch, deadline)) return;
     throw peer_error(rank, operation,
                      "timed out waiting for " + what + ": flag " + std::to_string(flag) + " holds epoch " +
@@ -77,13 +88,8 @@ class epoch_flags {
   }
 
  private:
-  std::unique_ptr<std::atomic<std::uint64_t>[]> values_;
-  // Per flag: a raise pays for a wake-up only when someone sleeps on that very flag (an owner waiting
-  // for slice 7 is not woken by slices 8, 9, … arriving first).
-  std::unique_ptr<std::atomic<int>[]> sleepers_;
-  std::size_t count_;
-  std::mutex mutex_;
-  std::condition_variable woken_;
+  std::unique_ptr<epoch_flag_word[]> owned_;  // or none: the words live in shared memory
+  std::span<epoch_flag_word> words_;
 };
 
 }  // namespace shardwise::sim

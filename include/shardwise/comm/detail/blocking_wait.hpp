@@ -2,9 +2,20 @@
 // Waiting on a counter shared by threads: spin briefly (the common case on idle cores is a wait of a
 // few hundred nanoseconds), yield a little, then sleep in the kernel (futex via std::atomic::wait).
 // With more ranks than cores a spinning waiter would steal the core of the rank it waits for.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <cstdint>
 #include <thread>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ctime>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -57,6 +68,30 @@ inline void arrive(std::atomic<std::uint32_t>& counter, std::uint32_t target) no
 inline void mark_aborted(std::atomic<std::uint32_t>& counter) noexcept {
   counter.fetch_or(aborted_bit, std::memory_order_acq_rel);
   counter.notify_all();
+}
+
+// Sleeps while `word` holds `expected`, for at most `timeout`; may return early (callers look again).
+// Unlike std::atomic::wait, whose futex is private to one process, this one also wakes a waiter in
+// another process that maps the same memory (MPI ranks sharing a segment).
+inline void sleep_across_processes(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                                   std::chrono::steady_clock::duration timeout) noexcept {
+#if defined(__linux__)
+  const auto nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+  const timespec relative{static_cast<time_t>(nanoseconds / 1'000'000'000), static_cast<long>(nanoseconds % 1'000'000'000)};
+  static_assert(sizeof(word) == sizeof(std::uint32_t), "a futex is a 32-bit word");
+  syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), FUTEX_WAIT, expected, &relative, nullptr, 0);
+#else
+  (void)expected;  // no futex shared between processes: sleep a little and let the caller look again
+  std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(timeout, std::chrono::microseconds(50)));
+#endif
+}
+
+inline void wake_all_processes(std::atomic<std::uint32_t>& word) noexcept {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+#else
+  (void)word;
+#endif
 }
 
 }  // namespace shardwise::detail

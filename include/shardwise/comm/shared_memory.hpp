@@ -1,0 +1,43 @@
+#pragma once
+// Memory every rank of a communicator reaches with plain loads and stores: each rank's block, and every
+// rank's address for it. Threads share one address space; MPI ranks on one node map one segment (an
+// MPI-3 shared-memory window, comm/mpi.hpp). It is what NVSHMEM and roc_shmem give GPUs joined by
+// NVLink or xGMI, for the zero-copy stores of sim/symmetric_window.hpp.
+//
+// A backend that has it provides, found by argument-dependent lookup:
+//   shares_memory(comm)        whether every rank of comm can reach every other's memory (collective)
+//   share_memory(comm, bytes)  this rank's block of `bytes` (sizes may differ), or nothing where the
+//                              ranks do not all share memory (collective)
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace shardwise {
+
+class shared_memory {
+ public:
+  // `blocks`: every rank's block, as this rank addresses it; `release` frees this rank's block (for MPI
+  // a collective: every rank destroys its shared_memory in the same order).
+  shared_memory(std::vector<std::span<std::byte>> blocks, int rank, std::function<void()> release)
+      : blocks_(std::move(blocks)), rank_(rank), release_(std::move(release)) {}
+  shared_memory(shared_memory&& other) noexcept
+      : blocks_(std::move(other.blocks_)), rank_(other.rank_), release_(std::exchange(other.release_, {})) {}
+  shared_memory& operator=(shared_memory&&) = delete;
+  shared_memory(const shared_memory&) = delete;
+  shared_memory& operator=(const shared_memory&) = delete;
+  ~shared_memory() {
+    if (release_) release_();
+  }
+
+  [[nodiscard]] std::span<std::byte> block(int rank) const { return blocks_.at(static_cast<std::size_t>(rank)); }
+  [[nodiscard]] std::span<std::byte> local() const { return block(rank_); }
+
+ private:
+  std::vector<std::span<std::byte>> blocks_;
+  int rank_;
+  std::function<void()> release_;
+};
+
+}  // namespace shardwise
