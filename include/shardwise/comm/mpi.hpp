@@ -548,8 +548,6 @@ class communicator : public communicator_interface<communicator> {
 
 static_assert(shardwise::communicator<communicator>, "mpi::communicator must model shardwise::communicator");
 
-// Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) unless something else already
-// did, and finalises it on destruction if it initialised it. For programs that own main(), like tests.
 // comm/shared_memory.hpp: ranks on one node map one MPI-3 shared-memory window (every rank a block of
 // it). Stores into it are ordered by the C++ atomics of whoever uses it (sim/epoch_flags.hpp), as between
 // threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its lifetime, which
@@ -590,6 +588,8 @@ static_assert(shardwise::communicator<communicator>, "mpi::communicator must mod
   });
 }
 
+// Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) unless something else already
+// did, and finalises it on destruction if it initialised it. For programs that own main(), like tests.
 class environment {
  public:
   environment() { initialize(nullptr, nullptr); }

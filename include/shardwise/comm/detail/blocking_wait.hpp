@@ -1,7 +1,8 @@
 #pragma once
 // Waiting on a counter shared by threads: spin briefly (the common case on idle cores is a wait of a
 // few hundred nanoseconds), yield a little, then sleep in the kernel (futex via std::atomic::wait).
-// With more ranks than cores a spinning waiter would steal the core of the rank it waits for.
+// With more ranks than cores a spinning waiter would steal the core of the rank it waits for. At the
+// end, the sleep and wake-up for a word shared by processes too (sim/epoch_flags.hpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -81,7 +82,7 @@ inline void sleep_across_processes(const std::atomic<std::uint32_t>& word, std::
   static_assert(sizeof(word) == sizeof(std::uint32_t), "a futex is a 32-bit word");
   syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), FUTEX_WAIT, expected, &relative, nullptr, 0);
 #else
-  (void)expected;  // no futex shared between processes: sleep a little and let the caller look again
+  (void)word, (void)expected;  // no futex shared between processes: sleep a little, the caller looks again
   std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(timeout, std::chrono::microseconds(50)));
 #endif
 }
