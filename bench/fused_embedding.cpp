@@ -122,17 +122,21 @@ struct measured_configuration {
 };
 constexpr int measured_ranks = 8;
 
-// A path of the operator, and whether it may store into the peers' outputs where they share memory.
+// A path of the operator, whether it may store into the peers' outputs where they share memory, and
+// in groups of how many ranks (0: all).
 struct measured_path {
   const char* name;
   fused::path choice;
   bool share_memory;
+  int ranks_per_node;
 };
-// The last only on MPI, where its slices travel as messages: what ranks on several nodes do.
-constexpr measured_path paths[] = {{"fused", fused::path::fused, true},
-                                   {"baseline", fused::path::baseline, true},
-                                   {"automatic", fused::path::automatic, true},
-                                   {"fused_messages", fused::path::fused, false}};
+// The last two only on MPI: every slice sent as a message, and the 8 processes grouped as two nodes of
+// 4 (stores within, messages between), the paper's two-node setup on one machine.
+constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
+                                   {"baseline", fused::path::baseline, true, 0},
+                                   {"automatic", fused::path::automatic, true, 0},
+                                   {"fused_messages", fused::path::fused, false, 0},
+                                   {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
 constexpr int paths_on_threads = 3;
 
 // One rank's part of a measurement; `state` on the reporting rank only.
@@ -141,6 +145,7 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   fused::embedding_options options;
   options.choice = which.choice;
   options.share_memory = which.share_memory;
+  options.ranks_per_node = which.ranks_per_node;
   fused::embedding_all_to_all op(comm, {comm.size() * c.tables_per_rank, c.dimension, c.batch}, options);
   std::vector<std::vector<float>> weights;
   std::vector<std::int64_t> offsets, indices;

@@ -53,11 +53,14 @@ void on_launched_ranks(communicator auto& comm) {
   const auto baseline_out = op.baseline(in.tables, in.bags);
   const bool same = std::memcmp(kept.data(), baseline_out.data(), kept.size() * sizeof(float)) == 0;
   // Threads, and MPI ranks on one node, store slices straight into the peers' outputs (an MPI-3
-  // shared-memory window for MPI); MPI ranks on several nodes send them as messages.
+  // shared-memory window for MPI); to MPI ranks on other nodes they go as messages.
+  int stored = 0;
+  for (int peer = 0; peer < comm.size(); ++peer) stored += op.stores_in_place(peer) ? 1 : 0;
   if (comm.rank() == 0)
-    std::printf("%d ranks: output {%lld rows, %lld floats} on rank 0, fused (slices %s) %s baseline\n", comm.size(),
-                static_cast<long long>(op.plan().rows_of(0)), static_cast<long long>(op.plan().row_width()),
-                op.stores_in_place() ? "stored into the peers' outputs" : "sent as messages", same ? "==" : "!=");
+    std::printf("%d ranks: output {%lld rows, %lld floats} on rank 0, fused (slices stored into %d of %d ranks' outputs, "
+                "messages to the rest) %s baseline\n",
+                comm.size(), static_cast<long long>(op.plan().rows_of(0)), static_cast<long long>(op.plan().row_width()),
+                stored, comm.size(), same ? "==" : "!=");
   if (!same) throw argument_error(comm.world_rank(), "example 06", "fused and baseline outputs differ");
 }
 

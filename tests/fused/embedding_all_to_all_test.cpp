@@ -2,8 +2,9 @@
 // outputs are bitwise equal to each other and to the serial Eigen computation, for uneven bags (empty
 // ones too), table counts that do not divide the ranks (some ranks own none), batches and slice sizes
 // that do not divide each other, slices of more than 64 rows (tasks), sum and mean pooling, every slice
-// order, slices stored in place (threads, MPI on one node, sim_gpu) and sent as messages, and repeated
-// calls (new lookups every call, so a flag or bitmask left from an earlier call would show).
+// order, slices stored in place (threads, MPI on one node, sim_gpu), sent as messages, and both at once
+// (ranks grouped as if on several nodes), and repeated calls (new lookups every call, so a flag or
+// bitmask left from an earlier call would show).
 #include "shardwise/fused/embedding_all_to_all.hpp"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,48 @@ struct configuration {
   fused::pooling pooling;
 };
 
+// How the ranks share memory: all (the backend's default), none (share_memory off), or groups of 2 or 3
+// consecutive ranks, as if each group were a node (stores within, messages between; sim_gpu has its
+// own nodes).
+struct sharing {
+  bool share_memory;
+  int ranks_per_node;
+  [[nodiscard]] std::string name() const {
+    if (!share_memory) return "messages";
+    return ranks_per_node == 0 ? "in place" : "nodes of " + std::to_string(ranks_per_node);
+  }
+  [[nodiscard]] fused::embedding_options options() const {
+    fused::embedding_options options;
+    options.share_memory = share_memory;
+    options.ranks_per_node = ranks_per_node;
+    return options;
+  }
+  // Whether rank stores into peer's output (its own always), and whether it does so for every peer.
+  [[nodiscard]] bool stores(const auto& comm, int rank, int peer) const {
+    if (rank == peer) return true;
+    if (simulated(comm)) {  // the test backend's MI210s: nodes of two when P is even (support/backends.hpp)
+      const int per_node = comm.size() % 2 == 0 ? 2 : comm.size();
+      return rank / per_node == peer / per_node;
+    }
+    return share_memory && (ranks_per_node == 0 || rank / ranks_per_node == peer / ranks_per_node);
+  }
+  [[nodiscard]] bool stores_everywhere(const auto& comm) const {
+    for (int peer = 0; peer < comm.size(); ++peer)
+      if (!stores(comm, comm.rank(), peer) || !stores(comm, 0, peer)) return false;
+    return true;
+  }
+};
+
+std::vector<sharing> sharings(const auto& comm) {
+  if (simulated(comm)) return {{true, 0}};
+  return {{true, 0}, {false, 0}, {true, 2}, {true, 3}};
+}
+
+void expect_stores_in_place(const auto& op, const auto& comm, const sharing& how, const std::string& what) {
+  for (int peer = 0; peer < comm.size(); ++peer)
+    EXPECT_EQ(op.stores_in_place(peer), how.stores(comm, comm.rank(), peer)) << what << ", rank " << comm.rank() << " to " << peer;
+}
+
 const configuration configurations[] = {
     {{11, 8, 37}, 3, fused::slice_order::communication_aware, fused::pooling::sum},
     {{5, 4, 29}, 70, fused::slice_order::oblivious, fused::pooling::mean},  // 8 ranks: some own no table
@@ -59,18 +102,16 @@ const configuration configurations[] = {
 
 TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call_after_call) {
   TypeParam::run([](communicator auto& comm) {
-    // Slices stored into the peers' outputs, and sent as messages (sim_gpu always stores).
-    for (const bool share_memory : {true, false})
+    for (const auto& how : sharings(comm))
     for (const auto& c : configurations) {
       const std::string what = std::to_string(c.shape.tables) + " tables, batch " + std::to_string(c.shape.global_batch) +
-                               ", slices of " + std::to_string(c.slice_rows) + (share_memory ? ", in place" : ", messages");
-      fused::embedding_options options;
+                               ", slices of " + std::to_string(c.slice_rows) + ", " + how.name();
+      auto options = how.options();
       options.slice_rows = c.slice_rows;
       options.order = c.order;
       options.pooling = c.pooling;
-      options.share_memory = share_memory;
       fused::embedding_all_to_all op(comm, c.shape, options);
-      ASSERT_EQ(op.stores_in_place(), share_memory || simulated(comm)) << what;
+      expect_stores_in_place(op, comm, how, what);
       for (int call = 0; call < 3; ++call) {
         const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
         const auto serial = shardwise::testing::serial_embedding(c.shape, c.pooling, call);
@@ -86,19 +127,30 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
   });
 }
 
-TYPED_TEST(fused_embedding, the_automatic_order_goes_table_by_table_only_where_slices_are_stored_in_place) {
+TYPED_TEST(fused_embedding, the_automatic_order_goes_table_by_table_only_where_every_slice_is_stored_in_place) {
   TypeParam::run([](communicator auto& comm) {
     // ctest runs every MPI test on one machine, where the ranks share memory.
-    for (const bool share_memory : {true, false}) {
-      fused::embedding_options options;
-      options.share_memory = share_memory;
-      const fused::embedding_all_to_all op(comm, configurations[0].shape, options);
-      EXPECT_EQ(op.stores_in_place(), share_memory || simulated(comm));
-      EXPECT_EQ(op.plan().order(), share_memory && !simulated(comm) ? fused::slice_order::table_by_table
-                                                                     : fused::slice_order::communication_aware);
+    for (const auto& how : sharings(comm)) {
+      const fused::embedding_all_to_all op(comm, configurations[0].shape, how.options());
+      expect_stores_in_place(op, comm, how, how.name());
+      EXPECT_EQ(op.plan().order(), how.stores_everywhere(comm) && !simulated(comm) ? fused::slice_order::table_by_table
+                                                                                   : fused::slice_order::communication_aware)
+          << how.name();
     }
   });
   EXPECT_THROW(fused::embedding_plan({2, 1, 2}, 2, 1, fused::slice_order::automatic), argument_error);
+}
+
+TYPED_TEST(fused_embedding, ranks_per_node_is_refused_where_it_cannot_apply) {
+  TypeParam::run([](communicator auto& comm) {
+    fused::embedding_options options;
+    options.ranks_per_node = -1;
+    EXPECT_THROW(fused::embedding_all_to_all(comm, configurations[0].shape, options), argument_error);
+    options.ranks_per_node = 2;
+    if (simulated(comm)) {
+      EXPECT_THROW(fused::embedding_all_to_all(comm, configurations[0].shape, options), argument_error);
+    }
+  });
 }
 
 TYPED_TEST(fused_embedding, without_a_machine_model_operator_times_both_paths_then_every_rank_keeps_one) {

@@ -552,18 +552,39 @@ static_assert(shardwise::communicator<communicator>, "mpi::communicator must mod
 // it). Stores into it are ordered by the C++ atomics of whoever uses it (sim/epoch_flags.hpp), as between
 // threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its lifetime, which
 // direct loads and stores need.
-[[nodiscard]] inline bool shares_memory(communicator& comm) {
+namespace detail {
+// The ranks of comm on this rank's node, as a communicator freed with this (collective).
+struct node_ranks {
   MPI_Comm node = MPI_COMM_NULL;
-  detail::check(MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), comm.world_rank(),
-                "shares_memory");
-  int node_size = 0;
-  MPI_Comm_size(node, &node_size);
-  MPI_Comm_free(&node);
-  return node_size == comm.size();  // the same answer on every rank: all on one node, or not
+  explicit node_ranks(communicator& comm) {
+    check(MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &node), comm.world_rank(),
+          "MPI_Comm_split_type");
+  }
+  node_ranks(const node_ranks&) = delete;
+  node_ranks& operator=(const node_ranks&) = delete;
+  ~node_ranks() { MPI_Comm_free(&node); }
+  [[nodiscard]] int size() const {
+    int n = 0;
+    MPI_Comm_size(node, &n);
+    return n;
+  }
+};
+}  // namespace detail
+
+[[nodiscard]] inline std::vector<int> shared_memory_groups(communicator& comm) {
+  int first = comm.rank();
+  {
+    const detail::node_ranks node(comm);
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node.node), comm.world_rank(),
+                  "shared_memory_groups");
+  }
+  std::vector<int> groups(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const int>(&first, 1), groups);
+  return groups;
 }
 
 [[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
-  if (!shares_memory(comm)) return std::nullopt;
+  if (detail::node_ranks(comm).size() != comm.size()) return std::nullopt;  // the same answer on every rank
   const int rank = comm.world_rank();
   MPI_Info info = MPI_INFO_NULL;
   MPI_Info_create(&info);

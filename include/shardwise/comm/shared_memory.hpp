@@ -5,7 +5,9 @@
 // NVLink or xGMI, for the zero-copy stores of sim/symmetric_window.hpp.
 //
 // A backend that has it provides, found by argument-dependent lookup:
-//   shares_memory(comm)        whether every rank of comm can reach every other's memory (collective)
+//   shared_memory_groups(comm) for every rank of comm, the lowest rank whose memory it reaches (its
+//                              node's first rank, for MPI): ranks with the same entry share memory
+//                              (collective)
 //   share_memory(comm, bytes)  this rank's block of `bytes` (sizes may differ), or nothing where the
 //                              ranks do not all share memory (collective)
 #include <cstddef>

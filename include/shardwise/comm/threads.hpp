@@ -882,7 +882,9 @@ static_assert(shardwise::communicator<communicator>, "threads::communicator must
 
 // comm/shared_memory.hpp: threads share one address space, so every rank's block is on the heap and
 // the ranks exchange its address.
-[[nodiscard]] inline bool shares_memory(const communicator&) noexcept { return true; }
+[[nodiscard]] inline std::vector<int> shared_memory_groups(const communicator& comm) {
+  return std::vector<int>(static_cast<std::size_t>(comm.size()), 0);
+}
 [[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
   constexpr std::align_val_t cache_line{64};  // no false sharing with the neighbouring allocation
   const auto release = [cache_line](std::byte* block) { ::operator delete(block, cache_line); };

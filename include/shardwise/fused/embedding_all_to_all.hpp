@@ -10,24 +10,24 @@
 //   baseline()  pool everything, then one all_to_all_v, then unpack into the output layout
 //   fused()     pool slice by slice; the task that completes a slice's done-bitmask sends the slice and
 //               raises its ready flag at the destination; other ranks' slices first (of every table
-//               where slices travel, of each table where they are stored in place; or oblivious for
-//               comparison: fused/embedding_plan.hpp); each rank then waits for its incoming flags
+//               where slices travel, of each table where all are stored in place; or oblivious for
+//               comparison: fused/embedding_plan.hpp); each rank then waits for its incoming slices
 //   operator()  fused() when the cost model predicts a gain, else baseline() ("never worse"); without a
 //               machine model (threads, MPI) it measures instead: its first calls alternate the two
 //               paths, then every rank keeps the one whose slowest rank was faster
 // Both give bitwise the same output (each row is pooled by the same code in the same order).
 //
 // Per backend:
-//   threads,  real concurrent code: the output lives in a symmetric window (sim/symmetric_window.hpp;
-//   MPI on    for MPI an MPI-3 shared-memory window, comm/shared_memory.hpp), so a rank pools straight
-//   one node  into its peer's output (zero copy) and raises the peer's epoch flag (sim/epoch_flags.hpp);
-//             waits block, with a timeout
+//   threads,  real concurrent code: the output lives in a symmetric window over the ranks that share
+//   MPI       memory (sim/symmetric_window.hpp; for MPI the ranks of a node, in an MPI-3 shared-memory
+//             window, comm/shared_memory.hpp), so a rank pools straight into those peers' outputs (zero
+//             copy) and raises their epoch flags (sim/epoch_flags.hpp); waits block, with a timeout.
+//             Slices for the other ranks (MPI ranks on other nodes, or every rank with share_memory
+//             off) travel as non-blocking messages: receives posted up front, each slice sent when done
 //   sim_gpu   the same data movement, and time from the models: a persistent kernel on the
 //             communicator's stream (sim/persistent_kernel.hpp) whose puts and flags share the network
 //             (sim/message_queue.hpp); peers in another node get the slice by put from a staging
 //             buffer, peers in the node by zero-copy stores; workgroup and link tracks in the timeline
-//   others    (MPI across nodes, or share_memory off) slices as non-blocking messages: receives
-//             posted up front, each slice sent when done
 //
 // Ready flags hold the call's epoch, so a signal from an earlier call never satisfies a later one and
 // nothing is reset between calls except the done-bitmasks, which the completing task clears. A rank
@@ -87,11 +87,16 @@ struct embedding_options {
   fused::pooling pooling = pooling::sum;
   path choice = path::automatic;
   std::chrono::duration<double> timeout = std::chrono::seconds(60);  // for any one call's waits
-  // Where every rank reaches every other's memory (threads; MPI ranks on one node, through an MPI-3
-  // shared-memory window), fused() pools straight into the peers' outputs and raises their flags; false
-  // sends slices as messages instead (on threads too). sim_gpu always stores: its model is of
-  // GPU-initiated stores and puts.
+  // fused() pools straight into the outputs of the peers whose memory this rank reaches (threads; MPI
+  // ranks on its node, through an MPI-3 shared-memory window) and raises their flags, and sends slices to
+  // the others as messages; false sends every slice as a message (on threads too). sim_gpu always stores
+  // or puts: its model is of GPU-initiated stores and puts.
   bool share_memory = true;
+  // More than 0: only groups of this many consecutive ranks share memory, as if each group were a node,
+  // so one machine runs the path of several (stores within a group, messages between groups) to test or
+  // measure it, as MPICH's MPIR_CVAR_NUM_CLIQUES does for its hierarchical collectives. Not on sim_gpu,
+  // whose machine model says where its nodes are.
+  int ranks_per_node = 0;
   sim::gpu_initiated_model gpu_initiated{};
   // The machine operator() decides on (sim_gpu: its own); without one it always fuses.
   std::optional<sim::machine> machine;
@@ -168,24 +173,23 @@ inline std::int64_t lookups(const embedding_bags& bags, std::int64_t row) {
 template <communicator Comm>
 class embedding_all_to_all {
   static constexpr bool simulated = detail::simulated<Comm>;
+  using data_communicator_type = std::conditional_t<simulated, threads::communicator, Comm>;
   static constexpr std::string_view name = "embedding_all_to_all";
   static constexpr int slice_tag = 0x6e6d;
 
  public:
   // Collective: every rank constructs it with the same shape and options.
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
-      : comm_(&comm), options_(std::move(options)),
-        in_place_(simulated || (options_.share_memory && sim::shares_memory_with_every_rank(comm))),
+      : comm_(&comm), options_(std::move(options)), groups_(groups_of(comm)),
         plan_(shape, comm.size(), chosen_slice_rows(shape), order(), comm.world_rank()),
-        done_(plan_.tasks_per_slice(comm.rank()), sim::tasks_run::on_one_thread) {
-    const std::size_t output = static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width());
-    if (in_place_) {
-      auto window = sim::symmetric_window<float>::create(data_communicator(), output, plan_.flags_at(rank()));
-      if (!window) throw error(comm.world_rank(), name, "the ranks share memory, but mapping it failed");
-      window_.emplace(std::move(*window));
-    } else {
-      output_.resize(output);
-    }
+        done_(plan_.tasks_per_slice(comm.rank()), sim::tasks_run::on_one_thread),
+        group_(data_communicator().split(groups_[static_cast<std::size_t>(comm.rank())], comm.rank())) {
+    for (int p = 0, in_group = 0; p < comm.size(); ++p)
+      group_rank_.push_back(groups_[static_cast<std::size_t>(p)] == groups_[static_cast<std::size_t>(rank())] ? in_group++ : -1);
+    auto window = sim::symmetric_window<float>::create(
+        group_, static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width()), plan_.flags_at(rank()));
+    if (!window) throw error(comm.world_rank(), name, "the ranks of a group share memory, but mapping it failed");
+    window_.emplace(std::move(*window));
     if constexpr (simulated) {
       devices_.resize(static_cast<std::size_t>(comm.size()));
       const int mine = comm.world_rank();
@@ -198,8 +202,9 @@ class embedding_all_to_all {
   embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
 
   [[nodiscard]] const embedding_plan& plan() const noexcept { return plan_; }
-  // Whether fused() stores straight into the peers' outputs (else it sends slices as messages).
-  [[nodiscard]] bool stores_in_place() const noexcept { return in_place_; }
+  // Whether fused() stores the slices for `peer` straight into its output (its own always; else they
+  // leave as messages, or on sim_gpu as puts from a staging buffer to another node).
+  [[nodiscard]] bool stores_in_place(int peer) const { return delivery_to(peer) == delivery::store; }
   // Whether operator() takes the fused path (while it is still measuring, the path of its next call).
   [[nodiscard]] bool fuses() const noexcept { return trial_ ? trial_->calls % 2 == 0 : fuses_; }
   // Whether operator() is still timing both paths (path::automatic without a machine model).
@@ -303,16 +308,99 @@ class embedding_all_to_all {
   std::span<const float> fused(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
     check(tables, bags);
     ++epoch_;
-    if (in_place_) fused_in_shared_memory(tables, bags);
-    else if constexpr (!simulated) fused_by_messages(tables, bags);
-    return output();
+    auto& window = *window_;
+    const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
+    window.flags().raise(0, epoch_);  // peers of the group may now overwrite this rank's previous result
+    // Slices from outside the group: receives posted up front in each sender's order (messages between
+    // two ranks with one tag match in order), unpacked at the end.
+    struct arriving {
+      embedding_slice slice;
+      std::size_t at;
+    };
+    std::vector<arriving> incoming;
+    std::size_t received_floats = 0;
+    for (int s = 0; s < P; ++s)
+      if (delivery_to(s) == delivery::message)
+        for (const auto& slice : plan_.slices(s))
+          if (slice.destination == r) {
+            incoming.push_back({slice, received_floats});
+            received_floats += static_cast<std::size_t>(slice.rows * D);
+          }
+    const auto received = kept(receive_buffer_, received_floats);
+    std::vector<typename Comm::request> receives, sends;
+    for (const auto& a : incoming)
+      receives.push_back(comm_->irecv(std::span<float>(received.data() + a.at, static_cast<std::size_t>(a.slice.rows * D)),
+                                      owner_of(a.slice.table), slice_tag));
+    // Slices that leave through a buffer (messages, puts): each its own range, kept until it has left.
+    std::size_t leaving = 0;
+    for (int d = 0; d < P; ++d)
+      if (delivery_to(d) != delivery::store) leaving += static_cast<std::size_t>(plan_.rows_of(d) * plan_.tables_of(r) * D);
+    const auto sending = kept(send_buffer_, leaving);
+    std::vector<char> opened(static_cast<std::size_t>(P), 0);
+    std::optional<fused_kernel_model> model;
+    if constexpr (simulated)
+      model.emplace(plan_, comm_->world_rank(), machine(), options_.gpu_initiated, comm_->stream().available(),
+                    comm_->timeline());
+    std::size_t next = 0, at = 0;
+    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
+      const int d = slice.destination;
+      const auto how = delivery_to(d);
+      if (how != delivery::message && !opened[static_cast<std::size_t>(d)]) {
+        window.peer_flags(group_rank(d)).wait_or_throw(0, epoch_, deadline, comm_->world_rank(), name,
+                                                       "rank " + std::to_string(d) + " to open its output");
+        opened[static_cast<std::size_t>(d)] = 1;
+      }
+      if (how != delivery::store && task == 0) {
+        at = next;
+        next += static_cast<std::size_t>(slice.rows * D);
+      }
+      const int t = slice.table - plan_.first_table(r);
+      const auto& bag = bags[static_cast<std::size_t>(t)];
+      float* out = how == delivery::store
+                       ? window.peer_buffer(group_rank(d)).data() + plan_.output_offset(d, slice.table, row)
+                       : sending.data() + at + static_cast<std::size_t>(task * D);
+      detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
+      if (model) model->task(slice, task, detail::lookups(bag, row));
+      // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
+      if (!done_.complete(s, task)) return;
+      const std::span<const float> pooled(sending.data() + at, static_cast<std::size_t>(slice.rows * D));
+      if (how == delivery::message) {
+        sends.push_back(comm_->isend(pooled, d, slice_tag));
+        return;
+      }
+      if (how == delivery::put)
+        for (std::int64_t i = 0; i < slice.rows; ++i)
+          window.put(group_rank(d), static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
+                     pooled.subspan(static_cast<std::size_t>(i * D), static_cast<std::size_t>(D)));
+      window.fence();
+      window.signal(group_rank(d), slice.flag, epoch_);
+    });
+    const auto per_table = static_cast<std::size_t>(plan_.slices_to(r));
+    for (std::size_t f = 1; f < plan_.flags_at(r); ++f) {
+      const auto table = static_cast<int>((f - 1) / per_table);
+      if (delivery_to(owner_of(table)) == delivery::message) continue;
+      window.flags().wait_or_throw(f, epoch_, deadline, comm_->world_rank(), name,
+                                   "slice " + std::to_string((f - 1) % per_table) + " of table " + std::to_string(table) +
+                                       " from rank " + std::to_string(owner_of(table)));
+    }
+    for (auto& request : receives) request.wait();
+    auto out = output();
+    for (const auto& a : incoming)
+      for (std::int64_t row = 0; row < a.slice.rows; ++row)
+        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
+                    out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
+    for (auto& request : sends) request.wait();
+    if constexpr (simulated) finish_model(*model);
+    return out;
   }
 
  private:
   [[nodiscard]] int rank() const { return comm_->rank(); }
-  [[nodiscard]] std::span<float> output() { return window_ ? window_->local() : std::span<float>(output_); }
+  [[nodiscard]] std::span<float> output() { return window_->local(); }
   // The communicator the window and the model's bookkeeping use (sim_gpu: untimed).
-  auto& data_communicator() {
+  data_communicator_type& data_communicator() {
     if constexpr (simulated) return comm_->untimed();
     else return *comm_;
   }
@@ -337,9 +425,44 @@ class embedding_all_to_all {
     return r;
   }
 
+  // Per rank, the lowest rank of its group: the ranks whose outputs fused() stores into (collective).
+  std::vector<int> groups_of(Comm& comm) const {
+    const int P = comm.size(), k = options_.ranks_per_node;
+    if (k < 0 || (simulated && k != 0))
+      throw argument_error(comm.world_rank(), name,
+                           "ranks_per_node is " + std::to_string(k) +
+                               (simulated ? "; on sim_gpu the machine model says where the nodes are, so it must be 0"
+                                          : "; it must be 0 (the backend's nodes) or more"));
+    std::vector<int> groups(static_cast<std::size_t>(P));
+    if (simulated) return groups;  // one window: its puts to other nodes are modelled, its data shared
+    if (!options_.share_memory) {
+      for (int p = 0; p < P; ++p) groups[static_cast<std::size_t>(p)] = p;
+      return groups;
+    }
+    const auto memory = sim::shared_memory_groups_of(comm);
+    const auto with = [&](int p, int q) {
+      return memory[static_cast<std::size_t>(p)] == memory[static_cast<std::size_t>(q)] && (k == 0 || p / k == q / k);
+    };
+    for (int p = 0; p < P; ++p) {
+      int first = 0;
+      while (!with(first, p)) ++first;
+      groups[static_cast<std::size_t>(p)] = first;
+    }
+    return groups;
+  }
+  [[nodiscard]] int group_rank(int peer) const { return group_rank_[static_cast<std::size_t>(peer)]; }
+
+  // How fused() hands a slice to `peer`.
+  enum class delivery { store, put, message };
+  [[nodiscard]] delivery delivery_to(int peer) const {
+    if (groups_.at(static_cast<std::size_t>(peer)) != groups_[static_cast<std::size_t>(rank())]) return delivery::message;
+    return stages(peer) ? delivery::put : delivery::store;
+  }
+
   [[nodiscard]] slice_order order() const {
     if (options_.order != slice_order::automatic) return options_.order;
-    return in_place_ && !simulated ? slice_order::table_by_table : slice_order::communication_aware;
+    const bool stores_everywhere = std::all_of(groups_.begin(), groups_.end(), [](int group) { return group == 0; });
+    return stores_everywhere && !simulated ? slice_order::table_by_table : slice_order::communication_aware;
   }
   [[nodiscard]] bool has_machine() const { return simulated || options_.machine.has_value(); }
   [[nodiscard]] std::int64_t expected_bag_length() const { return std::max<std::int64_t>(1, options_.expected_bag_length); }
@@ -376,53 +499,6 @@ class embedding_all_to_all {
         fail("the offsets of table " + std::to_string(t) + " must be " + std::to_string(B + 1) +
              " non-decreasing entries from 0 to at most the " + std::to_string(bags[t].indices.size()) + " indices");
     }
-  }
-
-  // Ranks that share memory (threads, MPI on one node, sim_gpu): stores into the peers' windows, epoch
-  // flags; on sim_gpu also modelled time.
-  void fused_in_shared_memory(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
-    auto& window = *window_;
-    const int r = rank(), D = plan_.shape().dimension;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-    window.flags().raise(0, epoch_);  // peers may now overwrite this rank's previous result
-    std::vector<char> opened(static_cast<std::size_t>(comm_->size()), 0);
-    const auto staging = kept(send_buffer_, static_cast<std::size_t>(plan_.slice_rows() * D));
-    std::optional<fused_kernel_model> model;
-    if constexpr (simulated)
-      model.emplace(plan_, comm_->world_rank(), machine(), options_.gpu_initiated, comm_->stream().available(),
-                    comm_->timeline());
-    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
-      const int d = slice.destination;
-      if (!opened[static_cast<std::size_t>(d)]) {
-        window.peer_flags(d).wait_or_throw(0, epoch_, deadline, comm_->world_rank(), name,
-                                           "rank " + std::to_string(d) + " to open its output");
-        opened[static_cast<std::size_t>(d)] = 1;
-      }
-      const bool zero_copy = !stages(d);
-      const int t = slice.table - plan_.first_table(r);
-      const auto& bag = bags[static_cast<std::size_t>(t)];
-      float* out = zero_copy ? window.peer_buffer(d).data() + plan_.output_offset(d, slice.table, row)
-                             : staging.data() + task * D;
-      detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
-      if (model) model->task(slice, task, detail::lookups(bag, row));
-      // The task that fills the done-bitmask sends the slice (unless stored in place) and its flag.
-      if (!done_.complete(s, task)) return;
-      if (!zero_copy)
-        for (std::int64_t i = 0; i < slice.rows; ++i)
-          window.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
-                     std::span<const float>(staging.data() + i * D, static_cast<std::size_t>(D)));
-      window.fence();
-      window.signal(d, slice.flag, epoch_);
-    });
-    const auto per_table = static_cast<std::size_t>(plan_.slices_to(r));
-    for (std::size_t f = 1; f < plan_.flags_at(r); ++f) {
-      const auto table = static_cast<int>((f - 1) / per_table);
-      window.flags().wait_or_throw(f, epoch_, deadline, comm_->world_rank(), name,
-                                   "slice " + std::to_string((f - 1) % per_table) + " of table " + std::to_string(table) +
-                                       " from rank " + std::to_string(owner_of(table)));
-    }
-    if constexpr (simulated) finish_model(*model);
   }
 
   // sim_gpu: whether slices for `peer` go through a staging buffer and a put (another node).
@@ -468,66 +544,15 @@ class embedding_all_to_all {
     comm_->stream().synchronize();
   }
 
-  // Ranks that do not share memory (MPI across nodes), or share_memory off: receives posted up front in
-  // each sender's order (messages between two ranks with one tag match in order), slices sent as they
-  // complete, unpacked at the end.
-  void fused_by_messages(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
-    const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
-    auto out = output();
-    struct arriving {
-      embedding_slice slice;
-      std::size_t at;
-    };
-    std::vector<arriving> incoming;
-    std::size_t received_floats = 0;
-    for (int s = 0; s < P; ++s) {
-      if (s == r) continue;
-      for (const auto& slice : plan_.slices(s))
-        if (slice.destination == r) {
-          incoming.push_back({slice, received_floats});
-          received_floats += static_cast<std::size_t>(slice.rows * D);
-        }
-    }
-    const auto received = kept(receive_buffer_, received_floats);
-    std::vector<typename Comm::request> receives, sends;
-    for (const auto& a : incoming)
-      receives.push_back(comm_->irecv(std::span<float>(received.data() + a.at, static_cast<std::size_t>(a.slice.rows * D)),
-                                      owner_of(a.slice.table), slice_tag));
-    // Send staging: each outgoing slice its own range, kept until its send completes.
-    const auto sending =
-        kept(send_buffer_, static_cast<std::size_t>((plan_.shape().global_batch - plan_.rows_of(r)) * plan_.tables_of(r) * D));
-    std::size_t next = 0, at = 0;
-    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
-      const bool local = slice.destination == r;
-      if (task == 0 && !local) {
-        at = next;
-        next += static_cast<std::size_t>(slice.rows * D);
-      }
-      const int t = slice.table - plan_.first_table(r);
-      float* into = local ? out.data() + plan_.output_offset(r, slice.table, row)
-                          : sending.data() + at + static_cast<std::size_t>(task * D);
-      detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bags[static_cast<std::size_t>(t)], row, options_.pooling,
-                       into, comm_->world_rank());
-      if (done_.complete(s, task) && !local)
-        sends.push_back(comm_->isend(std::span<const float>(sending.data() + at, static_cast<std::size_t>(slice.rows * D)),
-                                     slice.destination, slice_tag));
-    });
-    for (auto& request : receives) request.wait();
-    for (const auto& a : incoming)
-      for (std::int64_t row = 0; row < a.slice.rows; ++row)
-        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
-                    out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
-    for (auto& request : sends) request.wait();
-  }
-
   Comm* comm_;
   embedding_options options_;
-  bool in_place_;  // before plan_: the automatic order depends on it
+  std::vector<int> groups_;  // groups_of(); before plan_: the automatic order depends on it
   embedding_plan plan_;
   sim::done_bitmask done_;  // per slice of this rank's order, a bit per row; marked by this rank's thread alone
-  std::optional<sim::symmetric_window<float>> window_;
+  data_communicator_type group_;  // the ranks of this rank's group
+  std::vector<int> group_rank_;   // each rank's rank in group_, or -1
+  std::optional<sim::symmetric_window<float>> window_;  // over group_: every output and flag of the group
   std::vector<int> devices_;  // device (world rank) of each rank
-  std::vector<float> output_;
   std::vector<float> send_buffer_, receive_buffer_;  // for kept()
   std::uint64_t epoch_ = 0;
   bool fuses_ = true;

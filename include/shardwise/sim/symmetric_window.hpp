@@ -29,12 +29,17 @@
 
 namespace shardwise::sim {
 
-// Whether the ranks of `comm` can reach each other's memory (collective): its backend shares memory
-// (comm/shared_memory.hpp) and, for MPI, every rank is on one node.
+// For every rank of `comm`, the lowest rank whose memory it reaches (collective): where the backend
+// shares memory (comm/shared_memory.hpp), ranks with the same entry do; elsewhere each rank is alone.
 template <class Comm>
-[[nodiscard]] bool shares_memory_with_every_rank(Comm& comm) {
-  if constexpr (requires { shares_memory(comm); }) return shares_memory(comm);
-  else return false;
+[[nodiscard]] std::vector<int> shared_memory_groups_of(Comm& comm) {
+  if constexpr (requires { shared_memory_groups(comm); }) {
+    return shared_memory_groups(comm);
+  } else {
+    std::vector<int> alone(static_cast<std::size_t>(comm.size()));
+    for (int r = 0; r < comm.size(); ++r) alone[static_cast<std::size_t>(r)] = r;
+    return alone;
+  }
 }
 
 template <class T>
