@@ -18,15 +18,10 @@
 #include <span>
 #include <string>
 
-#include "benchmark_main.hpp"
-#include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/transformer_block.hpp"
 #include "slowest_rank.hpp"
-#ifdef SHARDWISE_BENCH_MPI
-#include "mpi_orders.hpp"
-#include "shardwise/comm/mpi.hpp"
-#endif
+#include "workloads.hpp"
 
 namespace {
 
@@ -83,28 +78,10 @@ void run_steps(shardwise::communicator auto& comm, const shardwise::coordinates<
   state->counters["ranks"] = comm.size();
 }
 
-// What is measured: a name, the block on P threads, the block on P MPI ranks.
-struct workload {
-  const char* name;
-  int ranks;
-  void (*on_threads)(benchmark::State& state);
-#ifdef SHARDWISE_BENCH_MPI
-  void (*on_mpi)(shardwise::mpi::communicator& part, benchmark::State* state);
-#endif
-};
-
 template <class Family, std::size_t D, shardwise::coordinates<D> Grid>
-constexpr workload make_workload(const char* name) {
-  return {name, shardwise::grid_size(Grid),
-          [](benchmark::State& state) {
-            shardwise::threads::run(shardwise::grid_size(Grid), [&](shardwise::communicator auto& comm) {
-              run_steps<Family>(comm, Grid, comm.rank() == 0 ? &state : nullptr);
-            });
-          },
-#ifdef SHARDWISE_BENCH_MPI
-          [](shardwise::mpi::communicator& part, benchmark::State* state) { run_steps<Family>(part, Grid, state); },
-#endif
-  };
+constexpr shardwise::bench::workload make_workload(const char* name) {
+  constexpr auto steps = [](auto& comm, benchmark::State* state) { run_steps<Family>(comm, Grid, state); };
+  return shardwise::bench::measured<decltype(steps)>(name, {shardwise::grid_size(Grid), 0}, false);
 }
 
 const std::array workloads = {
@@ -115,46 +92,6 @@ const std::array workloads = {
     make_workload<nn::tensor_parallel_3d<>, 3, shardwise::coordinates<3>{2, 2, 2}>("transformer_block/3d/8"),
 };
 
-#ifdef SHARDWISE_BENCH_MPI
-// Rank 0 tells the other ranks which workload to run on its first `ranks` ranks (mpi_orders.hpp).
-struct command {
-  int workload = 0;
-  int ranks = 0;
-};
-
-void run_on_mpi(shardwise::mpi::communicator& part, const command& order, benchmark::State* state) {
-  workloads[static_cast<std::size_t>(order.workload)].on_mpi(part, state);
-}
-#endif
-
-// Every workload on threads and, built with MPI, on the world's first ranks where it has enough (`driver`
-// is null without MPI).
-template <class Driver>
-bool register_all([[maybe_unused]] Driver* driver, [[maybe_unused]] int world_size) {
-  for (std::size_t w = 0; w < workloads.size(); ++w) {
-    benchmark::RegisterBenchmark((std::string(workloads[w].name) + "/threads").c_str(),
-                                 [w](benchmark::State& state) { workloads[w].on_threads(state); })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-#ifdef SHARDWISE_BENCH_MPI
-    if (workloads[w].ranks > world_size) continue;
-    benchmark::RegisterBenchmark(
-        (std::string(workloads[w].name) + "/mpi").c_str(),
-        [driver, w](benchmark::State& state) { driver->run(command{static_cast<int>(w), workloads[w].ranks}, &state); })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-#endif
-  }
-  return true;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-#ifdef SHARDWISE_BENCH_MPI
-  return shardwise::bench::run_benchmarks(
-      argc, argv, run_on_mpi, [](auto& driver, int world_size) { return register_all(&driver, world_size); });
-#else
-  return shardwise::bench::run_benchmarks(argc, argv, [] { return register_all<void>(nullptr, 1); });
-#endif
-}
+int main(int argc, char** argv) { return shardwise::bench::run_workloads<workloads>(argc, argv); }

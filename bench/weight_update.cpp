@@ -24,15 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "benchmark_main.hpp"
-#include "shardwise/comm/threads.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sgd.hpp"
 #include "shardwise/optim/sharded.hpp"
-#ifdef SHARDWISE_BENCH_MPI
-#include "mpi_orders.hpp"
-#include "shardwise/comm/mpi.hpp"
-#endif
+#include "workloads.hpp"
 
 namespace {
 
@@ -93,28 +88,10 @@ void run_steps(shardwise::communicator auto& comm, benchmark::State* state) {
   state->SetBytesProcessed(state->iterations() * static_cast<std::int64_t>(parameters * sizeof(float)));
 }
 
-// What is measured: a name, the update on threads, the update on MPI ranks, at which P.
-struct workload {
-  const char* name;
-  void (*on_threads)(int ranks, benchmark::State& state);
-#ifdef SHARDWISE_BENCH_MPI
-  void (*on_mpi)(shardwise::mpi::communicator& part, benchmark::State* state);
-#endif
-  std::array<int, 2> rank_counts;
-};
-
 template <class Update, const shape_list& shapes>
-constexpr workload make_workload(const char* name, std::array<int, 2> rank_counts) {
-  return {name,
-          [](int ranks, benchmark::State& state) {
-            shardwise::threads::run(ranks, [&](shardwise::communicator auto& comm) {
-              run_steps<Update, shapes>(comm, comm.rank() == 0 ? &state : nullptr);
-            });
-          },
-#ifdef SHARDWISE_BENCH_MPI
-          [](shardwise::mpi::communicator& part, benchmark::State* state) { run_steps<Update, shapes>(part, state); },
-#endif
-          rank_counts};
+constexpr shardwise::bench::workload make_workload(const char* name, std::array<int, 2> rank_counts) {
+  constexpr auto steps = [](auto& comm, benchmark::State* state) { run_steps<Update, shapes>(comm, state); };
+  return shardwise::bench::measured<decltype(steps)>(name, rank_counts, true);
 }
 
 const std::array workloads = {
@@ -124,50 +101,6 @@ const std::array workloads = {
     make_workload<optim::sharded_update<optim::sgd>, concatenated>("batching/concatenated", {8, 0}),
 };
 
-#ifdef SHARDWISE_BENCH_MPI
-// Rank 0 tells the other ranks which workload to run on its first `ranks` ranks (mpi_orders.hpp).
-struct command {
-  int workload = 0;
-  int ranks = 0;
-};
-
-void run_on_mpi(shardwise::mpi::communicator& part, const command& order, benchmark::State* state) {
-  workloads[static_cast<std::size_t>(order.workload)].on_mpi(part, state);
-}
-#endif
-
-// Every workload at each of its rank counts on threads and, built with MPI, on the world's first ranks
-// where it has enough (`driver` is null without MPI).
-template <class Driver>
-bool register_all([[maybe_unused]] Driver* driver, [[maybe_unused]] int world_size) {
-  for (std::size_t w = 0; w < workloads.size(); ++w) {
-    for (const int ranks : workloads[w].rank_counts) {
-      if (ranks == 0) continue;
-      const std::string suffix = "/" + std::to_string(ranks);
-      benchmark::RegisterBenchmark((std::string(workloads[w].name) + "/threads" + suffix).c_str(),
-                                   [w, ranks](benchmark::State& state) { workloads[w].on_threads(ranks, state); })
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
-#ifdef SHARDWISE_BENCH_MPI
-      if (ranks > world_size) continue;
-      benchmark::RegisterBenchmark(
-          (std::string(workloads[w].name) + "/mpi" + suffix).c_str(),
-          [driver, w, ranks](benchmark::State& state) { driver->run(command{static_cast<int>(w), ranks}, &state); })
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
-#endif
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-#ifdef SHARDWISE_BENCH_MPI
-  return shardwise::bench::run_benchmarks(
-      argc, argv, run_on_mpi, [](auto& driver, int world_size) { return register_all(&driver, world_size); });
-#else
-  return shardwise::bench::run_benchmarks(argc, argv, [] { return register_all<void>(nullptr, 1); });
-#endif
-}
+int main(int argc, char** argv) { return shardwise::bench::run_workloads<workloads>(argc, argv); }
