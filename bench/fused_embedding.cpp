@@ -13,6 +13,7 @@
 //     slices/S            B = 1024, T = 256, slice size S
 //     order/B/T/aware|oblivious  per-node times of the two slice orders (the skew between nodes)
 //     small/B/T/S         tiny batches and slices, where the automatic path must not lose
+//     scale/GxK/B/T       beyond the paper: G GPUs in nodes of K (8 in 8 nodes, 8 in 2 nodes of 4)
 // threads/… wall time at 8 ranks as threads, fused (zero copy, epoch flags) vs baseline
 //           (pool, all_to_all_v, unpack) vs what operator() chooses after its trial calls (automatic),
 //           slowest rank:
@@ -45,10 +46,17 @@ using namespace shardwise;
 
 constexpr int embedding_dimension = 256;  // the paper's (DLRM's Criteo configuration)
 
+// The paper's machine unless told otherwise: `gpus` MI210s in nodes of `gpus_per_node`.
+struct modelled_machine {
+  int gpus = 2;
+  int gpus_per_node = 1;
+};
+
 void report_model(benchmark::State& state, std::int64_t batch, int tables_per_gpu, std::int64_t slice_rows,
-                  std::int64_t bag_length, fused::slice_order order = fused::slice_order::communication_aware) {
-  constexpr int gpus = 2;
-  const auto machine = sim::presets::mi210_nodes(gpus, 1);
+                  std::int64_t bag_length, fused::slice_order order = fused::slice_order::communication_aware,
+                  modelled_machine nodes = {}) {
+  const int gpus = nodes.gpus;
+  const auto machine = sim::presets::mi210_nodes(gpus, nodes.gpus_per_node);
   const sim::gpu_initiated_model model{};
   const fused::embedding_shape shape{gpus * tables_per_gpu, embedding_dimension, batch};
   const fused::embedding_plan plan(shape, gpus, slice_rows, order);
@@ -99,6 +107,17 @@ void register_model() {
             ("model/order/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" +
              (order == fused::slice_order::oblivious ? "oblivious" : "aware")).c_str(),
             [=](benchmark::State& s) { report_model(s, batch, tables, 32, 10, order); })
+            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
+  for (const modelled_machine nodes : {modelled_machine{8, 1}, modelled_machine{8, 4}})
+    for (const std::int64_t batch : {256, 1024, 4096})
+      for (const int tables : {16, 64})
+        benchmark::RegisterBenchmark(("model/scale/" + std::to_string(nodes.gpus) + "x" +
+                                      std::to_string(nodes.gpus_per_node) + "/" + std::to_string(batch) + "/" +
+                                      std::to_string(tables)).c_str(),
+                                     [=](benchmark::State& s) {
+                                       report_model(s, batch, tables, 32, 10, fused::slice_order::communication_aware,
+                                                    nodes);
+                                     })
             ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
   for (const std::int64_t batch : {2, 8, 64})
     for (const int tables : {1, 16})

@@ -124,6 +124,16 @@ TEST(message_queue, messages_on_one_link_queue_and_pay_their_overhead) {
   EXPECT_DOUBLE_EQ(arrival[1], 2 * (0.5e-6 + 1e-6) + 1e-6) << "the second waits for the first";
 }
 
+TEST(message_queue, a_sender_does_not_stall_behind_a_busy_receiver) {
+  const auto net = sim::topology::nodes(3, 1, nic, nic, 1);
+  // GPU 2's receiving NIC is busy with GPU 0's 10 µs message; GPU 1 sends it 1 µs, then GPU 0 1 µs.
+  const sim::message three[] = {{0, 2, 1e5, 0}, {1, 2, 1e4, 0}, {1, 0, 1e4, 1e-9}};
+  const auto arrival = sim::deliver(net, three, 0);
+  EXPECT_DOUBLE_EQ(arrival[0], 10e-6 + 1e-6);
+  EXPECT_DOUBLE_EQ(arrival[1], 11e-6 + 1e-6) << "queued behind the first at GPU 2";
+  EXPECT_DOUBLE_EQ(arrival[2], 2e-6 + 1e-6) << "GPU 1's NIC sent it once the second had left, to a free receiver";
+}
+
 TEST(persistent_kernel, workgroups_share_the_device_and_a_fence_orders_a_signal_after_its_puts) {
   const sim::device_model gpu{1e12, 1e12, 0};
   const sim::gpu_initiated_model model{4, 0};
