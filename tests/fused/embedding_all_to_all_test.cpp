@@ -141,11 +141,15 @@ TYPED_TEST(fused_embedding, the_automatic_order_goes_table_by_table_only_where_e
   EXPECT_THROW(fused::embedding_plan({2, 1, 2}, 2, 1, fused::slice_order::automatic), argument_error);
 }
 
-TYPED_TEST(fused_embedding, ranks_per_node_is_refused_where_it_cannot_apply) {
+TYPED_TEST(fused_embedding, ranks_per_node_and_peers_out_of_range_are_refused) {
   TypeParam::run([](communicator auto& comm) {
     fused::embedding_options options;
     options.ranks_per_node = -1;
     EXPECT_THROW(fused::embedding_all_to_all(comm, configurations[0].shape, options), argument_error);
+    options.ranks_per_node = 0;
+    const fused::embedding_all_to_all op(comm, configurations[0].shape, options);
+    EXPECT_THROW((void)op.stores_in_place(comm.size()), argument_error);
+    EXPECT_THROW((void)op.stores_in_place(-1), argument_error);
     options.ranks_per_node = 2;
     if (simulated(comm)) {
       EXPECT_THROW(fused::embedding_all_to_all(comm, configurations[0].shape, options), argument_error);

@@ -204,7 +204,12 @@ class embedding_all_to_all {
   [[nodiscard]] const embedding_plan& plan() const noexcept { return plan_; }
   // Whether fused() stores the slices for `peer` straight into its output (its own always; else they
   // leave as messages, or on sim_gpu as puts from a staging buffer to another node).
-  [[nodiscard]] bool stores_in_place(int peer) const { return delivery_to(peer) == delivery::store; }
+  [[nodiscard]] bool stores_in_place(int peer) const {
+    if (peer < 0 || peer >= comm_->size())
+      throw argument_error(comm_->world_rank(), "embedding_all_to_all::stores_in_place",
+                           "peer " + std::to_string(peer) + " is not one of the " + std::to_string(comm_->size()) + " ranks");
+    return delivery_to(peer) == delivery::store;
+  }
   // Whether operator() takes the fused path (while it is still measuring, the path of its next call).
   [[nodiscard]] bool fuses() const noexcept { return trial_ ? trial_->calls % 2 == 0 : fuses_; }
   // Whether operator() is still timing both paths (path::automatic without a machine model).
@@ -455,7 +460,7 @@ class embedding_all_to_all {
   // How fused() hands a slice to `peer`.
   enum class delivery { store, put, message };
   [[nodiscard]] delivery delivery_to(int peer) const {
-    if (groups_.at(static_cast<std::size_t>(peer)) != groups_[static_cast<std::size_t>(rank())]) return delivery::message;
+    if (groups_[static_cast<std::size_t>(peer)] != groups_[static_cast<std::size_t>(rank())]) return delivery::message;
     return stages(peer) ? delivery::put : delivery::store;
   }
 
