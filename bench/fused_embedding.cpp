@@ -23,7 +23,8 @@
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
 //           an MPI-3 shared-memory window; fused_messages sends its slices as non-blocking messages, as
-//           between nodes
+//           between nodes; fused_two_nodes groups the processes as two nodes of 4 (ranks_per_node:
+//           stores within a group, messages between)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -184,7 +185,6 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   bench::measure(state, c.iterations, comm, [&] { benchmark::DoNotOptimize(op(table_spans, bags).data()); });
   if (state != nullptr) state->counters["fuses"] = op.fuses() ? 1 : 0;
 }
-
 
 std::vector<measured_configuration> configurations() {
   std::vector<measured_configuration> all{{"/8", 4, 64, 2048, 10, 20000, 30, true}};

@@ -370,15 +370,16 @@ class embedding_all_to_all {
       if (model) model->task(slice, task, detail::lookups(bag, row));
       // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
       if (!done_.complete(s, task)) return;
-      const std::span<const float> pooled(sending.data() + at, static_cast<std::size_t>(slice.rows * D));
-      if (how == delivery::message) {
-        sends.push_back(comm_->isend(pooled, d, slice_tag));
-        return;
-      }
-      if (how == delivery::put)
+      if (how != delivery::store) {
+        const std::span<const float> pooled(sending.data() + at, static_cast<std::size_t>(slice.rows * D));
+        if (how == delivery::message) {
+          sends.push_back(comm_->isend(pooled, d, slice_tag));
+          return;
+        }
         for (std::int64_t i = 0; i < slice.rows; ++i)
           window.put(group_rank(d), static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
                      pooled.subspan(static_cast<std::size_t>(i * D), static_cast<std::size_t>(D)));
+      }
       window.fence();
       window.signal(group_rank(d), slice.flag, epoch_);
     });
