@@ -17,9 +17,15 @@
 // threads/… wall time at 8 ranks as threads, fused (zero copy, epoch flags) vs baseline
 //           (pool, all_to_all_v, unpack) vs what operator() chooses after its trial calls (automatic),
 //           slowest rank:
-//     fused|baseline|automatic/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats, bags of 10
-//     fused|baseline|automatic/sweep/B/T/L  the model's dimension 256, global batch B, T tables per rank
-//                         of 2048 rows, bags of L
+//     fused|baseline|automatic|paired/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats,
+//                         bags of 10
+//     fused|baseline|automatic|paired/sweep/B/T/L  the model's dimension 256, global batch B, T tables
+//                         per rank of 2048 rows, bags of L
+//     paired/…            both paths on one operator, a call of each per iteration, each timed on its
+//                         own: on a machine whose speed drifts during a run (here one path's time of a
+//                         repetition ranges over 30-40% in a run), the two calls of a pair see the same
+//                         state. Counters: fused_ms and baseline_ms (each path's median call) and
+//                         fused_over_baseline (the median of the pairs' ratios)
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
 //           an MPI-3 shared-memory window; fused_messages sends its slices as non-blocking messages, as
@@ -28,6 +34,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <string>
@@ -142,22 +149,60 @@ struct measured_configuration {
 };
 constexpr int measured_ranks = 8;
 
-// A path of the operator, whether it may store into the peers' outputs where they share memory, and
-// in groups of how many ranks (0: all).
+// A path of the operator (or both in pairs), whether it may store into the peers' outputs where they
+// share memory, and in groups of how many ranks (0: all).
 struct measured_path {
   const char* name;
   fused::path choice;
   bool share_memory;
   int ranks_per_node;
+  bool paired = false;
 };
 // The last two only on MPI: every slice sent as a message, and the 8 processes grouped as two nodes of
 // 4 (stores within, messages between), the paper's two-node setup on one machine.
 constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
                                    {"baseline", fused::path::baseline, true, 0},
                                    {"automatic", fused::path::automatic, true, 0},
+                                   {"paired", fused::path::fused, true, 0, true},
                                    {"fused_messages", fused::path::fused, false, 0},
                                    {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
-constexpr int paths_on_threads = 3;
+constexpr int paths_on_threads = 4;
+
+double median(std::vector<double> values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// paired/…: `iterations` pairs of calls on `op`, the fused call first in every other pair.
+template <class Comm, class Operator, class Tables, class Bags>
+void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Operator& op, const Tables& tables,
+                   const Bags& bags) {
+  // Two calls of each path, so each path has written both outputs (see measure_path).
+  for (int call = 0; call < 4; ++call) (void)(call < 2 ? op.fused(tables, bags) : op.baseline(tables, bags));
+  std::vector<double> fused_seconds, baseline_seconds;
+  const auto pair = [&] {
+    const bool fused_first = fused_seconds.size() % 2 == 0;
+    std::array<double, 2> seconds{};  // fused, baseline
+    for (const bool fuse : {fused_first, !fused_first})
+      seconds[fuse ? 0 : 1] = bench::slowest(comm, [&] {
+        benchmark::DoNotOptimize((fuse ? op.fused(tables, bags) : op.baseline(tables, bags)).data());
+      });
+    fused_seconds.push_back(seconds[0]);
+    baseline_seconds.push_back(seconds[1]);
+    return seconds[0] + seconds[1];
+  };
+  if (state == nullptr) {
+    for (long long i = 0; i < iterations; ++i) pair();
+    return;
+  }
+  for (auto _ : *state) state->SetIterationTime(pair());
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < fused_seconds.size(); ++i) ratios.push_back(fused_seconds[i] / baseline_seconds[i]);
+  state->counters["fused_ms"] = 1e3 * median(fused_seconds);
+  state->counters["baseline_ms"] = 1e3 * median(baseline_seconds);
+  state->counters["fused_over_baseline"] = median(ratios);
+}
 
 // One rank's part of a measurement; `state` on the reporting rank only.
 template <class Comm>
@@ -177,11 +222,19 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
                          0.001F * static_cast<float>(t + 1));
   for (const auto& w : weights) table_spans.emplace_back(w);
   const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
-  // Untimed calls first: one, whose page faults on the buffers each path keeps (three output-sized ones
-  // for the baseline, one for fused) would otherwise weigh on the few iterations of the large shapes;
-  // for the automatic path, its trial calls, until it has chosen.
-  do op(table_spans, bags);
-  while (op.measuring());
+  if (which.paired) {
+    measure_pairs(comm, state, c.iterations, op, table_spans, bags);
+    return;
+  }
+  // Untimed calls first, whose page faults would otherwise weigh on the few iterations of the large
+  // shapes: two, one into each of the outputs the operator takes by turns (an MPI process faults on
+  // each page of a peer's output it first stores into, though the owner wrote it when the window was
+  // made: page tables are per process), and the buffers each path keeps across calls. The automatic
+  // path makes them after its trial, whose fused calls all fall on one output.
+  for (int after_trial = 0; after_trial < 2;) {
+    if (!op.measuring()) ++after_trial;
+    op(table_spans, bags);
+  }
   bench::measure(state, c.iterations, comm, [&] { benchmark::DoNotOptimize(op(table_spans, bags).data()); });
   if (state != nullptr) state->counters["fuses"] = op.fuses() ? 1 : 0;
 }

@@ -4,14 +4,17 @@
 // that do not divide each other, slices of more than 64 rows (tasks), sum and mean pooling, every slice
 // order, slices stored in place (threads, MPI on one node, sim_gpu), sent as messages, and both at once
 // (ranks grouped as if on several nodes), and repeated calls (new lookups every call, so a flag or
-// bitmask left from an earlier call would show).
+// bitmask left from an earlier call would show), with a rank that holds its result while its peers
+// run ahead.
 #include "shardwise/fused/embedding_all_to_all.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <concepts>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -123,6 +126,28 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
         expect_rows_of_serial(serial, op.plan(), comm.rank(), op(in.table_spans, in.bag_spans), what + ", operator()");
       }
       EXPECT_EQ(op.epoch(), 9U);
+    }
+  });
+}
+
+// Peers store a call's results into the owner's other output while it reads this one; two calls on, they
+// reach this one again and must wait until the owner has called again. Rank 0 holds each result a while
+// before checking it: with fewer tables than ranks it owns none, so its peers need nothing from it and
+// would run two calls ahead if nothing held them.
+TYPED_TEST(fused_embedding, a_result_stays_valid_until_its_owner_calls_again) {
+  TypeParam::run([](communicator auto& comm) {
+    const fused::embedding_shape shape{2, 5, 17};
+    for (const auto& how : sharings(comm)) {
+      auto options = how.options();
+      options.slice_rows = 2;
+      fused::embedding_all_to_all op(comm, shape, options);
+      for (int call = 0; call < 4; ++call) {
+        const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
+        const auto out = op.fused(in.table_spans, in.bag_spans);
+        if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        expect_rows_of_serial(shardwise::testing::serial_embedding(shape, fused::pooling::sum, call), op.plan(),
+                              comm.rank(), out, how.name() + ", held after call " + std::to_string(call));
+      }
     }
   });
 }

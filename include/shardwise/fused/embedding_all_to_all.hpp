@@ -30,9 +30,10 @@
 //             buffer, peers in the node by zero-copy stores; workgroup and link tracks in the timeline
 //
 // Ready flags hold the call's epoch, so a signal from an earlier call never satisfies a later one and
-// nothing is reset between calls except the done-bitmasks, which the completing task clears. A rank
-// writes into a peer's output only after the peer has entered the same call (flag 0, "open"), so a
-// result stays valid until its owner calls again.
+// nothing is reset between calls except the done-bitmasks, which the completing task clears. Each rank
+// has two outputs, used by turns: a peer stores call e's results into the one that holds call e - 2's
+// only after the owner has entered call e - 1 (flag 0), so a result stays valid until its owner calls
+// again; a peer that received slices from the owner in call e - 1 finds the flag raised already.
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -187,7 +188,7 @@ class embedding_all_to_all {
     for (int p = 0, in_group = 0; p < comm.size(); ++p)
       group_rank_.push_back(groups_[static_cast<std::size_t>(p)] == groups_[static_cast<std::size_t>(rank())] ? in_group++ : -1);
     auto window = sim::symmetric_window<float>::create(
-        group_, static_cast<std::size_t>(plan_.rows_of(rank()) * plan_.row_width()), plan_.flags_at(rank()));
+        group_, outputs * output_floats(rank()), plan_.flags_at(rank()));
     if (!window) throw error(comm.world_rank(), name, "the ranks of a group share memory, but mapping it failed");
     window_.emplace(std::move(*window));
     if constexpr (simulated) {
@@ -257,8 +258,7 @@ class embedding_all_to_all {
   }
 
   std::span<const float> baseline(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
-    check(tables, bags);
-    ++epoch_;
+    begin_call(tables, bags);
     const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
     const int local_tables = plan_.tables_of(r);
     // Pooled blocks by destination: {rows of d, local tables, D}.
@@ -311,13 +311,11 @@ class embedding_all_to_all {
   }
 
   std::span<const float> fused(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
-    check(tables, bags);
-    ++epoch_;
+    begin_call(tables, bags);
     auto& window = *window_;
     const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.timeout);
-    window.flags().raise(0, epoch_);  // peers of the group may now overwrite this rank's previous result
     // Slices from outside the group: receives posted up front in each sender's order (messages between
     // two ranks with one tag match in order), unpacked at the end.
     struct arriving {
@@ -343,7 +341,7 @@ class embedding_all_to_all {
     for (int d = 0; d < P; ++d)
       if (delivery_to(d) != delivery::store) leaving += static_cast<std::size_t>(plan_.rows_of(d) * plan_.tables_of(r) * D);
     const auto sending = kept(send_buffer_, leaving);
-    std::vector<char> opened(static_cast<std::size_t>(P), 0);
+    std::vector<char> entered(static_cast<std::size_t>(P), 0);
     std::optional<fused_kernel_model> model;
     if constexpr (simulated)
       model.emplace(plan_, comm_->world_rank(), machine(), options_.gpu_initiated, comm_->stream().available(),
@@ -352,10 +350,13 @@ class embedding_all_to_all {
     plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
       const int d = slice.destination;
       const auto how = delivery_to(d);
-      if (how != delivery::message && !opened[static_cast<std::size_t>(d)]) {
-        window.peer_flags(group_rank(d)).wait_or_throw(0, epoch_, deadline, comm_->world_rank(), name,
-                                                       "rank " + std::to_string(d) + " to open its output");
-        opened[static_cast<std::size_t>(d)] = 1;
+      // The peer's output this call stores into holds its result of call epoch_ - 2 until it enters
+      // call epoch_ - 1 (if it sent this rank slices in that call, it has).
+      if (how != delivery::message && !entered[static_cast<std::size_t>(d)]) {
+        window.peer_flags(group_rank(d)).wait_or_throw(0, epoch_ - 1, deadline, comm_->world_rank(), name, [&] {
+          return "rank " + std::to_string(d) + " to enter call " + std::to_string(epoch_ - 1) + " and free its output";
+        });
+        entered[static_cast<std::size_t>(d)] = 1;
       }
       if (how != delivery::store && task == 0) {
         at = next;
@@ -364,7 +365,7 @@ class embedding_all_to_all {
       const int t = slice.table - plan_.first_table(r);
       const auto& bag = bags[static_cast<std::size_t>(t)];
       float* out = how == delivery::store
-                       ? window.peer_buffer(group_rank(d)).data() + plan_.output_offset(d, slice.table, row)
+                       ? window.peer_buffer(group_rank(d)).data() + output_at(d) + plan_.output_offset(d, slice.table, row)
                        : sending.data() + at + static_cast<std::size_t>(task * D);
       detail::pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
       if (model) model->task(slice, task, detail::lookups(bag, row));
@@ -377,7 +378,8 @@ class embedding_all_to_all {
           return;
         }
         for (std::int64_t i = 0; i < slice.rows; ++i)
-          window.put(group_rank(d), static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
+          window.put(group_rank(d),
+                     output_at(d) + static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
                      pooled.subspan(static_cast<std::size_t>(i * D), static_cast<std::size_t>(D)));
       }
       window.fence();
@@ -387,9 +389,10 @@ class embedding_all_to_all {
     for (std::size_t f = 1; f < plan_.flags_at(r); ++f) {
       const auto table = static_cast<int>((f - 1) / per_table);
       if (delivery_to(owner_of(table)) == delivery::message) continue;
-      window.flags().wait_or_throw(f, epoch_, deadline, comm_->world_rank(), name,
-                                   "slice " + std::to_string((f - 1) % per_table) + " of table " + std::to_string(table) +
-                                       " from rank " + std::to_string(owner_of(table)));
+      window.flags().wait_or_throw(f, epoch_, deadline, comm_->world_rank(), name, [&] {
+        return "slice " + std::to_string((f - 1) % per_table) + " of table " + std::to_string(table) + " from rank " +
+               std::to_string(owner_of(table));
+      });
     }
     for (auto& request : receives) request.wait();
     auto out = output();
@@ -404,7 +407,21 @@ class embedding_all_to_all {
 
  private:
   [[nodiscard]] int rank() const { return comm_->rank(); }
-  [[nodiscard]] std::span<float> output() { return window_->local(); }
+  // Each rank's window holds two outputs, call e's the one of e's parity (see the top of this file).
+  static constexpr std::size_t outputs = 2;
+  [[nodiscard]] std::size_t output_floats(int peer) const {
+    return static_cast<std::size_t>(plan_.rows_of(peer) * plan_.row_width());
+  }
+  // Where the output of `peer` for this call begins in its block of the window.
+  [[nodiscard]] std::size_t output_at(int peer) const { return (epoch_ % outputs) * output_floats(peer); }
+  [[nodiscard]] std::span<float> output() { return window_->local().subspan(output_at(rank()), output_floats(rank())); }
+  // Both paths start so: the inputs checked, the call numbered, and the group told (flag 0) that this
+  // rank has entered it, so its output of the call before the last may be overwritten.
+  void begin_call(std::span<const std::span<const float>> tables, std::span<const embedding_bags> bags) {
+    check(tables, bags);
+    ++epoch_;
+    window_->flags().raise(0, epoch_);
+  }
   // The communicator the window and the model's bookkeeping use (sim_gpu: untimed).
   data_communicator_type& data_communicator() {
     if constexpr (simulated) return comm_->untimed();

@@ -6,13 +6,16 @@
 // call (a smaller epoch) can never satisfy the wait of a later one, and nothing needs resetting
 // between calls.
 //
-// Waiting blocks: a short spin, then sleep in the kernel until a raise or the deadline (with more ranks
-// than cores a spinning waiter would steal the core of the rank it waits for). The flags are plain
-// words with no mutex, so processes can share them: a waiter sleeps on its flag's count of raises (a
-// futex that is not private to one process, comm/detail/blocking_wait.hpp), and a raise pays for the
-// wake-up only when someone sleeps on that flag.
+// Waiting blocks: a spin, then sleep in the kernel until a raise or the deadline. The spin is long only
+// while every rank has a core (comm/detail/blocking_wait.hpp's spins_for): with more ranks than cores a
+// spinning waiter steals the core of the rank it waits for (256 spins per flag took 13% of a small
+// fused call's time with 8 ranks on 2 cores). The flags are plain words with no mutex, so processes
+// can share them: a waiter sleeps on its flag's count of raises (a futex that is not private to one
+// process, comm/detail/blocking_wait.hpp), and a raise pays for the wake-up only when someone sleeps
+// on that flag.
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,11 +38,13 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std
 
 class epoch_flags {
  public:
-  // `count` fresh flags of its own.
-  explicit epoch_flags(std::size_t count)
-      : owned_(std::make_unique<epoch_flag_word[]>(count)), words_(owned_.get(), count) {}
+  // `count` fresh flags of its own; `ranks`: how many ranks share the cores and may wait at once.
+  explicit epoch_flags(std::size_t count, int ranks = 1)
+      : owned_(std::make_unique<epoch_flag_word[]>(count)), words_(owned_.get(), count),
+        spins_(shardwise::detail::spins_for(ranks)) {}
   // The flags in `words`: another rank's, or this rank's in shared memory.
-  explicit epoch_flags(std::span<epoch_flag_word> words) noexcept : words_(words) {}
+  explicit epoch_flags(std::span<epoch_flag_word> words, int ranks = 1) noexcept
+      : words_(words), spins_(shardwise::detail::spins_for(ranks)) {}
 
   [[nodiscard]] std::size_t size() const noexcept { return words_.size(); }
   [[nodiscard]] std::uint64_t seen(std::size_t flag) const noexcept {
@@ -63,7 +68,7 @@ class epoch_flags {
   // Blocks until `flag` reaches `epoch`; false if `deadline` passes first.
   [[nodiscard]] bool wait(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline) const {
     auto& word = words_[flag];
-    for (int spin = 0; spin < 256; ++spin) {
+    for (int spin = 0; spin < spins_; ++spin) {
       if (seen(flag) >= epoch) return true;
       shardwise::detail::cpu_relax();
     }
@@ -78,18 +83,21 @@ class epoch_flags {
     }
   }
 
-  // wait(), throwing when the deadline passes: the message names what was awaited and what was seen.
+  // wait(), throwing when the deadline passes: the message names what was awaited (`what()`, asked only
+  // then: a call waits on hundreds of flags) and what was seen.
+  template <std::invocable Describe>
   void wait_or_throw(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline,
-                     int rank, std::string_view operation, const std::string& what) const {
+                     int rank, std::string_view operation, Describe&& what) const {
     if (wait(flag, epoch, deadline)) return;
     throw peer_error(rank, operation,
-                     "timed out waiting for " + what + ": flag " + std::to_string(flag) + " holds epoch " +
+                     "timed out waiting for " + std::string(what()) + ": flag " + std::to_string(flag) + " holds epoch " +
                          std::to_string(seen(flag)) + ", this call is epoch " + std::to_string(epoch));
   }
 
  private:
   std::unique_ptr<epoch_flag_word[]> owned_;  // or none: the words live in shared memory
   std::span<epoch_flag_word> words_;
+  int spins_;
 };
 
 }  // namespace shardwise::sim

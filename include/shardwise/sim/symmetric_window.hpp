@@ -106,7 +106,8 @@ class symmetric_window {
       const auto peer_flags = static_cast<std::size_t>(all[2 * static_cast<std::size_t>(p) + 1]);
       peers_.emplace_back(reinterpret_cast<T*>(block.data()), peer_elements);
       peer_flags_.emplace_back(
-          std::span<epoch_flag_word>(reinterpret_cast<epoch_flag_word*>(block.data() + flags_at(peer_elements)), peer_flags));
+          std::span<epoch_flag_word>(reinterpret_cast<epoch_flag_word*>(block.data() + flags_at(peer_elements)), peer_flags),
+          comm.size());
     }
   }
 
