@@ -264,8 +264,8 @@ class embedding_all_to_all {
     // Pooled blocks by destination: {rows of d, local tables, D}.
     std::vector<int> send_counts, receive_counts;
     for (int d = 0; d < P; ++d) {
-      send_counts.push_back(static_cast<int>(plan_.rows_of(d) * local_tables * D));
-      receive_counts.push_back(static_cast<int>(plan_.rows_of(r) * plan_.tables_of(d) * D));
+      send_counts.push_back(static_cast<int>(plan_.block_floats(r, d)));
+      receive_counts.push_back(static_cast<int>(plan_.block_floats(d, r)));
     }
     const auto pooled = kept(send_buffer_, total(send_counts)), received = kept(receive_buffer_, total(receive_counts));
     for (int t = 0; t < local_tables; ++t) {
@@ -339,7 +339,7 @@ class embedding_all_to_all {
     // Slices that leave through a buffer (messages, puts): each its own range, kept until it has left.
     std::size_t leaving = 0;
     for (int d = 0; d < P; ++d)
-      if (delivery_to(d) != delivery::store) leaving += static_cast<std::size_t>(plan_.rows_of(d) * plan_.tables_of(r) * D);
+      if (delivery_to(d) != delivery::store) leaving += static_cast<std::size_t>(plan_.block_floats(r, d));
     const auto sending = kept(send_buffer_, leaving);
     std::vector<char> entered(static_cast<std::size_t>(P), 0);
     std::optional<fused_kernel_model> model;
@@ -410,7 +410,7 @@ class embedding_all_to_all {
   // Each rank's window holds two outputs, call e's the one of e's parity (see the top of this file).
   static constexpr std::size_t outputs = 2;
   [[nodiscard]] std::size_t output_floats(int peer) const {
-    return static_cast<std::size_t>(plan_.rows_of(peer) * plan_.row_width());
+    return static_cast<std::size_t>(plan_.output_floats(peer));
   }
   // Where the output of `peer` for this call begins in its block of the window.
   [[nodiscard]] std::size_t output_at(int peer) const { return (epoch_ % outputs) * output_floats(peer); }

@@ -77,11 +77,10 @@ class fused_kernel_model {
 
 // Bytes rank `source` sends rank `destination` in the baseline's all-to-all.
 [[nodiscard]] inline double baseline_bytes(const embedding_plan& plan, int source, int destination) {
-  return static_cast<double>(plan.rows_of(destination) * plan.tables_of(source) * plan.shape().dimension) *
-         sizeof(float);
+  return static_cast<double>(plan.block_floats(source, destination)) * sizeof(float);
 }
 [[nodiscard]] inline sim::work unpack_work(const embedding_plan& plan, int rank) {
-  return {0, 2.0 * static_cast<double>(plan.rows_of(rank) * plan.row_width()) * sizeof(float)};
+  return {0, 2.0 * static_cast<double>(plan.output_floats(rank)) * sizeof(float)};
 }
 
 struct embedding_times {

@@ -86,6 +86,12 @@ class embedding_plan {
   [[nodiscard]] int tables_of(int rank) const noexcept { return first_table(rank + 1) - first_table(rank); }
   [[nodiscard]] std::int64_t first_row(int rank) const noexcept { return shape_.global_batch * rank / ranks_; }
   [[nodiscard]] std::int64_t rows_of(int rank) const noexcept { return first_row(rank + 1) - first_row(rank); }
+  // Floats `source`'s tables pool for `destination`'s rows: one block of the baseline's all-to-all.
+  [[nodiscard]] std::int64_t block_floats(int source, int destination) const noexcept {
+    return rows_of(destination) * tables_of(source) * shape_.dimension;
+  }
+  // Floats in `rank`'s output: its rows of the global batch, every table side by side.
+  [[nodiscard]] std::int64_t output_floats(int rank) const noexcept { return rows_of(rank) * row_width(); }
   [[nodiscard]] std::int64_t slices_to(int destination) const noexcept {
     return (rows_of(destination) + slice_rows_ - 1) / slice_rows_;
   }
