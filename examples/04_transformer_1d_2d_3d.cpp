@@ -75,9 +75,13 @@ void train(Mesh& mesh, const char* name) {
     loss = norm * norm / elements;
     const auto gradient = shardwise::transform(error, [&](float e) { return 2 * e / elements; });
 
-    // 5. Backward through both blocks, then each rank steps the parameter blocks it holds.
+    // 5. Backward through both blocks (adding into the gradients), then each rank steps the parameter
+    //    blocks it holds and clears their gradients for the next step.
     (void)first.backward(second.backward(gradient));
-    auto descend = [](auto& parameter) { parameter.descend(learning_rate); };
+    auto descend = [](const std::string& /*name*/, auto& parameter) {
+      parameter.descend(learning_rate);
+      parameter.zero_gradient();
+    };
     first.for_each_parameter(descend);
     second.for_each_parameter(descend);
 

@@ -47,7 +47,8 @@ block_results run_block(Mesh& mesh, const nn::block_options& options, std::int64
   const auto y = block.forward(x);
   const auto dx = block.backward(dy);
   block_results results{all_gather(y), all_gather(dx), {}};
-  block.for_each_parameter([&](auto& p) { results.parameter_gradients.push_back(all_gather(p.gradient)); });
+  block.for_each_parameter(
+      [&](const std::string&, auto& p) { results.parameter_gradients.push_back(all_gather(p.gradient)); });
   return results;
 }
 
@@ -107,6 +108,45 @@ TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
 
 // Finite differences of loss = sum(y ∘ dy) against the serial block's backward, for a few input
 // elements and a few elements of each parameter.
+// Parameters come with stable hierarchical names, in a fixed order; backward adds into the gradients.
+TEST(transformer_block_serial, names_parameters_and_accumulates_gradients) {
+  threads::run(1, [](communicator auto& world) {
+    process_mesh mesh(world, {1});
+    using family = nn::tensor_parallel_1d<>;
+    const nn::block_options options{.hidden = 4, .heads = 2, .sequence = 3, .expansion = 2, .causal = true};
+    nn::transformer_block<double, family, decltype(mesh)> block(mesh, options, 3);
+    std::vector<std::string> names;
+    block.for_each_parameter([&](const std::string& name, auto&) { names.push_back(name); }, "blocks.0.");
+    const std::vector<std::string> expected{
+        "blocks.0.norm_1.weight",          "blocks.0.norm_1.bias",
+        "blocks.0.attention.query.weight", "blocks.0.attention.query.bias",
+        "blocks.0.attention.key.weight",   "blocks.0.attention.key.bias",
+        "blocks.0.attention.value.weight", "blocks.0.attention.value.bias",
+        "blocks.0.attention.output.weight", "blocks.0.attention.output.bias",
+        "blocks.0.norm_2.weight",          "blocks.0.norm_2.bias",
+        "blocks.0.mlp.expand.weight",      "blocks.0.mlp.expand.bias",
+        "blocks.0.mlp.contract.weight",    "blocks.0.mlp.contract.bias"};
+    EXPECT_EQ(names, expected);
+
+    const matrix_extents extents{2 * options.sequence, options.hidden};
+    const auto x = from_function<family::input>(mesh, extents, input_value);
+    const auto dy = from_function<family::input>(mesh, extents, gradient_value);
+    std::vector<matrix> once;
+    (void)block.forward(x);
+    (void)block.backward(dy);
+    block.for_each_parameter([&](const std::string&, auto& p) { once.push_back(p.gradient.local()); });
+    (void)block.forward(x);
+    (void)block.backward(dy);
+    std::size_t index = 0;
+    block.for_each_parameter([&](const std::string& name, auto& p) {
+      EXPECT_TRUE(p.gradient.local().isApprox(2 * once[index], 1e-12)) << name << ": two backwards add up";
+      p.zero_gradient();
+      EXPECT_EQ(p.gradient.local().norm(), 0.0) << name;
+      ++index;
+    });
+  });
+}
+
 TEST(transformer_block_serial, backward_matches_finite_differences) {
   threads::run(1, [](communicator auto& world) {
     process_mesh mesh(world, {1});
@@ -121,7 +161,7 @@ TEST(transformer_block_serial, backward_matches_finite_differences) {
     (void)block.forward(x);
     const auto dx = block.backward(dy);
     std::vector<matrix> analytic;
-    block.for_each_parameter([&](auto& p) { analytic.push_back(p.gradient.local()); });
+    block.for_each_parameter([&](const std::string&, auto& p) { analytic.push_back(p.gradient.local()); });
 
     const double h = 1e-6;
     auto central = [&](double& element) {
@@ -137,7 +177,7 @@ TEST(transformer_block_serial, backward_matches_finite_differences) {
       for (std::int64_t j = 0; j < extents.cols; ++j)
         EXPECT_NEAR(dx.local()(i, j), central(x.local()(i, j)), 1e-6) << "dx (" << i << ", " << j << ")";
     std::size_t index = 0;
-    block.for_each_parameter([&](auto& p) {
+    block.for_each_parameter([&](const std::string&, auto& p) {
       const matrix& expected = analytic[index];
       auto values = p.value.local();
       for (std::int64_t k = 0; k < values.size(); k += 3) {

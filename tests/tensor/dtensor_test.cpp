@@ -248,4 +248,37 @@ TYPED_TEST(dtensor_test, shapes_an_exact_layout_cannot_cut_throw_on_every_rank) 
       {2, 6, 8});
 }
 
+// A tensor bound to a shared buffer keeps its elements there: copies are its own, assignments write
+// into the buffer, and a buffer of another size is refused.
+TYPED_TEST(dtensor_test, bound_storage_lives_in_the_buffer) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        auto tensor = from_function<row_1d<padded>>(mesh, {3, 7}, value);
+        const std::size_t stored = tensor.data().size();
+        auto buffer = shared_buffer<double>::zeros(stored + 4);
+        tensor.bind(buffer.view(2, stored));
+        EXPECT_TRUE(tensor.is_bound());
+        EXPECT_EQ(tensor.data().data(), buffer.data() + 2);
+        EXPECT_EQ(all_gather(tensor), all_gather(from_function<row_1d<padded>>(mesh, {3, 7}, value)));
+
+        auto copy = tensor;
+        EXPECT_FALSE(copy.is_bound());
+        EXPECT_NE(copy.data().data(), tensor.data().data());
+        copy.local() *= 3;
+        tensor = copy;  // into the buffer
+        EXPECT_EQ(tensor.data().data(), buffer.data() + 2);
+        EXPECT_EQ(all_gather(tensor), all_gather(copy));
+        tensor = from_function<row_1d<padded>>(mesh, {3, 7}, [](std::int64_t, std::int64_t) { return 1.0; });
+        EXPECT_EQ(tensor.data().data(), buffer.data() + 2);
+        EXPECT_EQ(buffer.data()[0], 0.0);
+        EXPECT_EQ(buffer.data()[stored + 2], 0.0);
+
+        EXPECT_THROW(tensor = (from_function<row_1d<padded>>(mesh, {4, 7}, value)), argument_error);
+        auto other = from_function<row_1d<padded>>(mesh, {3, 7}, value);
+        EXPECT_THROW(other.bind(buffer.view(0, stored + 1)), argument_error);
+      },
+      {1, 2, 3});
+}
+
 }  // namespace

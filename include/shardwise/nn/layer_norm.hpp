@@ -4,6 +4,7 @@
 // (ops/layer_norm.hpp does the work).
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "shardwise/core/error.hpp"
@@ -32,15 +33,16 @@ class layer_norm {
       throw argument_error(gamma_.value.mesh().world().world_rank(), "nn::layer_norm::backward",
                            "backward before forward: the layer keeps its statistics from forward");
     auto gradients = layer_norm_backward(output_gradient, *saved_, gamma_.value);
-    gamma_.gradient = std::move(gradients.gamma);
-    beta_.gradient = std::move(gradients.beta);
+    gamma_.add_gradient(gradients.gamma);
+    beta_.add_gradient(gradients.beta);
     return std::move(gradients.input);
   }
 
+  // gamma is "weight" and beta "bias", as PyTorch names them.
   template <class F>
-  void for_each_parameter(F&& f) {
-    f(gamma_);
-    f(beta_);
+  void for_each_parameter(F&& f, const std::string& prefix = "") {
+    f(prefix + "weight", gamma_);
+    f(prefix + "bias", beta_);
   }
 
  private:

@@ -6,7 +6,7 @@
 // vector_layout_t<output_layout> (in 3-D the paper's diagonal storage).
 //
 // Backward, from dy:  dx = dy·Wᵀ,  dW = xᵀ·dy,  db = column sums of dy  (the input is kept from forward).
-// Gradients are overwritten by each backward, not accumulated.
+// Backward adds into the parameters' gradients (nn/parameter.hpp).
 //
 // Collective matmul (ops/collective_matmul.hpp), for 1-D tensor parallelism with sequence parallelism:
 //   linear<T, col_1d<P>, row_1d<P>, Mesh>            x rows cut: y = all_gather_matmul(x, W), row_1d
@@ -125,8 +125,8 @@ class linear {
       throw argument_error(weight_.value.mesh().world().world_rank(), "nn::linear::backward",
                            "backward before forward: the layer keeps its input from forward");
     auto [product_gradient, bias_gradient] = add_vector_backward(output_type(output_gradient));
-    bias_.gradient = std::move(bias_gradient);
-    weight_.gradient = product::weight_gradient(*input_, product_gradient, options_);
+    bias_.add_gradient(bias_gradient);
+    weight_.add_gradient(product::weight_gradient(*input_, product_gradient, options_));
     return product::input_gradient(product_gradient, weight_.value, options_);
   }
 
@@ -134,9 +134,9 @@ class linear {
   [[nodiscard]] bias_type& bias() noexcept { return bias_; }
 
   template <class F>
-  void for_each_parameter(F&& f) {
-    f(weight_);
-    f(bias_);
+  void for_each_parameter(F&& f, const std::string& prefix = "") {
+    f(prefix + "weight", weight_);
+    f(prefix + "bias", bias_);
   }
 
  private:

@@ -4,6 +4,7 @@
 // (nn/family.hpp). GeLU is local in every family.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/gelu.hpp"
@@ -33,9 +34,9 @@ class mlp {
   }
 
   template <class F>
-  void for_each_parameter(F&& f) {
-    expand_.for_each_parameter(f);
-    contract_.for_each_parameter(f);
+  void for_each_parameter(F&& f, const std::string& prefix = "") {
+    expand_.for_each_parameter(f, prefix + "expand.");
+    contract_.for_each_parameter(f, prefix + "contract.");
   }
 
  private:

@@ -1,13 +1,20 @@
 #pragma once
 // parameter<T, Layout, Mesh>: a trainable distributed tensor and its gradient, of one layout.
 //
+// Backward passes add into the gradient (add_gradient), so the gradients of a weight used twice (a
+// tied embedding and output head) and of several micro-batches sum up; zero_gradient() clears it, as
+// the update does after each step. Layers name their parameters (for_each_parameter(f, prefix) calls
+// f(name, parameter)), and the name is how an optimizer, a checkpoint or a user finds one.
+//
 // Initial values come from a counter-based generator keyed by (seed, global row, global column)
 // (core/counter_random.hpp), so a layer starts from the same weights whatever its layout and rank
 // count — the serial model and every distributed one are the same model.
+#include <algorithm>
 #include <cstdint>
 
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise::nn {
@@ -28,6 +35,9 @@ struct parameter {
   parameter(Mesh& mesh, matrix_extents extents, T fill)
       : value(from_function<Layout>(mesh, extents, [fill](std::int64_t, std::int64_t) { return fill; })),
         gradient(mesh, extents) {}
+
+  void add_gradient(const dtensor<T, Layout, Mesh>& addend) { accumulate(gradient, addend); }
+  void zero_gradient() { std::ranges::fill(gradient.data(), T{}); }
 
   // value -= rate * gradient on this rank's blocks; padding, zero in both, stays zero.
   void descend(T rate) {

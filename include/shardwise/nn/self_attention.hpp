@@ -58,11 +58,11 @@ class self_attention {
   }
 
   template <class F>
-  void for_each_parameter(F&& f) {
-    query_.for_each_parameter(f);
-    key_.for_each_parameter(f);
-    value_.for_each_parameter(f);
-    output_.for_each_parameter(f);
+  void for_each_parameter(F&& f, const std::string& prefix = "") {
+    query_.for_each_parameter(f, prefix + "query.");
+    key_.for_each_parameter(f, prefix + "key.");
+    value_.for_each_parameter(f, prefix + "value.");
+    output_.for_each_parameter(f, prefix + "output.");
   }
 
  private:

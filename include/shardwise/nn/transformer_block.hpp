@@ -8,8 +8,9 @@
 //   block layer(mesh, {.hidden = 64, .heads = 4, .sequence = 16}, /*seed*/ 1);
 //   auto y = layer.forward(x);                 // x: dtensor<float, cube_3d<>::input, Mesh>
 //   auto dx = layer.backward(dy);              // parameters' gradients filled
-//   layer.for_each_parameter([](auto& p) { p.descend(0.01f); });
+//   layer.for_each_parameter([](const std::string& name, auto& p) { p.descend(0.01f); });
 #include <cstdint>
+#include <string>
 
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/layer_norm.hpp"
@@ -56,12 +57,13 @@ class transformer_block {
     return x_gradient;
   }
 
+  // f(name, parameter) for each parameter, named "<prefix>norm_1.weight", "<prefix>attention.query.bias", ...
   template <class F>
-  void for_each_parameter(F&& f) {
-    norm_1_.for_each_parameter(f);
-    attention_.for_each_parameter(f);
-    norm_2_.for_each_parameter(f);
-    mlp_.for_each_parameter(f);
+  void for_each_parameter(F&& f, const std::string& prefix = "") {
+    norm_1_.for_each_parameter(f, prefix + "norm_1.");
+    attention_.for_each_parameter(f, prefix + "attention.");
+    norm_2_.for_each_parameter(f, prefix + "norm_2.");
+    mlp_.for_each_parameter(f, prefix + "mlp.");
   }
 
  private:

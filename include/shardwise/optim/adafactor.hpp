@@ -28,6 +28,7 @@ struct adafactor {
 
   static constexpr std::array<std::string_view, 0> state_names{};
   static constexpr int reduction_rounds = 2;
+  static constexpr bool statistics_per_row_and_column = true;
 
   // Per-tensor state: R (rows floats), C (cols floats), then mean(R).
   [[nodiscard]] std::size_t tensor_state_size(parameter_shape shape) const { return shape.rows + shape.cols + 1; }

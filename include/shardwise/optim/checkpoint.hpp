@@ -196,7 +196,7 @@ struct checkpoint_access {
     const auto& layout = u.layout_;
     for (std::size_t t = 0; t < layout.tensor_count(); ++t)
       for (std::size_t i = 0; i < layout.shape(t).size(); ++i)
-        u.weights_[layout.offset(t) + i] = values[0][tensor_begin[t] + i];
+        u.weights_.data()[layout.offset(t) + i] = values[0][tensor_begin[t] + i];
     for (const auto& block : u.blocks_)
       for (const auto& run : block) {
         const auto piece = u.slice_of(run);

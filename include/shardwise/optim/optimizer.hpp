@@ -89,6 +89,11 @@ constexpr int reduction_rounds_of() {
 template <class O>
 inline constexpr std::size_t state_count = std::tuple_size_v<std::remove_cvref_t<decltype(O::state_names)>>;
 
+// Whether an optimizer's whole-tensor statistics are per row or column of the tensor (Adafactor's
+// factored moments), so that they cannot be summed over tensor-parallel pieces of it.
+template <class O>
+concept whole_rows_statistics = requires { requires O::statistics_per_row_and_column; };
+
 // How many rounds of whole-tensor reductions an update needs before its elementwise part.
 template <class O>
 inline constexpr int reduction_rounds = detail::reduction_rounds_of<O>();

@@ -20,15 +20,25 @@
 // the bytes), while the update runs on float32 master weights kept like the optimizer state: sharded,
 // or whole when replicated.
 //
-// Usage, on every rank:
+// Usage with a model (nn/, model/): the update takes the model's parameters, which from then on keep
+// their weights and gradients in the update's flat buffers (one copy of the weights per rank), one
+// tensor per parameter, this tensor-parallel rank's piece of it:
+//   optim::sharded_update<optim::adamw> update(model, mesh.data(), optim::adamw{...});
+//   loop: loss = model.forward(...); model.backward(...);                              // adds gradients
+//         auto report = update.step(mesh.data(), mesh.tensor_parallel().world(), {lr, clip_norm});
+//
+// Usage on plain tensors, on every rank:
 //   optim::sharded_update<optim::adam> update(comm, {{7, 5}, {1, 13}}, optim::adam{}); // shapes, hyper-parameters
 //   update.set_weights(0, initial_w0); update.set_weights(1, initial_w1);              // equal on every rank
 //   loop: read update.weights(t); write this replica's gradients to update.gradients(t); update.step(comm, lr);
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
+#include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -36,6 +46,8 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/layout.hpp"
 #include "shardwise/optim/flat_layout.hpp"
 #include "shardwise/optim/memory.hpp"
 #include "shardwise/optim/optimizer.hpp"
@@ -52,6 +64,66 @@ struct update_options {
   // Elements per bucket (one reduce-scatter and one all-gather each per step); 0: all in one bucket.
   std::size_t bucket_elements = 0;
 };
+
+// One step of an update whose tensors are a tensor-parallel rank's pieces of a model's parameters.
+struct step_options {
+  float learning_rate = 0.0f;
+  // Global-norm clipping: when the norm of all the averaged gradients exceeds clip_norm, they are
+  // scaled by clip_norm / (norm + 1e-6) (as torch.nn.utils.clip_grad_norm_). 0: no clipping.
+  float clip_norm = 0.0f;
+};
+
+struct step_report {
+  double gradient_norm = 0.0;  // of the averaged gradients of the whole model, before clipping
+};
+
+// One parameter of a model as the update knows it: its name, global shape, this rank's blocks of it
+// and whether this rank's copy is the one counted in tensor-parallel sums.
+struct parameter_record {
+  std::string name;
+  matrix_extents extents;
+  std::vector<block_info> blocks;
+  bool counted = true;
+};
+
+// A model (or layer) whose parameters an update can take: for_each_parameter(f) calls f(name, p) for
+// each nn::parameter p.
+template <class M>
+concept parameterised = requires(M& model) {
+  model.for_each_parameter([](const std::string&, auto&) {});
+};
+
+namespace detail {
+// This rank's storage of a parameter as one of the update's tensors: one block as its stored matrix,
+// several (or none) as a row of all their elements.
+template <class Tensor>
+[[nodiscard]] parameter_shape local_shape(const Tensor& value) {
+  if (value.block_count() == 1) {
+    const block_info& b = value.block(0);
+    return {static_cast<std::size_t>(b.stored_rows), static_cast<std::size_t>(b.stored_cols)};
+  }
+  return {1, value.data().size()};
+}
+
+// Whether this rank holds the copy of each of its blocks that owner() names (the lowest rank among the
+// copies), so that summing over a tensor-parallel group counts every element once.
+template <class Tensor>
+[[nodiscard]] bool holds_counted_copy(const Tensor& value) {
+  const int rank = value.mesh().world().rank();
+  for (int b = 0; b < value.block_count(); ++b) {
+    const block_info& info = value.block(b);
+    if (info.elements() > 0 && value.mapping().owner(info.row_offset, info.col_offset).rank != rank) return false;
+  }
+  return true;
+}
+
+template <parameterised Model>
+[[nodiscard]] std::vector<parameter_shape> local_shapes(Model& model) {
+  std::vector<parameter_shape> shapes;
+  model.for_each_parameter([&](const std::string&, auto& p) { shapes.push_back(local_shape(p.value)); });
+  return shapes;
+}
+}  // namespace detail
 
 template <class Optimizer, weight_update Mode, class Weight = float>
 class data_parallel_update {
@@ -76,8 +148,10 @@ class data_parallel_update {
         optimizer_(hyper_parameters),
         rank_(comm.rank()),
         world_rank_(comm.world_rank()),
-        weights_(layout_.padded_elements()),
-        gradients_(layout_.padded_elements()) {
+        optimizers_(layout_.tensor_count(), hyper_parameters),
+        counted_(layout_.tensor_count(), 1),
+        weights_(shared_buffer<Weight>::zeros(layout_.padded_elements())),
+        gradients_(shared_buffer<float>::zeros(layout_.padded_elements())) {
     const std::size_t state_elements = sharded ? layout_.shard_elements() : layout_.padded_elements();
     state_length_ = state_elements;
     state_.assign(K * state_elements, 0.0f);
@@ -110,6 +184,74 @@ class data_parallel_update {
     }
   }
 
+  // Hyper-parameters of one tensor, PyTorch's parameter groups (no weight decay on biases, say); every
+  // tensor starts with the constructor's. The same on every replica.
+  void set_optimizer(std::size_t tensor, const Optimizer& hyper_parameters) {
+    checked(tensor, "set_optimizer");
+    optimizers_[tensor] = hyper_parameters;
+  }
+  [[nodiscard]] const Optimizer& optimizer(std::size_t tensor) const {
+    checked(tensor, "optimizer");
+    return optimizers_[tensor];
+  }
+
+  // Whether this rank's copy of a tensor enters whole-tensor statistics summed over a tensor-parallel
+  // group (step with step_options): false for copies that another rank of the group also holds, so each
+  // element counts once. Every tensor counts until told otherwise.
+  void set_counted(std::size_t tensor, bool counted) {
+    checked(tensor, "set_counted");
+    counted_[tensor] = counted ? 1 : 0;
+  }
+
+  // The memory of a tensor's weights and of its gradient in the update's flat buffers: a model's
+  // parameters bind their storage to them (dtensor::bind), so the weights exist once on each rank and
+  // backward writes its gradients where step() reads them.
+  [[nodiscard]] shared_buffer<Weight> weight_storage(std::size_t tensor) const {
+    checked(tensor, "weight_storage");
+    return weights_.view(layout_.offset(tensor), layout_.shape(tensor).size());
+  }
+  [[nodiscard]] shared_buffer<float> gradient_storage(std::size_t tensor) const {
+    checked(tensor, "gradient_storage");
+    return gradients_.view(layout_.offset(tensor), layout_.shape(tensor).size());
+  }
+
+  // Zeros every gradient (padding included), for backward passes that add into them.
+  void zero_gradients() { std::ranges::fill(gradients_.span(), 0.0f); }
+
+  // An update of `model`'s parameters over the data-parallel replicas `comm`, one tensor per parameter
+  // (this tensor-parallel rank's piece), in the model's order. The parameters' values and gradients are
+  // bound to the update's buffers (dtensor::bind): their current values become the weights, and they
+  // must be equal on every replica (models seed their initial weights, nn/parameter.hpp).
+  template <parameterised Model, communicator C>
+  data_parallel_update(Model& model, const C& comm, Optimizer hyper_parameters = {}, update_options options = {})
+      : data_parallel_update(comm, detail::local_shapes(model), hyper_parameters, options) {
+    model.for_each_parameter([&](const std::string& name, auto& p) {
+      using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
+      static_assert(std::is_same_v<element, Weight>,
+                    "shardwise: an update of a model's parameters stores its weights as the parameters' element type");
+      const std::size_t t = records_.size();
+      std::vector<block_info> blocks;
+      for (int b = 0; b < p.value.block_count(); ++b) blocks.push_back(p.value.block(b));
+      records_.push_back({name, p.value.extents(), std::move(blocks), detail::holds_counted_copy(p.value)});
+      set_counted(t, records_.back().counted);
+      if constexpr (has_master) set_weights(t, p.value.data());
+      p.value.bind(weight_storage(t));
+      p.gradient.bind(gradient_storage(t));
+    });
+  }
+
+  // The parameters of the model the update was built from (empty when built from shapes), tensor t
+  // being parameter t.
+  [[nodiscard]] std::span<const parameter_record> parameters() const noexcept { return records_; }
+  // The tensor of the parameter called `name`; throws argument_error naming it when there is none.
+  [[nodiscard]] std::size_t parameter_index(std::string_view parameter_name) const {
+    for (std::size_t t = 0; t < records_.size(); ++t)
+      if (records_[t].name == parameter_name) return t;
+    throw argument_error(world_rank_, std::string(name) + "::parameter_index",
+                         "the model has no parameter called \"" + std::string(parameter_name) + "\" (it has " +
+                             std::to_string(records_.size()) + " parameters)");
+  }
+
   [[nodiscard]] const flat_layout& layout() const noexcept { return layout_; }
   [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
   [[nodiscard]] long steps_done() const noexcept { return steps_; }
@@ -117,7 +259,7 @@ class data_parallel_update {
   // The full weights of a tensor, equal on every replica between steps.
   [[nodiscard]] std::span<const Weight> weights(std::size_t tensor) const {
     checked(tensor, "weights");
-    return std::span<const Weight>(weights_).subspan(layout_.offset(tensor), layout_.shape(tensor).size());
+    return std::span<const Weight>(weights_.span()).subspan(layout_.offset(tensor), layout_.shape(tensor).size());
   }
 
   // Sets a tensor's weights (and this replica's part of its master weights); the same on every replica.
@@ -128,7 +270,7 @@ class data_parallel_update {
       throw argument_error(world_rank_, std::string(name) + "::set_weights",
                            "tensor " + std::to_string(tensor) + " has " + std::to_string(size) + " elements, got " +
                                std::to_string(values.size()));
-    std::copy(values.begin(), values.end(), weights_.begin() + static_cast<std::ptrdiff_t>(layout_.offset(tensor)));
+    std::copy(values.begin(), values.end(), weights_.data() + layout_.offset(tensor));
     if constexpr (has_master) {
       for (const auto& block : blocks_)
         for (const auto& run : block)
@@ -142,7 +284,7 @@ class data_parallel_update {
   // buffer holds partial reductions), so write every gradient before every step.
   [[nodiscard]] std::span<float> gradients(std::size_t tensor) {
     checked(tensor, "gradients");
-    return std::span<float>(gradients_).subspan(layout_.offset(tensor), layout_.shape(tensor).size());
+    return gradients_.span().subspan(layout_.offset(tensor), layout_.shape(tensor).size());
   }
 
   // One update: reduce the gradients, update (this replica's part of) the weights, share the weights.
@@ -159,6 +301,26 @@ class data_parallel_update {
   // replicas, group.size() × across.size(); the weights are all-gathered within the group.
   template <communicator C, communicator D>
   requires sharded void step(C& group, D& across, float learning_rate) { run_step(group, &across, learning_rate); }
+
+  // Tensor parallelism beside data parallelism: this update's tensors are this rank's pieces of a
+  // model's parameters, and `tensor_parallel` joins the ranks holding the other pieces (the same
+  // tensors, in the same order, on each). The gradient norm, clipping and the optimizer's whole-tensor
+  // statistics (LAMB's and LARS's norms) are then sums over the replicas' blocks and over the group,
+  // each element counted once (set_counted). Returns the gradient norm, equal on every rank.
+  // The gradients are zeroed afterwards, ready for the next backward passes to add into.
+  template <communicator C, communicator T>
+  step_report step(C& comm, T& tensor_parallel, const step_options& options) {
+    if constexpr (whole_rows_statistics<Optimizer>)
+      if (tensor_parallel.size() > 1)
+        throw argument_error(world_rank_, std::string(name) + "::step",
+                             "this optimizer's statistics need whole rows and columns of each parameter, which a "
+                             "tensor-parallel group of " + std::to_string(tensor_parallel.size()) +
+                             " ranks cuts; use a tensor-parallel group of one rank, or adamw, lamb or lars");
+    const step_report report =
+        run_step(comm, static_cast<C*>(nullptr), options.learning_rate, &tensor_parallel, options.clip_norm);
+    zero_gradients();
+    return report;
+  }
 
   // The whole of one state variable of one tensor (a collective when sharded: every replica calls it).
   template <communicator C>
@@ -229,30 +391,90 @@ class data_parallel_update {
     return sharded ? run.local : run.flat;
   }
 
-  template <class C, class D>
-  void run_step(C& comm, D* across, float learning_rate) {
+  // `tensor_parallel` (may be null) joins the pieces of each tensor for whole-tensor sums.
+  template <class C, class D, class T = C>
+  step_report run_step(C& comm, D* across, float learning_rate, T* tensor_parallel = nullptr, float clip_norm = 0) {
     check_communicator(comm, "step");
     const step_info step{++steps_, learning_rate};
-    const float replicas = reduce_gradients(comm, across);
+    gradient_scale_ = 1.0f / reduce_gradients(comm, across);
+    step_report report;
+    if (tensor_parallel != nullptr) {
+      report.gradient_norm = gradient_norm(comm, *tensor_parallel);
+      if (clip_norm > 0 && report.gradient_norm > clip_norm)
+        gradient_scale_ *= static_cast<float>(clip_norm / (report.gradient_norm + 1e-6));
+    }
     if constexpr (rounds > 0) {
       for (int round = 0; round < rounds; ++round) {
-        sum_statistics(comm, round, step, replicas);
+        sum_statistics(comm, round, step, tensor_parallel);
         for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
-          optimizer_.finish(round, step, layout_.shape(t), statistics(round, t), writable_tensor_state(t));
+          optimizers_[t].finish(round, step, layout_.shape(t), statistics(round, t), writable_tensor_state(t));
       }
     }
     for (const auto& block : blocks_)
-      for_each_slice(block, replicas, [&](const flat_layout::segment& run, const slice<K>& piece) {
-        optimizer_.apply(step, piece, context_of(run.tensor));
+      for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
+        optimizers_[run.tensor].apply(step, piece, context_of(run.tensor));
         if constexpr (has_master) store_weights(run);
       });
     if constexpr (sharded)
-      for (const auto& b : layout_.buckets()) comm.all_gather(std::span<Weight>(weights_).subspan(b.begin, b.padded));
+      for (const auto& b : layout_.buckets()) comm.all_gather(weights_.span().subspan(b.begin, b.padded));
+    return report;
+  }
+
+  // The norm of all averaged gradients: per tensor, the sum of squares over this rank's blocks, added
+  // over the replicas and over the tensor-parallel group as the optimizer's statistics are.
+  template <class C, class T>
+  [[nodiscard]] double gradient_norm(C& comm, T& tensor_parallel) {
+    norm_sums_.resize(layout_.tensor_count());
+    sum_over_blocks(comm, norm_sums_, [&](const std::vector<flat_layout::segment>& block, std::span<double> sums) {
+      for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
+        double& sum = sums[run.tensor];
+        for (const float g : piece.gradients) sum += static_cast<double>(g) * g;
+      });
+    });
+    std::vector<std::size_t> one_each(layout_.tensor_count() + 1);
+    std::iota(one_each.begin(), one_each.end(), std::size_t{0});
+    sum_over_tensor_parallel(tensor_parallel, norm_sums_, one_each);
+    double total = 0.0;
+    for (const double sum : norm_sums_) total += sum;
+    return std::sqrt(total);
+  }
+
+  // Sums per-block partial results over this replica's blocks and the other replicas': sharded, one
+  // all-reduce of this replica's block; replicated, the N blocks added here in rank order, the order in
+  // which the threads backend reduces (so both give the same bits there).
+  template <class C, class Accumulate>
+  void sum_over_blocks(C& comm, std::span<double> sums, Accumulate&& accumulate_block) {
+    if constexpr (sharded) {
+      std::ranges::fill(sums, 0.0);
+      accumulate_block(blocks_.front(), sums);
+      comm.all_reduce(sums);
+    } else {
+      partial_statistics_.resize(std::max(partial_statistics_.size(), sums.size()));
+      const auto partial = std::span<double>(partial_statistics_).first(sums.size());
+      for (std::size_t r = 0; r < blocks_.size(); ++r) {
+        const auto target = r == 0 ? sums : partial;
+        std::ranges::fill(target, 0.0);
+        accumulate_block(blocks_[r], target);
+        if (r != 0)
+          for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += partial[i];
+      }
+    }
+  }
+
+  // Adds per-tensor sums (tensor t's at [offsets[t], offsets[t + 1])) over the tensor-parallel group,
+  // leaving out the copies that are not counted.
+  template <class T>
+  void sum_over_tensor_parallel(T& tensor_parallel, std::span<double> sums, const std::vector<std::size_t>& offsets) {
+    if (tensor_parallel.size() == 1) return;
+    for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
+      if (counted_[t] == 0) std::fill(sums.begin() + static_cast<std::ptrdiff_t>(offsets[t]),
+                                      sums.begin() + static_cast<std::ptrdiff_t>(offsets[t + 1]), 0.0);
+    tensor_parallel.all_reduce(sums);
   }
 
   // The gradient blocks this replica updates: its own block of each bucket, or all of every bucket.
   [[nodiscard]] std::span<float> reduced_gradients(const flat_layout::bucket& b) {
-    const auto bucket = std::span<float>(gradients_).subspan(b.begin, b.padded);
+    const auto bucket = gradients_.span().subspan(b.begin, b.padded);
     return sharded ? bucket.subspan(static_cast<std::size_t>(rank_) * b.shard, b.shard) : bucket;
   }
 
@@ -261,7 +483,7 @@ class data_parallel_update {
   template <class C, class D>
   [[nodiscard]] float reduce_gradients(C& comm, D* across) {
     for (const auto& b : layout_.buckets()) {
-      const auto bucket = std::span<float>(gradients_).subspan(b.begin, b.padded);
+      const auto bucket = gradients_.span().subspan(b.begin, b.padded);
       if constexpr (sharded)
         comm.reduce_scatter(bucket);
       else
@@ -276,14 +498,14 @@ class data_parallel_update {
   }
 
   // The optimizer sees a block's segments a few thousand elements at a time, with the summed
-  // gradients averaged into a buffer that stays in L1 cache: averaging costs no pass of its own over
-  // the gradients, and a product rather than a quotient (a division per element costs as much as
-  // the rest of the averaging). visit(part, slice) gets each part as a segment.
+  // gradients averaged (and clipped) into a buffer that stays in L1 cache: averaging costs no pass of
+  // its own over the gradients, and a product rather than a quotient (a division per element costs as
+  // much as the rest of the averaging). visit(part, slice) gets each part as a segment.
   static constexpr std::size_t slice_elements = 4096;
 
   template <class Visit>
-  void for_each_slice(const std::vector<flat_layout::segment>& block, float replicas, Visit&& visit) {
-    const float scale = 1.0f / replicas;
+  void for_each_slice(const std::vector<flat_layout::segment>& block, Visit&& visit) {
+    const float scale = gradient_scale_;
     std::array<float, slice_elements> averaged;
     for (const auto& run : block)
       for (std::size_t begin = 0; begin < run.count; begin += slice_elements) {
@@ -314,29 +536,20 @@ class data_parallel_update {
                         reduced_gradients(b).begin());
   }
 
-  // Whole-tensor sums of one round: each block's partial sums, added over the N blocks.
-  template <class C>
-  void sum_statistics(C& comm, int round, const step_info& step, float replicas) {
+  // Whole-tensor sums of one round: each block's partial sums, added over the N blocks (and over the
+  // tensor-parallel group, when there is one).
+  template <class C, class T>
+  void sum_statistics(C& comm, int round, const step_info& step, T* tensor_parallel) {
     auto& sums = statistics_[static_cast<std::size_t>(round)];
     const auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
-    const auto accumulate_block = [&](const std::vector<flat_layout::segment>& block, std::span<double> partial) {
-      std::ranges::fill(partial, 0.0);
-      for_each_slice(block, replicas, [&](const flat_layout::segment& run, const slice<K>& piece) {
-        optimizer_.accumulate(round, step, piece, tensor_state(run.tensor),
-                              partial.subspan(offsets[run.tensor], offsets[run.tensor + 1] - offsets[run.tensor]));
+    sum_over_blocks(comm, sums, [&](const std::vector<flat_layout::segment>& block, std::span<double> partial) {
+      for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
+        optimizers_[run.tensor].accumulate(
+            round, step, piece, tensor_state(run.tensor),
+            partial.subspan(offsets[run.tensor], offsets[run.tensor + 1] - offsets[run.tensor]));
       });
-    };
-    if constexpr (sharded) {
-      accumulate_block(blocks_.front(), sums);
-      comm.all_reduce(sums);
-    } else {
-      const auto partial = std::span<double>(partial_statistics_).first(sums.size());
-      for (std::size_t r = 0; r < blocks_.size(); ++r) {
-        accumulate_block(blocks_[r], r == 0 ? std::span<double>(sums) : partial);
-        if (r != 0)
-          for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += partial[i];
-      }
-    }
+    });
+    if (tensor_parallel != nullptr) sum_over_tensor_parallel(*tensor_parallel, sums, offsets);
   }
 
   [[nodiscard]] std::span<const double> statistics(int round, std::size_t tensor) const {
@@ -355,7 +568,7 @@ class data_parallel_update {
                    layout_.shape(run.tensor),
                    run.first,
                    master_weights(run),
-                   std::span<const float>(gradients_).subspan(run.flat, run.count),
+                   std::span<const float>(gradients_.span()).subspan(run.flat, run.count),
                    {}};
     for (std::size_t k = 0; k < K; ++k)
       piece.state[k] = std::span<float>(state_).subspan(k * state_length_ + state_index(run), run.count);
@@ -366,13 +579,13 @@ class data_parallel_update {
     if constexpr (has_master)
       return std::span<float>(master_).subspan(state_index(run), run.count);
     else
-      return std::span<float>(weights_).subspan(run.flat, run.count);
+      return weights_.span().subspan(run.flat, run.count);
   }
 
   // Rounds the updated master weights of a segment into the stored (narrower) weights.
   void store_weights(const flat_layout::segment& run) {
     const auto master = master_weights(run);
-    std::ranges::copy(master, weights_.begin() + static_cast<std::ptrdiff_t>(run.flat));
+    std::ranges::copy(master, weights_.data() + run.flat);
   }
 
   [[nodiscard]] tensor_context context_of(std::size_t tensor) const {
@@ -387,8 +600,13 @@ class data_parallel_update {
   int rank_;
   int world_rank_;
   long steps_ = 0;
-  std::vector<Weight> weights_;   // full, padded
-  std::vector<float> gradients_;  // full, padded
+  std::vector<Optimizer> optimizers_;  // each tensor's hyper-parameters
+  std::vector<char> counted_;          // whether each tensor enters tensor-parallel sums
+  shared_buffer<Weight> weights_;      // full, padded
+  shared_buffer<float> gradients_;     // full, padded
+  float gradient_scale_ = 1.0f;        // this step's averaging (and clipping) factor
+  std::vector<double> norm_sums_;      // per-tensor sums of squared gradients
+  std::vector<parameter_record> records_;  // the model's parameters, when built from a model
   std::vector<float> master_;     // float32 weights when Weight is narrower, laid out like the state
   std::size_t state_length_ = 0;  // elements of one state variable on this replica
   std::vector<float> state_;      // K variables back to back

@@ -14,7 +14,13 @@
 //
 // The tensor borrows its mesh, which must outlive it. Padding (layout/padding.hpp) is stored after the
 // owned part of each block, held at zero; local(b) shows only the owned part.
+//
+// Storage is the tensor's own, or, after bind(buffer), a view of a larger buffer (a training update's
+// flat weights or gradients, core/shared_buffer.hpp). A bound tensor stays bound: assigning to it
+// copies the elements into the buffer, so a layer that writes `parameter.gradient = ...` writes where
+// the update reads. Copying any tensor copies its elements.
 #include <Eigen/Core>
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +32,7 @@
 
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 
@@ -92,7 +99,7 @@ class dtensor {
       offsets_.push_back(total);
       total += static_cast<std::size_t>(blocks_.back().stored_elements());
     }
-    storage_.assign(total, T{});
+    storage_ = shared_buffer<T>::zeros(total);
   }
 
   // Layouts never convert implicitly. Deleted rather than a static_assert, so that the compiler's first
@@ -102,11 +109,47 @@ class dtensor {
   requires(!std::same_as<OtherLayout, Layout>)
   dtensor(const dtensor<T, OtherLayout, Mesh>&) = delete;  // layouts never convert: redistribute<L>(t) or reduce(t)
 
-  dtensor(const dtensor&) = default;
+  dtensor(const dtensor& other)
+      : mesh_(other.mesh_),
+        mapping_(other.mapping_),
+        rank_(other.rank_),
+        blocks_(other.blocks_),
+        offsets_(other.offsets_),
+        storage_(shared_buffer<T>::copy_of(other.data())) {}
   dtensor(dtensor&&) noexcept = default;
-  dtensor& operator=(const dtensor&) = default;
-  dtensor& operator=(dtensor&&) noexcept = default;
+  dtensor& operator=(const dtensor& other) {
+    if (this != &other) assign(other, "dtensor::operator=");
+    return *this;
+  }
+  dtensor& operator=(dtensor&& other) {
+    if (bound_) {
+      assign(other, "dtensor::operator=");
+    } else {
+      mesh_ = other.mesh_;
+      mapping_ = std::move(other.mapping_);
+      rank_ = other.rank_;
+      blocks_ = std::move(other.blocks_);
+      offsets_ = std::move(other.offsets_);
+      storage_ = std::move(other.storage_);
+      bound_ = other.bound_;
+    }
+    return *this;
+  }
   ~dtensor() = default;
+
+  // From now on this tensor's elements live in `buffer` (as many elements as data() has, padding
+  // included), which takes their current values. Throws argument_error when the sizes differ.
+  void bind(shared_buffer<T> buffer) {
+    if (buffer.size() != storage_.size())
+      throw argument_error(mesh_->world().world_rank(), "dtensor::bind",
+                           "the tensor stores " + std::to_string(storage_.size()) + " elements on this rank, the "
+                           "buffer has " + std::to_string(buffer.size()));
+    std::ranges::copy(data(), buffer.data());
+    storage_ = std::move(buffer);
+    bound_ = true;
+  }
+  // Whether the elements live in a buffer given to bind().
+  [[nodiscard]] bool is_bound() const noexcept { return bound_; }
 
   [[nodiscard]] Mesh& mesh() const noexcept { return *mesh_; }
   [[nodiscard]] const mapping_type& mapping() const noexcept { return mapping_; }
@@ -130,10 +173,25 @@ class dtensor {
 
   // Every block's storage (padding included), back to back in block order, each row-major with its
   // stored extents: what collectives send.
-  [[nodiscard]] std::span<T> data() noexcept { return storage_; }
-  [[nodiscard]] std::span<const T> data() const noexcept { return storage_; }
+  [[nodiscard]] std::span<T> data() noexcept { return storage_.span(); }
+  [[nodiscard]] std::span<const T> data() const noexcept { return storage_.span(); }
 
  private:
+  // Copies `other` into this tensor: into the same storage when bound (same shape required), else into
+  // a fresh copy.
+  void assign(const dtensor& other, const char* operation) {
+    if (!bound_) {
+      *this = dtensor(other);
+      return;
+    }
+    if (other.extents() != extents() || other.data().size() != storage_.size())
+      throw argument_error(mesh_->world().world_rank(), operation,
+                           "a tensor bound to an update's buffer keeps its shape: it is " + std::to_string(rows()) +
+                               "x" + std::to_string(cols()) + ", the value assigned " + std::to_string(other.rows()) +
+                               "x" + std::to_string(other.cols()));
+    std::ranges::copy(other.data(), storage_.data());
+  }
+
   std::size_t checked(int b, const char* operation) const {
     if (b < 0 || b >= block_count())
       throw argument_error(
@@ -147,7 +205,8 @@ class dtensor {
   int rank_;
   std::vector<block_info> blocks_;
   std::vector<std::size_t> offsets_;
-  std::vector<T> storage_;
+  shared_buffer<T> storage_;
+  bool bound_ = false;
 };
 
 // A tensor whose element (i, j) is f(i, j); each rank evaluates f on its own elements only.

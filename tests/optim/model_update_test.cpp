@@ -1,0 +1,147 @@
+// The data-parallel update of a tensor-parallel model's parameters: every mesh data x tensor-parallel
+// that the ranks form trains the same MLP as one rank does on the whole batch, step for step (LAMB's
+// norms and the clipped global gradient norm summed over the right ranks, each element once), and the
+// sharded update gives the replicated one's bits.
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/family.hpp"
+#include "shardwise/nn/mlp.hpp"
+#include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/lamb.hpp"
+#include "shardwise/optim/sharded.hpp"
+#include "shardwise/tensor/distribute.hpp"
+#include "support/backends.hpp"
+
+namespace {
+
+using namespace shardwise;
+using namespace shardwise::testing;
+using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class Backend>
+class model_update : public ::testing::Test {};
+TYPED_TEST_SUITE(model_update, backends);
+
+constexpr std::int64_t hidden = 6;
+constexpr std::int64_t expanded = 8;
+constexpr std::int64_t batch_rows = 8;
+constexpr int steps = 3;
+constexpr float clip_norm = 0.05f;  // below the gradient norms here, so clipping acts
+
+float input_value(int step, std::int64_t i, std::int64_t j) {
+  return static_cast<float>(std::sin(0.7 * static_cast<double>(i * hidden + j) + step));
+}
+float output_weight(std::int64_t i, std::int64_t j) { return static_cast<float>(std::cos(0.3 * static_cast<double>(i + 2 * j))); }
+
+struct trained {
+  std::vector<matrix> parameters;       // whole, in the model's order
+  std::vector<double> gradient_norms;  // reported by each step
+};
+
+// Trains an MLP on `data.size()` replicas of a tensor-parallel 1-D mesh over `tensor_parallel`: replica
+// r takes rows [r R / N, (r + 1) R / N) of each step's batch, and the loss is the mean over its rows of
+// sum(y ∘ G).
+template <class Update, class Communicator, class Optimizer>
+trained train(Communicator& data, Communicator& tensor_parallel, Optimizer hyper_parameters) {
+  process_mesh mesh(tensor_parallel, {tensor_parallel.size()});
+  using family = nn::tensor_parallel_1d<>;
+  using input_layout = family::input;
+  nn::mlp<float, family, decltype(mesh)> model(mesh, hidden, expanded, 5);
+  Update update(model, data, hyper_parameters);
+  const std::int64_t rows = batch_rows / data.size();
+  const std::int64_t first = rows * data.rank();
+  trained result;
+  for (int step = 0; step < steps; ++step) {
+    const auto x = from_function<input_layout>(
+        mesh, {rows, hidden}, [&](std::int64_t i, std::int64_t j) { return input_value(step, first + i, j); });
+    (void)model.forward(x);
+    const auto dy = from_function<input_layout>(mesh, {rows, hidden}, [&](std::int64_t i, std::int64_t j) {
+      return output_weight(first + i, j) / static_cast<float>(rows);
+    });
+    (void)model.backward(dy);
+    const auto report = update.step(data, tensor_parallel, optim::step_options{0.02f, clip_norm});
+    result.gradient_norms.push_back(report.gradient_norm);
+  }
+  model.for_each_parameter([&](const std::string&, auto& p) { result.parameters.push_back(all_gather(p.value)); });
+  return result;
+}
+
+// `bitwise`: the backend sums in rank order, so sharded and replicated give the same bits.
+template <class Optimizer, class Communicator>
+void expect_every_mesh_trains_as_one_rank(Communicator& world, Optimizer hyper_parameters, bool bitwise) {
+  auto self = world.split(world.rank(), 0);
+  auto alone = self.split(0, 0);
+  const trained serial = train<optim::replicated_update<Optimizer>>(self, alone, hyper_parameters);
+  for (int replicas = 1; replicas <= world.size(); ++replicas) {
+    if (world.size() % replicas != 0 || batch_rows % replicas != 0) continue;
+    const int group = world.size() / replicas;
+    if (expanded % group != 0) continue;
+    SCOPED_TRACE("data " + std::to_string(replicas) + " x tensor-parallel " + std::to_string(group));
+    // Rank = data coordinate * group + tensor-parallel coordinate: the data axis first.
+    auto data = world.split(world.rank() % group, world.rank() / group);
+    auto tensor_parallel = world.split(world.rank() / group, world.rank() % group);
+    const trained sharded = train<optim::sharded_update<Optimizer>>(data, tensor_parallel, hyper_parameters);
+    const trained replicated = train<optim::replicated_update<Optimizer>>(data, tensor_parallel, hyper_parameters);
+    ASSERT_EQ(sharded.parameters.size(), serial.parameters.size());
+    for (std::size_t p = 0; p < serial.parameters.size(); ++p) {
+      const matrix& expected = serial.parameters[p];
+      EXPECT_LE((sharded.parameters[p] - expected).norm(), 1e-5 * (1 + expected.norm())) << "parameter " << p;
+      if (bitwise) {
+        EXPECT_EQ(sharded.parameters[p], replicated.parameters[p]) << "parameter " << p << ": sharded == replicated";
+      }
+    }
+    for (int s = 0; s < steps; ++s) {
+      EXPECT_NEAR(sharded.gradient_norms[s], serial.gradient_norms[s], 1e-5 * serial.gradient_norms[s]) << "step " << s;
+      EXPECT_GT(serial.gradient_norms[s], clip_norm) << "clipping acts in step " << s;
+    }
+  }
+}
+
+TYPED_TEST(model_update, lamb_with_clipping_on_every_data_and_tensor_parallel_mesh_equals_one_rank) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        expect_every_mesh_trains_as_one_rank(world, optim::lamb{.weight_decay = 0.1f}, TypeParam::sums_in_rank_order);
+      },
+      {1, 2, 4});
+}
+
+TYPED_TEST(model_update, adamw_with_clipping_on_every_data_and_tensor_parallel_mesh_equals_one_rank) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        expect_every_mesh_trains_as_one_rank(world, optim::adamw{}, TypeParam::sums_in_rank_order);
+      },
+      {1, 2, 4});
+}
+
+// The update takes the parameters' storage: one copy of the weights, and the update's names.
+TYPED_TEST(model_update, parameters_live_in_the_update_and_are_found_by_name) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        nn::mlp<float, nn::tensor_parallel_1d<>, decltype(mesh)> model(mesh, hidden, expanded, 5);
+        auto self = world.split(world.rank(), 0);
+        optim::sharded_update<optim::adamw> update(model, self);
+        std::size_t t = 0;
+        model.for_each_parameter([&](const std::string& name, auto& p) {
+          EXPECT_TRUE(p.value.is_bound() && p.gradient.is_bound()) << name;
+          EXPECT_EQ(p.value.data().data(), update.weights(t).data()) << name << ": the weights live in the update";
+          EXPECT_EQ(update.parameter_index(name), t);
+          EXPECT_EQ(update.parameters()[t].extents, p.value.extents()) << name;
+          ++t;
+        });
+        EXPECT_EQ(update.parameters()[update.parameter_index("contract.bias")].counted, world.rank() == 0)
+            << "a replicated bias counts on the lowest rank only";
+        EXPECT_TRUE(update.parameters()[update.parameter_index("expand.weight")].counted);
+        EXPECT_THROW((void)update.parameter_index("expand.wieght"), argument_error);
+      },
+      {1, 2, 4});
+}
+
+}  // namespace
