@@ -30,6 +30,9 @@ double serial_gelu(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * std::pow(x, 3))));
 }
 
+// The exact form, through the normal distribution's CDF: x · Φ(x).
+double serial_exact_gelu(double x) { return x * 0.5 * std::erfc(-x / std::numbers::sqrt2); }
+
 matrix serial_dropout(const matrix& x, double rate, std::uint64_t seed) {
   matrix y(x.rows(), x.cols());
   for (std::int64_t i = 0; i < x.rows(); ++i)
@@ -53,6 +56,12 @@ TYPED_TEST(pointwise_ops_test, gelu_and_dropout_match_serial_eigen) {
           const matrix slopes = (x_whole.array() + step).unaryExpr(&serial_gelu).matrix() -
                                 (x_whole.array() - step).unaryExpr(&serial_gelu).matrix();
           expect_near(gelu_backward(dy, x), dy_whole.cwiseProduct(slopes / (2 * step)), 1e-8, "gelu backward");
+          const auto exact = gelu_approximation::none;
+          expect_near(gelu(x, exact), x_whole.unaryExpr(&serial_exact_gelu), 1e-14, "exact gelu");
+          const matrix exact_slopes = (x_whole.array() + step).unaryExpr(&serial_exact_gelu).matrix() -
+                                      (x_whole.array() - step).unaryExpr(&serial_exact_gelu).matrix();
+          expect_near(gelu_backward(dy, x, exact), dy_whole.cwiseProduct(exact_slopes / (2 * step)), 1e-8,
+                      "exact gelu backward");
 
           constexpr std::uint64_t seed = 2024;
           for (const double rate : {0.0, 0.25, 0.5}) {

@@ -20,10 +20,11 @@ class layer_norm {
   using tensor_type = dtensor<T, Layout, Mesh>;
   using vector_type = parameter<T, vector_layout_t<Layout>, Mesh>;
 
-  layer_norm(Mesh& mesh, std::int64_t features) : gamma_(mesh, {1, features}, T(1)), beta_(mesh, {1, features}, T(0)) {}
+  layer_norm(Mesh& mesh, std::int64_t features, T epsilon = T(1e-5))
+      : gamma_(mesh, {1, features}, T(1)), beta_(mesh, {1, features}, T(0)), epsilon_(epsilon) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) {
-    auto [y, saved] = shardwise::layer_norm(x, gamma_.value, beta_.value);
+    auto [y, saved] = shardwise::layer_norm(x, gamma_.value, beta_.value, epsilon_);
     saved_.emplace(std::move(saved));
     return std::move(y);
   }
@@ -48,6 +49,7 @@ class layer_norm {
  private:
   vector_type gamma_;
   vector_type beta_;
+  T epsilon_;
   std::optional<layer_norm_saved<T, Layout, Mesh>> saved_;
 };
 

@@ -21,16 +21,19 @@ class mlp {
 
   // hidden -> expanded -> hidden; `seed` names the layer, its linears take seed + 1 and seed + 2, and
   // `products` (ops/matmul.hpp).
-  mlp(Mesh& mesh, std::int64_t hidden, std::int64_t expanded, std::uint64_t seed, matmul_options products = {})
-      : expand_(mesh, hidden, expanded, seed + 1, products), contract_(mesh, expanded, hidden, seed + 2, products) {}
+  mlp(Mesh& mesh, std::int64_t hidden, std::int64_t expanded, std::uint64_t seed, matmul_options products = {},
+      gelu_approximation activation = gelu_approximation::tanh)
+      : expand_(mesh, hidden, expanded, seed + 1, products),
+        contract_(mesh, expanded, hidden, seed + 2, products),
+        activation_(activation) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) {
     pre_activation_.emplace(expand_.forward(x));
-    return contract_.forward(gelu(*pre_activation_));
+    return contract_.forward(gelu(*pre_activation_, activation_));
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
-    return expand_.backward(gelu_backward(contract_.backward(output_gradient), *pre_activation_));
+    return expand_.backward(gelu_backward(contract_.backward(output_gradient), *pre_activation_, activation_));
   }
 
   template <class F>
@@ -42,6 +45,7 @@ class mlp {
  private:
   first_linear expand_;
   second_linear contract_;
+  gelu_approximation activation_;
   std::optional<typename first_linear::output_type> pre_activation_;
 };
 

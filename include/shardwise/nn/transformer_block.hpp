@@ -26,6 +26,8 @@ struct block_options {
   std::int64_t sequence = 1;
   std::int64_t expansion = 4;  // the MLP's width is expansion * hidden
   bool causal = false;
+  double layer_norm_epsilon = 1e-5;
+  gelu_approximation activation = gelu_approximation::tanh;
 };
 
 template <class T, class Family, class Mesh>
@@ -35,10 +37,10 @@ class transformer_block {
 
   // `seed` names the block; its layers take seeds from seed * 16 on.
   transformer_block(Mesh& mesh, const block_options& options, std::uint64_t seed)
-      : norm_1_(mesh, options.hidden),
+      : norm_1_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
         attention_(mesh, {options.hidden, options.heads, options.sequence, options.causal}, seed * 16),
-        norm_2_(mesh, options.hidden),
-        mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8) {}
+        norm_2_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
+        mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, {}, options.activation) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) {
     tensor_type h = attention_.forward(norm_1_.forward(x));

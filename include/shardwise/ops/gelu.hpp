@@ -1,8 +1,10 @@
 #pragma once
-// gelu(x): the Gaussian error linear unit in the tanh approximation used by GPT and Megatron,
-//   gelu(x) = x/2 · (1 + tanh(u)),   u = √(2/π) · (x + 0.044715 x³),
-// and its backward, dx = dy · gelu'(x) with
-//   gelu'(x) = (1 + tanh(u))/2 + x/2 · (1 - tanh²(u)) · √(2/π) · (1 + 3 · 0.044715 x²).
+// gelu(x): the Gaussian error linear unit, exact or in the tanh approximation used by GPT-2 and
+// Megatron (PyTorch's approximate='none' and 'tanh'):
+//   exact:  gelu(x) = x/2 · (1 + erf(x/√2)),         gelu'(x) = (1 + erf(x/√2))/2 + x · φ(x)
+//   tanh:   gelu(x) = x/2 · (1 + tanh(u)),   u = √(2/π) · (x + 0.044715 x³),
+//           gelu'(x) = (1 + tanh(u))/2 + x/2 · (1 - tanh²(u)) · √(2/π) · (1 + 3 · 0.044715 x²)
+// with φ the standard normal density; backward is dx = dy · gelu'(x).
 // Element-wise and local to each rank (no communication), on any layout; padding stays zero. A
 // partial-sum tensor does not compile: gelu of the addends, summed, is not gelu of the sum.
 #include <cmath>
@@ -19,6 +21,17 @@ namespace shardwise {
 namespace detail {
 
 template <std::floating_point T>
+struct gelu_exact {
+  static constexpr T inverse_sqrt2 = T(std::numbers::sqrt2 / 2);
+  static constexpr T inverse_sqrt_2pi = T(std::numbers::inv_sqrtpi * std::numbers::sqrt2 / 2);  // 1/√(2π)
+
+  static T value(T x) { return T(0.5) * x * (T(1) + std::erf(x * inverse_sqrt2)); }
+  static T derivative(T x) {
+    return T(0.5) * (T(1) + std::erf(x * inverse_sqrt2)) + x * inverse_sqrt_2pi * std::exp(T(-0.5) * x * x);
+  }
+};
+
+template <std::floating_point T>
 struct gelu_tanh {
   static constexpr T cubic = T(0.044715);
   static constexpr T slope = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // √(2/π)
@@ -32,26 +45,33 @@ struct gelu_tanh {
 
 }  // namespace detail
 
+enum class gelu_approximation { tanh, none };
+
 template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
-[[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input) {
-  return transform(input, detail::gelu_tanh<T>::value);
+[[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
+                                            gelu_approximation approximation = gelu_approximation::tanh) {
+  return approximation == gelu_approximation::tanh ? transform(input, detail::gelu_tanh<T>::value)
+                                                   : transform(input, detail::gelu_exact<T>::value);
 }
 
 // dx from dy and the forward's input x.
 template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
 [[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(const dtensor<T, Layout, Mesh>& output_gradient,
-                                                     const dtensor<T, Layout, Mesh>& input) {
-  return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); });
+                                                     const dtensor<T, Layout, Mesh>& input,
+                                                     gelu_approximation approximation = gelu_approximation::tanh) {
+  if (approximation == gelu_approximation::tanh)
+    return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); });
+  return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_exact<T>::derivative(x); });
 }
 
 template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
-void gelu(const dtensor<T, Layout, Mesh>&) = delete;  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
+void gelu(const dtensor<T, Layout, Mesh>&, gelu_approximation = {}) = delete;  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
 template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
-void gelu_backward(const dtensor<T, Layout, Mesh>&,
-                   const dtensor<T, Layout, Mesh>&) = delete;  // gelu' of an addend is not gelu' of the sum: reduce(t) first
+void gelu_backward(const dtensor<T, Layout, Mesh>&, const dtensor<T, Layout, Mesh>&,
+                   gelu_approximation = {}) = delete;  // gelu' of an addend is not gelu' of the sum: reduce(t) first
 
 }  // namespace shardwise
