@@ -85,3 +85,11 @@
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
 #include "shardwise/sim/symmetric_window.hpp"
+// ---- training a language model: shared storage, vocabulary-parallel embedding and loss, the GPT model
+#include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/model/gpt.hpp"
+#include "shardwise/model/sample.hpp"
+#include "shardwise/nn/embedding.hpp"
+#include "shardwise/nn/language_model_loss.hpp"
+#include "shardwise/ops/embedding_lookup.hpp"
+#include "shardwise/ops/vocabulary_cross_entropy.hpp"

@@ -9,6 +9,10 @@
 //   tensor_parallel_2d   block_2d         block_2d              block_2d          block_2d            SUMMA (Optimus)
 //   tensor_parallel_3d   cube::input      cube::weight          cube::output      cube::swapped::weight
 //
+// A language model's vocabulary (its embedding table, vocabulary x hidden) is cut by rows over the whole
+// tensor-parallel mesh, as Megatron's VocabParallelEmbedding: `vocabulary`, ragged so that any
+// vocabulary size works on any group (a rank may hold one row more than another).
+//
 // In 3-D the hidden layout IS cube::swapped::input (the paper's exchange of the y and z directions
 // after the first linear), and the second linear, in the swapped cube, gives swapped::output, which IS
 // cube::input again: the types carry the swap, and a block's output has its input's layout.
@@ -27,6 +31,7 @@ struct tensor_parallel_1d {
   using first_weight = row_1d<Padding>;
   using hidden = row_1d<Padding>;
   using second_weight = col_1d<Padding>;
+  using vocabulary = split<rows_over<0>, cols_over<>, ragged>;
 };
 
 template <padding_rule Padding = exact>
@@ -36,6 +41,7 @@ struct tensor_parallel_2d {
   using first_weight = block_2d<Padding>;
   using hidden = block_2d<Padding>;
   using second_weight = block_2d<Padding>;
+  using vocabulary = split<rows_over<0, 1>, cols_over<>, ragged>;
 };
 
 template <class Directions = directions<>, padding_rule Padding = exact>
@@ -46,6 +52,7 @@ struct tensor_parallel_3d {
   using first_weight = typename cube::weight;
   using hidden = typename cube::output;
   using second_weight = typename cube::swapped::weight;
+  using vocabulary = split<rows_over<0, 1, 2>, cols_over<>, ragged>;
 };
 
 // Family F describes a Transformer layer on meshes of D dimensions.
@@ -55,6 +62,7 @@ concept tensor_parallel_family = requires {
   typename F::first_weight;
   typename F::hidden;
   typename F::second_weight;
+  typename F::vocabulary;
 } && F::mesh_dimensions == D;
 
 }  // namespace shardwise::nn

@@ -8,6 +8,7 @@
 //   auto b = redistribute<row_1d<padded>>(a);                      // same matrix, new layout
 //   Eigen::MatrixXf back = gather(b, 0);                           // whole matrix on rank 0, 0x0 elsewhere
 //   auto everywhere = all_gather(b);                               // whole matrix on every rank
+//   auto c = slice<block_2d<>>(mesh, everywhere);                  // and back, with no communication
 //
 // Results are exact: elements are copied, never combined. Partial-sum tensors are refused at compile
 // time (gathering one addend would pass for the sum): reduce them first (tensor/reduce.hpp). The
@@ -80,6 +81,19 @@ template <class T, class Layout, class Mesh>
   detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), everywhere,
                    std::span<T>(whole.data(), static_cast<std::size_t>(whole.size())), "all_gather");
   return whole;
+}
+
+// Not collective: the tensor of Layout whose blocks this rank cuts from `whole`, a matrix every rank of
+// the mesh holds alike (a replicated result, an all-reduced sum). The inverse of all_gather.
+template <class Layout, class Mesh, class T>
+[[nodiscard]] dtensor<T, Layout, Mesh> slice(Mesh& mesh,
+                                             const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole) {
+  dtensor<T, Layout, Mesh> tensor(mesh, {whole.rows(), whole.cols()});
+  for (int b = 0; b < tensor.block_count(); ++b) {
+    const block_info& info = tensor.block(b);
+    tensor.local(b) = whole.block(info.row_offset, info.col_offset, info.rows, info.cols);
+  }
+  return tensor;
 }
 
 // Collective: the same matrix under NewLayout (on the same mesh). Throws, on every rank, when

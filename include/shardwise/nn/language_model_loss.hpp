@@ -1,0 +1,45 @@
+#pragma once
+// nn::language_model_loss<T, Family, Mesh>: a language model's output head tied to its token embedding
+// (logits = h · tableᵀ) and the cross-entropy of the next tokens, computed with the vocabulary cut over
+// the mesh (ops/vocabulary_cross_entropy.hpp): no rank ever holds the whole logits. The head has no
+// parameter of its own; backward adds into the embedding table's gradient, beside the lookup's.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/nn/family.hpp"
+#include "shardwise/nn/parameter.hpp"
+#include "shardwise/ops/vocabulary_cross_entropy.hpp"
+#include "shardwise/tensor/distribute.hpp"
+
+namespace shardwise::nn {
+
+template <class T, class Family, class Mesh>
+class language_model_loss {
+ public:
+  using table_type = parameter<T, typename Family::vocabulary, Mesh>;
+  using input_type = dtensor<T, typename Family::input, Mesh>;
+
+  explicit language_model_loss(table_type& table) : table_(&table) {}
+
+  // The mean cross-entropy in nats per token of `targets` (one per row of h), equal on every rank.
+  [[nodiscard]] double forward(const input_type& h, std::span<const std::int32_t> targets) {
+    return vocabulary_cross_entropy(all_gather(h), table_->value, targets, saved_);
+  }
+
+  // The gradient of forward's loss times `scale`, in h's layout; adds the table's into its gradient.
+  [[nodiscard]] input_type backward(T scale = T(1)) {
+    if (saved_.targets.empty())
+      throw argument_error(table_->value.mesh().world().world_rank(), "nn::language_model_loss::backward",
+                           "backward before forward: the loss keeps the probabilities from forward");
+    return slice<typename Family::input>(
+        table_->value.mesh(), vocabulary_cross_entropy_backward(saved_, table_->value, table_->gradient, scale));
+  }
+
+ private:
+  table_type* table_;
+  cross_entropy_saved<T> saved_;
+};
+
+}  // namespace shardwise::nn

@@ -1,0 +1,64 @@
+#pragma once
+// Looking up rows of an embedding table whose rows (the vocabulary) are cut over the mesh, forward and
+// backward, as Megatron's VocabParallelEmbedding: every rank sees every token id, contributes the rows
+// it owns and zeros for the others, and a sum over the mesh completes each row.
+//
+//   Eigen whole = zero (tokens x hidden);
+//   add_owned_rows(table, tokens, whole);           // this rank's rows; the rest stay zero
+//   table.mesh().world().all_reduce(whole);         // every row complete, on every rank
+//   ...
+//   add_to_owned_rows(table_gradient, tokens, dx);  // backward: dx whole on every rank
+#include <Eigen/Core>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+template <class T>
+using whole_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+namespace detail {
+
+// visit(position, block, local row) for every token whose row lies in one of this rank's blocks.
+template <class Table, class Visit>
+void for_each_owned_token(const Table& table, std::span<const std::int32_t> tokens, const char* operation,
+                          Visit&& visit) {
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::int64_t id = tokens[t];
+    if (id < 0 || id >= table.rows())
+      throw argument_error(table.mesh().world().world_rank(), operation,
+                           "token " + std::to_string(id) + " at position " + std::to_string(t) +
+                               " is outside the vocabulary of " + std::to_string(table.rows()));
+    for (int b = 0; b < table.block_count(); ++b) {
+      const block_info& info = table.block(b);
+      if (id >= info.row_offset && id < info.row_offset + info.rows) visit(t, b, id - info.row_offset);
+    }
+  }
+}
+
+}  // namespace detail
+
+// whole.row(t) += table row tokens[t], for the rows this rank owns. `whole` is tokens x hidden.
+template <class T, class Layout, class Mesh>
+void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens, whole_matrix<T>& whole) {
+  detail::for_each_owned_token(table, tokens, "embedding lookup", [&](std::size_t t, int b, std::int64_t row) {
+    whole.row(static_cast<Eigen::Index>(t)) += table.local(b).row(row);
+  });
+}
+
+// The backward of the lookup: table_gradient row tokens[t] += gradient.row(t), for the rows this rank
+// owns (a token seen twice adds twice).
+template <class T, class Layout, class Mesh>
+void add_to_owned_rows(dtensor<T, Layout, Mesh>& table_gradient, std::span<const std::int32_t> tokens,
+                       const whole_matrix<T>& gradient) {
+  detail::for_each_owned_token(table_gradient, tokens, "embedding lookup backward",
+                               [&](std::size_t t, int b, std::int64_t row) {
+                                 table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t));
+                               });
+}
+
+}  // namespace shardwise

@@ -1,0 +1,97 @@
+#pragma once
+// The cross-entropy of a language model's head whose vocabulary is cut over the mesh, forward and
+// backward, as Megatron's vocab-parallel cross-entropy: each rank computes the logits of its own
+// vocabulary rows only (logits = h · tableᵀ, tokens x its rows), and the softmax statistics are reduced
+// over the mesh — the maximum of every row, then the sum of exponentials and the target's logit —
+// so the whole logits never exist on any rank:
+//
+//   loss = mean over tokens t of  log Σ_v exp(z_tv − m_t) + m_t − z_t,target,    m_t = max_v z_tv
+//   dz = (softmax(z) − one_hot(target)) · scale / tokens;   d table = dzᵀ · h;   dh = dz · table (summed)
+//
+// `hidden` is the whole tokens x hidden matrix on every rank (all_gather of the activations).
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/ops/embedding_lookup.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+// What backward needs: the hidden states, this rank's columns of the softmax, the targets.
+template <class T>
+struct cross_entropy_saved {
+  whole_matrix<T> hidden;
+  whole_matrix<T> probabilities;  // tokens x this rank's vocabulary rows
+  std::vector<std::int32_t> targets;
+};
+
+// Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank.
+template <class T, split_layout Layout, class Mesh>
+[[nodiscard]] double vocabulary_cross_entropy(const whole_matrix<T>& hidden, const dtensor<T, Layout, Mesh>& table,
+                                              std::span<const std::int32_t> targets, cross_entropy_saved<T>& saved) {
+  auto& world = table.mesh().world();
+  const auto tokens = static_cast<std::size_t>(hidden.rows());
+  if (targets.size() != tokens || hidden.cols() != table.cols())
+    throw argument_error(world.world_rank(), "vocabulary cross-entropy",
+                         std::to_string(targets.size()) + " targets for " + std::to_string(tokens) +
+                             " hidden states of width " + std::to_string(hidden.cols()) + " (the table is " +
+                             std::to_string(table.rows()) + "x" + std::to_string(table.cols()) + ")");
+  const block_info& rows = table.block(0);
+  const whole_matrix<T> logits = hidden * table.local(0).transpose();
+
+  std::vector<T> maximum(tokens, -std::numeric_limits<T>::infinity());
+  if (rows.rows > 0)
+    for (std::size_t t = 0; t < tokens; ++t) maximum[t] = logits.row(static_cast<Eigen::Index>(t)).maxCoeff();
+  world.all_reduce(std::span<T>(maximum), op::max);
+
+  // Sums of exponentials, then target logits: one reduction.
+  std::vector<T> sums(2 * tokens, T(0));
+  saved.probabilities.resize(logits.rows(), logits.cols());
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const auto row = static_cast<Eigen::Index>(t);
+    saved.probabilities.row(row) = (logits.row(row).array() - maximum[t]).exp().matrix();
+    sums[t] = saved.probabilities.row(row).sum();
+  }
+  detail::for_each_owned_token(table, targets, "vocabulary cross-entropy", [&](std::size_t t, int, std::int64_t row) {
+    sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row);
+  });
+  world.all_reduce(std::span<T>(sums), op::sum);
+
+  double loss = 0;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    loss += std::log(static_cast<double>(sums[t])) + maximum[t] - sums[tokens + t];
+    saved.probabilities.row(static_cast<Eigen::Index>(t)) /= sums[t];
+  }
+  saved.hidden = hidden;
+  saved.targets.assign(targets.begin(), targets.end());
+  return loss / static_cast<double>(tokens);
+}
+
+// Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
+// gradient, whole on every rank. Collective over the table's mesh.
+template <class T, split_layout Layout, class Mesh>
+[[nodiscard]] whole_matrix<T> vocabulary_cross_entropy_backward(const cross_entropy_saved<T>& saved,
+                                                                const dtensor<T, Layout, Mesh>& table,
+                                                                dtensor<T, Layout, Mesh>& table_gradient, T scale) {
+  whole_matrix<T> logits_gradient = saved.probabilities;
+  detail::for_each_owned_token(table, saved.targets, "vocabulary cross-entropy backward",
+                               [&](std::size_t t, int, std::int64_t row) {
+                                 logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1);
+                               });
+  logits_gradient *= scale / static_cast<T>(saved.targets.size());
+  table_gradient.local(0).noalias() += logits_gradient.transpose() * saved.hidden;
+  whole_matrix<T> hidden_gradient = logits_gradient * table.local(0);
+  table.mesh().world().all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())),
+                                  op::sum);
+  return hidden_gradient;
+}
+
+}  // namespace shardwise
