@@ -93,3 +93,6 @@
 #include "shardwise/nn/language_model_loss.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
+#include "shardwise/data/byte_corpus.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/optim/model_checkpoint.hpp"

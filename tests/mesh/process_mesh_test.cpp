@@ -6,7 +6,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "shardwise/mesh/all_coords.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "support/backends.hpp"
 
@@ -288,6 +291,84 @@ TYPED_TEST(mesh_test, traffic_is_counted_per_axis) {
         });
       },
       rank_counts);
+}
+
+// Meshes of four dimensions, and groups of any set of axes: a group's members, in order, are the ranks
+// that agree with me off those axes, counted row-major over them.
+TYPED_TEST(mesh_test, groups_of_any_axes_hold_the_ranks_that_share_the_other_coordinates) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        for (const auto& shape : grid_shapes<4>(world.size())) {
+          SCOPED_TRACE(trace(shape, world.rank()));
+          process_mesh mesh(world, shape);
+          const auto mine = mesh.coords();
+          for (const std::vector<int>& axes : std::vector<std::vector<int>>{{0}, {1, 2, 3}, {0, 2}, {3, 1}, {0, 1, 2, 3}}) {
+            auto& group = axes.size() == 2 ? mesh.group({axes[0], axes[1]})
+                                           : mesh.group(std::span<const int>(axes.data(), axes.size()));
+            std::vector<int> sorted = axes;
+            std::ranges::sort(sorted);
+            int expected_size = 1, expected_rank = 0;
+            for (const int a : sorted) {
+              expected_size *= shape[static_cast<std::size_t>(a)];
+              expected_rank = expected_rank * shape[static_cast<std::size_t>(a)] + mine[static_cast<std::size_t>(a)];
+            }
+            ASSERT_EQ(group.size(), expected_size);
+            EXPECT_EQ(group.rank(), expected_rank);
+            std::vector<int> members(static_cast<std::size_t>(group.size()));
+            group.all_gather(std::array{world.rank()}, members);
+            for (int member = 0; member < group.size(); ++member) {
+              auto point = mine;
+              int rest = member;
+              for (std::size_t k = sorted.size(); k-- > 0;) {
+                const auto a = static_cast<std::size_t>(sorted[k]);
+                point[a] = rest % shape[a];
+                rest /= shape[a];
+              }
+              EXPECT_EQ(members[static_cast<std::size_t>(member)], row_major_rank(shape, point)) << "member " << member;
+            }
+            EXPECT_EQ(&group, &mesh.group(std::span<const int>(sorted.data(), sorted.size()))) << "made once";
+          }
+          expect_mesh_error(world.world_rank(), [&] { (void)mesh.group({1, 1}); }, {"process_mesh::group", "(1, 1)"});
+          expect_mesh_error(world.world_rank(), [&] { (void)mesh.group({4}); }, {"(4)", "4-D grid"});
+        }
+      },
+      {1, 4, 8});
+}
+
+// data_parallel_mesh: the data axis first, the model's grid over the rest.
+TYPED_TEST(mesh_test, a_data_parallel_mesh_puts_replicas_beside_the_tensor_parallel_grid) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const auto check = [&]<std::size_t D>(int replicas, const coordinates<D>& grid) {
+          SCOPED_TRACE("data " + std::to_string(replicas) + " x " + detail::shape_string(grid));
+          data_parallel_mesh mesh(world, replicas, grid);
+          const int group = world.size() / replicas;
+          EXPECT_EQ(mesh.replicas(), replicas);
+          EXPECT_EQ(mesh.replica(), world.rank() / group);
+          EXPECT_EQ(mesh.data().size(), replicas);
+          EXPECT_EQ(mesh.data().rank(), world.rank() / group);
+          auto& tensor_parallel = mesh.tensor_parallel();
+          EXPECT_EQ(tensor_parallel.shape(), grid);
+          EXPECT_EQ(tensor_parallel.world().rank(), world.rank() % group);
+          // The replicas of my piece are the ranks at my place in every replica's grid.
+          std::vector<int> members(static_cast<std::size_t>(replicas));
+          mesh.data().all_gather(std::array{world.rank()}, members);
+          for (int r = 0; r < replicas; ++r) EXPECT_EQ(members[static_cast<std::size_t>(r)], r * group + world.rank() % group);
+          auto moved = std::move(mesh);
+          EXPECT_EQ(moved.tensor_parallel().world().size(), group) << "the grid survives a move";
+        };
+        if (world.size() == 8) {
+          check(2, coordinates<1>{4});
+          check(2, coordinates<2>{2, 2});
+          check(1, coordinates<3>{2, 2, 2});
+          check(8, coordinates<1>{1});
+        }
+        check(world.size(), coordinates<1>{1});
+        check(1, coordinates<1>{world.size()});
+        expect_mesh_error(world.world_rank(), [&] { data_parallel_mesh mesh(world, 2, coordinates<2>{world.size(), 2}); },
+                          {"data_parallel_mesh", "need " + std::to_string(4 * world.size()) + " ranks"});
+      },
+      {1, 3, 8});
 }
 
 }  // namespace

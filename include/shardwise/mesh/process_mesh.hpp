@@ -1,6 +1,6 @@
 #pragma once
-// process_mesh<Communicator, D>: the ranks of a communicator arranged as a 1-D, 2-D or 3-D grid, with
-// one sub-communicator per axis.
+// process_mesh<Communicator, D>: the ranks of a communicator arranged as a grid of D dimensions, with
+// one sub-communicator per axis and, on demand, one for any set of axes.
 //
 //   shardwise::process_mesh mesh(world, {2, 2, 2});     // collective over world
 //   auto [i, j, l] = mesh.coords();                       // this rank's place in the grid
@@ -17,6 +17,11 @@
 //        z() = axis(2) varies l.
 //   2-D, coordinates (row, column): row() = axis(1), the ranks of my grid row (varying the column
 //        index); column() = axis(0), the ranks of my grid column (varying the row index).
+//
+// Groups: group({a, b, ...}) holds the ranks that differ from this one only in the coordinates of those
+// axes; its rank is this rank's place in the sub-grid they span (row-major, the axes in increasing
+// order). A training mesh data x (tensor-parallel grid) takes group({1, ..., D-1}) as the
+// tensor-parallel group (mesh/data_parallel_mesh.hpp). Made at first use, collectively over the group.
 //
 // Library traffic: private_axis(a) is a duplicate of axis(a) on which the library's own point-to-point
 // messages travel (the rings of ops/collective_matmul.hpp), so no message a user sends on axis(a), with
@@ -35,11 +40,16 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/traffic.hpp"
@@ -80,7 +90,7 @@ class process_mesh {
   static_assert(communicator<Communicator>,
                 "shardwise::process_mesh: the first template argument must model shardwise::communicator "
                 "(a non-const backend communicator such as threads::communicator or mpi::communicator)");
-  static_assert(Dimensions >= 1 && Dimensions <= 3, "shardwise::process_mesh: a mesh has 1, 2 or 3 dimensions");
+  static_assert(Dimensions >= 1, "shardwise::process_mesh: a mesh has at least one dimension");
 
  public:
   using communicator_type = Communicator;
@@ -135,6 +145,32 @@ class process_mesh {
     std::optional<Communicator>& duplicate = private_axes_[static_cast<std::size_t>(a)];
     if (!duplicate) duplicate.emplace(line.split(0, line.rank()));
     return *duplicate;
+  }
+
+  // The ranks that differ from this one only along `axes` (see the top of this file). Collective over
+  // that group at its first use; later calls return the same communicator. Throws mesh_error for an
+  // axis outside the grid or named twice.
+  [[nodiscard]] Communicator& group(std::initializer_list<int> axes) {
+    return group(std::span<const int>(axes.begin(), axes.size()));
+  }
+  [[nodiscard]] Communicator& group(std::span<const int> axes) {
+    std::vector<int> sorted(axes.begin(), axes.end());
+    std::ranges::sort(sorted);
+    for (std::size_t k = 0; k < sorted.size(); ++k)
+      if (sorted[k] < 0 || sorted[k] >= static_cast<int>(Dimensions) || (k > 0 && sorted[k] == sorted[k - 1]))
+        fail("process_mesh::group", "the axes " + detail::axes_string(sorted) + " are not distinct axes of the " +
+                                        std::to_string(Dimensions) + "-D grid " + detail::shape_string(shape_));
+    auto& slot = groups_[sorted];
+    if (!slot) {
+      auto first = coords_;  // colour: the group's first rank; key: my place in the sub-grid
+      int key = 0;
+      for (const int a : sorted) {
+        first[static_cast<std::size_t>(a)] = 0;
+        key = key * shape_[static_cast<std::size_t>(a)] + coords_[static_cast<std::size_t>(a)];
+      }
+      slot = std::make_unique<Communicator>(world_->split(rank_of(first), key));
+    }
+    return *slot;
   }
 
   [[nodiscard]] Communicator& x() noexcept requires(Dimensions == 3) { return axes_[0]; }
@@ -213,6 +249,7 @@ class process_mesh {
   coordinates<Dimensions> coords_;
   std::array<Communicator, Dimensions> axes_;
   std::array<std::optional<Communicator>, Dimensions> private_axes_;
+  std::map<std::vector<int>, std::unique_ptr<Communicator>> groups_;  // by sorted axes; stable addresses
 };
 
 // process_mesh mesh(world, {2, 2, 2}) deduces a 3-D mesh over world's type.

@@ -112,5 +112,12 @@ template <std::size_t Dimensions>
   return text + ')';
 }
 
+// "(0, 2)": how errors print a list of mesh axes.
+[[nodiscard]] inline std::string axes_string(const std::vector<int>& axes) {
+  std::string text = "(";
+  for (std::size_t k = 0; k < axes.size(); ++k) text += (k == 0 ? "" : ", ") + std::to_string(axes[k]);
+  return text + ')';
+}
+
 }  // namespace detail
 }  // namespace shardwise

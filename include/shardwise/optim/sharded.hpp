@@ -346,6 +346,26 @@ class data_parallel_update {
     }
   }
 
+  // Sets this replica's part of a state variable of a tensor from the whole of it (the inverse of
+  // gather_state; not a collective: each replica takes its own part). For checkpoints.
+  void set_state(std::size_t state_variable, std::size_t tensor, std::span<const float> values) {
+    checked(tensor, "set_state");
+    const std::size_t size = layout_.shape(tensor).size();
+    if (state_variable >= K || values.size() != size)
+      throw argument_error(world_rank_, std::string(name) + "::set_state",
+                           "state variable " + std::to_string(state_variable) + " of " + std::to_string(K) +
+                               ", tensor " + std::to_string(tensor) + " of " + std::to_string(size) + " elements: got " +
+                               std::to_string(values.size()));
+    for (const auto& block : blocks_)
+      for (const auto& run : block)
+        if (run.tensor == tensor)
+          std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(run.first), run.count,
+                      state_.begin() + static_cast<std::ptrdiff_t>(state_variable * state_length_ + state_index(run)));
+  }
+
+  // The step count (Adam's bias correction reads it), for checkpoints.
+  void set_steps_done(long steps) { steps_ = steps; }
+
   // The optimizer's per-tensor state (Adafactor's factors), equal on every replica.
   [[nodiscard]] std::span<const float> tensor_state(std::size_t tensor) const {
     checked(tensor, "tensor_state");

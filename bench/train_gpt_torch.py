@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""The PyTorch peer of examples/07_train_gpt.cpp: the same GPT, data, hyper-parameters and schedule.
+
+Byte-level GPT (vocabulary 256) with learned positions, pre-norm blocks (separate Q, K, V, O linears
+with bias, causal attention, MLP with exact GeLU), a final layer norm and a head tied to the token
+embedding; AdamW with weight decay on the blocks' linear weights only, linear warm-up then cosine to a
+tenth, global-norm clipping. Data: every regular file of the corpus folder (no links, no .dat), in path
+order, the last tenth held out. Training samples are drawn at random offsets; validation uses the
+same fixed windows every evaluation. Prints progress lines and writes --json like the C++ example.
+
+    /usr/bin/python3 bench/train_gpt_torch.py --steps 600 --threads 2 --json torch.json
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_corpus(path):
+    if os.path.isfile(path):
+        files = [path]
+    else:
+        files = sorted(
+            os.path.join(folder, name)
+            for folder, _, names in os.walk(path)
+            for name in names
+            if not name.endswith(".dat") and not os.path.islink(os.path.join(folder, name))
+            and os.path.isfile(os.path.join(folder, name)))
+    data = b"".join(open(name, "rb").read() for name in files)
+    split = len(data) - int(len(data) * 0.1)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).long(), split
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm_1 = nn.LayerNorm(hidden, eps=1e-5)
+        self.query, self.key, self.value, self.output = (nn.Linear(hidden, hidden) for _ in range(4))
+        self.norm_2 = nn.LayerNorm(hidden, eps=1e-5)
+        self.expand = nn.Linear(hidden, 4 * hidden)
+        self.contract = nn.Linear(4 * hidden, hidden)
+
+    def attention(self, x):
+        batch, length, hidden = x.shape
+        split = lambda t: t.view(batch, length, self.heads, hidden // self.heads).transpose(1, 2)
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(hidden // self.heads)
+        mask = torch.ones(length, length, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        out = F.softmax(scores, dim=-1) @ v
+        return self.output(out.transpose(1, 2).reshape(batch, length, hidden))
+
+    def forward(self, x):
+        x = x + self.attention(self.norm_1(x))
+        return x + self.contract(F.gelu(self.expand(self.norm_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocabulary, context, hidden, heads, layers):
+        super().__init__()
+        self.token = nn.Embedding(vocabulary, hidden)
+        self.position = nn.Embedding(context, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
+        self.final_norm = nn.LayerNorm(hidden, eps=1e-5)
+        bound = 0.02 * math.sqrt(3)
+        for table in (self.token.weight, self.position.weight):
+            nn.init.uniform_(table, -bound, bound)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.uniform_(module.weight, -1 / math.sqrt(module.in_features), 1 / math.sqrt(module.in_features))
+                nn.init.zeros_(module.bias)
+
+    def forward(self, tokens, targets):
+        x = self.token(tokens) + self.position(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.final_norm(x) @ self.token.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default in [("steps", 600), ("batch", 16), ("context", 128), ("hidden", 128), ("heads", 4), ("layers", 4),
+                          ("seed", 1), ("eval_every", 50), ("eval_batches", 8), ("threads", 2), ("warmup", 30)]:
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--weight-decay", type=float, default=0.1)
+    parser.add_argument("--clip", type=float, default=1.0)
+    parser.add_argument("--data", default="/usr/share/games/fortunes")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    data, split = read_corpus(args.data)
+    train, validation = data[:split], data[split:]
+    model = GPT(256, args.context, args.hidden, args.heads, args.layers)
+    params = sum(p.numel() for p in model.parameters())
+    decay = [p for name, p in model.named_parameters() if name.startswith("blocks.") and name.endswith(".weight")
+             and "norm" not in name]
+    rest = [p for name, p in model.named_parameters() if not any(p is d for d in decay)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                   {"params": rest, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+
+    def rate(step):  # steps from 1, as the C++ schedule
+        if step <= args.warmup:
+            return args.lr * step / args.warmup
+        progress = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
+        return args.lr / 10 + 0.5 * (1 + math.cos(math.pi * progress)) * (args.lr - args.lr / 10)
+
+    def windows(source, offsets):
+        tokens = torch.stack([source[o:o + args.context] for o in offsets])
+        targets = torch.stack([source[o + 1:o + args.context + 1] for o in offsets])
+        return tokens, targets
+
+    generator = torch.Generator().manual_seed(args.seed)
+    count = args.eval_batches * args.batch
+    evaluation = [windows(validation, torch.linspace(0, len(validation) - args.context - 2, count).long()[b::args.eval_batches])
+                  for b in range(args.eval_batches)]
+
+    @torch.no_grad()
+    def validation_loss():
+        model.eval()
+        loss = sum(model(*batch).item() for batch in evaluation) / len(evaluation)
+        model.train()
+        return loss
+
+    print(f"torch {torch.__version__}: GPT of {params / 1e6:.2f}M parameters, {args.threads} threads; "
+          f"{len(train)} training bytes, {len(validation)} validation bytes", flush=True)
+    train_curve, val_curve, seconds = [], [], 0.0
+    tokens_per_step = args.batch * args.context
+    for step in range(1, args.steps + 1):
+        start = time.perf_counter()
+        for group in optimizer.param_groups:
+            group["lr"] = rate(step)
+        tokens, targets = windows(train, torch.randint(0, len(train) - args.context - 1, (args.batch,), generator=generator))
+        loss = model(tokens, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        optimizer.step()
+        seconds += time.perf_counter() - start
+        train_curve.append([step, step * tokens_per_step, loss.item()])
+        line = f"step {step:5d}/{args.steps}  loss {loss.item():.4f}"
+        if step % args.eval_every == 0 or step == args.steps:
+            val_curve.append([step, step * tokens_per_step, validation_loss()])
+            line += f"  val {val_curve[-1][2]:.4f}"
+        if step % 10 == 0 or step == 1 or step == args.steps:
+            print(f"{line}  grad norm {norm:.3f}  {step * tokens_per_step / seconds:7.0f} tokens/s", flush=True)
+
+    result = {"params": params, "steps": args.steps, "tokens": args.steps * tokens_per_step,
+              "tokens_per_s": args.steps * tokens_per_step / seconds, "final_train_loss": train_curve[-1][2],
+              "final_val_loss": val_curve[-1][2], "val_curve": val_curve, "train_curve": train_curve,
+              "wall_s": seconds, "threads": args.threads}
+    print(f"final: validation loss {result['final_val_loss']:.4f}, {result['tokens_per_s']:.0f} tokens/s")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(result, out)
+
+
+if __name__ == "__main__":
+    main()

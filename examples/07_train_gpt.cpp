@@ -1,0 +1,396 @@
+// Example 07: train a GPT on real text, with data parallelism beside tensor parallelism and a sharded
+// optimizer — the three parts of shardwise in one training run.
+//
+//   scripts/run-example                                  2 ranks as threads: data 2 x 1-D 1
+//   build/examples/07_train_gpt --dp 1 --tp 2d:2x2        4 ranks: one replica on a 2x2 grid
+//   mpiexec -n 8 build/examples/07_train_gpt --backend mpi --dp 2 --tp 1d:4
+//
+// The corpus is the `fortunes` package's quotations (any text file or folder with --data), read as
+// bytes: a vocabulary of 256. Every --eval-every steps the run prints the validation loss; at the end,
+// a few lines sampled from the model. --checkpoint DIR saves every --checkpoint-every steps; --resume
+// DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it.
+//
+// Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/data/byte_corpus.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/model/gpt.hpp"
+#include "shardwise/model/sample.hpp"
+#include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/lamb.hpp"
+#include "shardwise/optim/lars.hpp"
+#include "shardwise/optim/model_checkpoint.hpp"
+#include "shardwise/optim/schedule.hpp"
+#include "shardwise/optim/sgd.hpp"
+#include "shardwise/optim/sharded.hpp"
+#ifdef SHARDWISE_TRAIN_WITH_MPI
+#include "shardwise/comm/mpi.hpp"
+#endif
+
+namespace sw = shardwise;
+
+namespace {
+
+// ---- options
+
+struct options {
+  std::string backend = "threads";
+  int data_parallel = 2;
+  std::string tensor_parallel = "1d:1";  // 1d:P, 2d:RxC or 3d:PxQxR
+  sw::model::gpt_config model;
+  long steps = 600;
+  long batch = 16;  // samples per step, over all replicas
+  long micro_batches = 1;
+  std::string optimizer = "adamw";
+  bool replicated = false;
+  float learning_rate = 3e-3f;
+  long warmup = 30;
+  float weight_decay = 0.1f;
+  float clip_norm = 1.0f;
+  long eval_every = 50;
+  long eval_batches = 8;
+  std::string checkpoint;
+  long checkpoint_every = 100;
+  std::string resume;
+  std::string data = "/usr/share/games/fortunes";
+  std::uint64_t seed = 1;
+  std::string json;
+  long sample_bytes = 200;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "07_train_gpt: %s\n"
+               "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --layers N  --hidden N\n"
+               "         --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
+               "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
+               "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
+               "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--replicated") {
+      o.replicated = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
+    const std::string value = argv[++i];
+    const auto number = [&] {
+      try {
+        std::size_t used = 0;
+        const long n = std::stol(value, &used);
+        if (used == value.size()) return n;
+      } catch (const std::exception&) {
+      }
+      usage("the option " + std::string(flag) + " takes a whole number, not \"" + value + "\"");
+    };
+    const auto real = [&] {
+      try {
+        std::size_t used = 0;
+        const float x = std::stof(value, &used);
+        if (used == value.size()) return x;
+      } catch (const std::exception&) {
+      }
+      usage("the option " + std::string(flag) + " takes a number, not \"" + value + "\"");
+    };
+    if (flag == "--backend") o.backend = value;
+    else if (flag == "--dp") o.data_parallel = static_cast<int>(number());
+    else if (flag == "--tp") o.tensor_parallel = value;
+    else if (flag == "--layers") o.model.layers = number();
+    else if (flag == "--hidden") o.model.hidden = number();
+    else if (flag == "--heads") o.model.heads = number();
+    else if (flag == "--context") o.model.context = number();
+    else if (flag == "--steps") o.steps = number();
+    else if (flag == "--batch") o.batch = number();
+    else if (flag == "--micro-batches") o.micro_batches = number();
+    else if (flag == "--optimizer") o.optimizer = value;
+    else if (flag == "--lr") o.learning_rate = real();
+    else if (flag == "--warmup") o.warmup = number();
+    else if (flag == "--weight-decay") o.weight_decay = real();
+    else if (flag == "--clip") o.clip_norm = real();
+    else if (flag == "--eval-every") o.eval_every = number();
+    else if (flag == "--eval-batches") o.eval_batches = number();
+    else if (flag == "--checkpoint") o.checkpoint = value;
+    else if (flag == "--checkpoint-every") o.checkpoint_every = number();
+    else if (flag == "--resume") o.resume = value;
+    else if (flag == "--data") o.data = value;
+    else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number());
+    else if (flag == "--json") o.json = value;
+    else if (flag == "--sample") o.sample_bytes = number();
+    else usage("unknown option " + std::string(flag));
+  }
+  o.model.seed = o.seed;
+  if (o.backend != "threads" && o.backend != "mpi") usage("--backend is threads or mpi, not " + o.backend);
+  if (o.optimizer != "adamw" && o.optimizer != "lamb" && o.optimizer != "lars" && o.optimizer != "sgd")
+    usage("--optimizer is adamw, lamb, lars or sgd, not " + o.optimizer);
+  if (o.data_parallel < 1) usage("--dp must be at least 1");
+  if (o.steps < 1 || o.batch < 1 || o.micro_batches < 1 || o.eval_every < 1 || o.eval_batches < 1)
+    usage("--steps, --batch, --micro-batches, --eval-every and --eval-batches must be positive");
+  if (o.batch % (o.data_parallel * o.micro_batches) != 0)
+    usage("the batch of " + std::to_string(o.batch) + " samples does not split into " + std::to_string(o.data_parallel) +
+          " replicas x " + std::to_string(o.micro_batches) + " micro-batches of equal size");
+  return o;
+}
+
+// "2d:2x4" -> {2, {2, 4}}
+std::vector<int> tensor_parallel_shape(const std::string& spec) {
+  const auto colon = spec.find(':');
+  const std::string family = spec.substr(0, colon);
+  if (colon == std::string::npos || (family != "1d" && family != "2d" && family != "3d"))
+    usage("--tp is 1d:P, 2d:RxC or 3d:PxQxR, not " + spec);
+  std::vector<int> shape;
+  std::size_t at = colon + 1;
+  while (at <= spec.size()) {
+    const auto x = std::min(spec.find('x', at), spec.size());
+    try {
+      shape.push_back(std::stoi(spec.substr(at, x - at)));
+    } catch (const std::exception&) {
+      usage("--tp " + spec + ": extents are whole numbers");
+    }
+    if (shape.back() < 1) usage("--tp " + spec + ": extents are positive");
+    at = x + 1;
+  }
+  if (shape.size() != static_cast<std::size_t>(family[0] - '0'))
+    usage("--tp " + spec + ": a " + family + " grid has " + family.substr(0, 1) + " extents");
+  return shape;
+}
+
+// ---- what the run reports
+
+// The float GEMM rate of one core, measured now: MFU's denominator is this times the cores in use.
+double gemm_flops_per_core() {
+  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const matrix a = matrix::Random(512, 128), b = matrix::Random(128, 512);
+  matrix c(512, 512);
+  double best = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    const auto start = std::chrono::steady_clock::now();
+    c.noalias() = a * b;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * 512 * 128 * 512 / seconds);
+  }
+  return best;
+}
+
+std::string duration(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld", static_cast<long>(seconds) / 60, static_cast<long>(seconds) % 60);
+  return text;
+}
+
+// ---- training
+
+template <class Optimizer>
+Optimizer hyper_parameters(const options& o) {
+  if constexpr (std::is_same_v<Optimizer, sw::optim::adamw>)
+    return {.beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f, .weight_decay = o.weight_decay};
+  else if constexpr (std::is_same_v<Optimizer, sw::optim::lamb>)
+    return {.beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-6f, .weight_decay = o.weight_decay};
+  else
+    return {};
+}
+
+// Weight decay on the matrices of the linear layers only: not on embeddings, biases or norms.
+bool decays(const std::string& name) {
+  return name.starts_with("blocks.") && name.ends_with(".weight") && name.find("norm") == std::string::npos;
+}
+
+template <class Family, class Optimizer, sw::optim::weight_update Mode, class Communicator>
+void train(Communicator& world, const options& o, const std::vector<int>& grid) {
+  const bool speaks = world.rank() == 0;
+  const auto say = [&](auto... args) {
+    if (speaks) std::printf(args...);
+    if (speaks) std::fflush(stdout);
+  };
+
+  // 1. The mesh: a data axis beside the tensor-parallel grid. The model lives on the grid; the data
+  //    axis belongs to the update (it averages the replicas' gradients) and to the loader.
+  constexpr std::size_t tensor_dimensions = Family::mesh_dimensions;
+  sw::coordinates<tensor_dimensions> shape{};
+  std::copy(grid.begin(), grid.end(), shape.begin());
+  sw::data_parallel_mesh mesh(world, o.data_parallel, shape);
+  auto& data = mesh.data();
+  auto& tensor_parallel = mesh.tensor_parallel();
+
+  // 2. The data: bytes of the corpus, the last tenth held out; each replica reads its own samples.
+  const sw::data::byte_corpus corpus(o.data);
+  const long replica_batch = o.batch / o.data_parallel;
+  const long micro_batch = replica_batch / o.micro_batches;
+
+  // 3. The model, the same on every mesh for one seed, and its update: sharded across the replicas
+  //    unless --replicated, one copy of the weights per rank (the update holds the parameters' storage).
+  sw::model::gpt<float, Family, std::remove_cvref_t<decltype(tensor_parallel)>> model(tensor_parallel, o.model);
+  sw::optim::data_parallel_update<Optimizer, Mode> update(model, data, hyper_parameters<Optimizer>(o));
+  if constexpr (requires { Optimizer{}.weight_decay; }) {
+    auto no_decay = hyper_parameters<Optimizer>(o);
+    no_decay.weight_decay = 0;
+    for (std::size_t t = 0; t < update.parameters().size(); ++t)
+      if (!decays(update.parameters()[t].name)) update.set_optimizer(t, no_decay);
+  }
+  const sw::optim::warmup_cosine schedule{o.learning_rate, o.warmup, o.steps, o.learning_rate / 10};
+
+  long first_step = 1;
+  if (!o.resume.empty()) {
+    const auto saved = sw::optim::load_model_checkpoint(o.resume, update, world);
+    first_step = update.steps_done() + 1;
+    say("resumed from %s at step %ld (saved on data %s x %s)\n", o.resume.c_str(), update.steps_done(),
+        saved.at("data_parallel").c_str(), saved.at("tensor_parallel").c_str());
+  }
+
+  const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
+  const double peak = gemm_flops_per_core() *
+                      std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update\n",
+      sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
+      o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str());
+  say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
+      o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
+
+  // The validation loss: the same held-out samples every time, split over the replicas.
+  const auto validation_loss = [&] {
+    double sum = 0;
+    for (long b = 0; b < o.eval_batches; ++b) {
+      const auto batch = corpus.validation_batch(b, data.rank(), o.data_parallel, replica_batch, o.model.context);
+      sum += model.forward(batch.tokens, batch.targets);
+    }
+    data.all_reduce(std::span<double>(&sum, 1));
+    return sum / static_cast<double>(o.eval_batches * o.data_parallel);
+  };
+
+  // 4. The loop: micro-batches add their gradients, the update averages them over the replicas,
+  //    clips their global norm and steps.
+  std::vector<std::vector<double>> validation_curve;
+  double train_loss = 0, val_loss = 0, training_seconds = 0;
+  long tokens_trained = 0;
+  for (long step = first_step; step <= o.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    double loss = 0;
+    for (long m = 0; m < o.micro_batches; ++m) {
+      const auto batch = corpus.training_batch(step, data.rank() * o.micro_batches + m, o.data_parallel * o.micro_batches,
+                                               micro_batch, o.model.context, o.seed);
+      loss += model.forward(batch.tokens, batch.targets) / static_cast<double>(o.micro_batches);
+      model.backward(1.0f / static_cast<float>(o.micro_batches));
+    }
+    const auto report = update.step(data, tensor_parallel.world(), {schedule(step), o.clip_norm});
+    data.all_reduce(std::span<double>(&loss, 1));
+    train_loss = loss / o.data_parallel;
+    training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tokens_trained += static_cast<long>(tokens_per_step);
+
+    const bool evaluates = step % o.eval_every == 0 || step == o.steps;
+    if (evaluates) {
+      val_loss = validation_loss();
+      validation_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, val_loss});
+    }
+    if (evaluates || step == first_step || step % 10 == 0) {
+      const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
+      const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
+      say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  left %s\n", step,
+          o.steps, train_loss, evaluates ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "",
+          report.gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
+          duration(static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1))
+              .c_str());
+    }
+    if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || step == o.steps))
+      sw::optim::save_model_checkpoint(o.checkpoint, update, data, world,
+                                       {{"data_parallel", std::to_string(o.data_parallel)},
+                                        {"tensor_parallel", o.tensor_parallel},
+                                        {"seed", std::to_string(o.seed)}});
+  }
+
+  // 5. A few lines from the model: each tensor-parallel group samples together, the same bytes on
+  //    every rank of it.
+  if (o.sample_bytes > 0) {
+    const auto text = sw::model::sample(model, corpus.validation().first(16), o.sample_bytes, o.seed);
+    say("\n--- sampled after \"%s\"\n%s\n---\n", sw::data::printable(corpus.validation().first(16)).c_str(),
+        sw::data::printable(text).c_str());
+  }
+
+  const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
+  say("final: train loss %.4f, validation loss %.4f nats per byte, %.0f tokens/s, MFU %.1f%%\n", train_loss, val_loss,
+      tokens_per_second, 100 * tokens_per_second * sw::model::training_flops_per_token(o.model) / peak);
+  if (speaks && !o.json.empty()) {
+    std::ofstream out(o.json);
+    out << "{\"params\": " << sw::model::parameter_count(o.model) << ", \"steps\": " << o.steps
+        << ", \"tokens\": " << tokens_trained << ", \"tokens_per_s\": " << tokens_per_second
+        << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
+        << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss << ", \"val_curve\": [";
+    for (std::size_t i = 0; i < validation_curve.size(); ++i)
+      out << (i ? ", " : "") << "[" << validation_curve[i][0] << ", " << validation_curve[i][1] << ", "
+          << validation_curve[i][2] << "]";
+    out << "], \"wall_s\": " << training_seconds << "}\n";
+  }
+}
+
+// The family and the optimizer are types: the options pick one instantiation of train().
+template <class Communicator>
+void run(Communicator& world, const options& o) {
+  const std::vector<int> grid = tensor_parallel_shape(o.tensor_parallel);
+  int group = 1;
+  for (const int extent : grid) group *= extent;
+  if (group * o.data_parallel != world.size())
+    throw sw::argument_error(world.world_rank(), "07_train_gpt",
+                             "data " + std::to_string(o.data_parallel) + " x tensor-parallel " + o.tensor_parallel +
+                                 " needs " + std::to_string(group * o.data_parallel) + " ranks, the run has " +
+                                 std::to_string(world.size()));
+  const auto with_optimizer = [&]<class Family>() {
+    const auto with_mode = [&]<class Optimizer>() {
+      if (o.replicated)
+        train<Family, Optimizer, sw::optim::weight_update::replicated>(world, o, grid);
+      else
+        train<Family, Optimizer, sw::optim::weight_update::sharded>(world, o, grid);
+    };
+    if (o.optimizer == "adamw") with_mode.template operator()<sw::optim::adamw>();
+    else if (o.optimizer == "lamb") with_mode.template operator()<sw::optim::lamb>();
+    else if (o.optimizer == "lars") with_mode.template operator()<sw::optim::lars>();
+    else with_mode.template operator()<sw::optim::sgd>();
+  };
+  if (grid.size() == 1) with_optimizer.template operator()<sw::nn::tensor_parallel_1d<sw::padded>>();
+  else if (grid.size() == 2) with_optimizer.template operator()<sw::nn::tensor_parallel_2d<sw::padded>>();
+  else with_optimizer.template operator()<sw::nn::tensor_parallel_3d<sw::directions<>, sw::padded>>();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  try {
+    if (o.backend == "mpi") {
+#ifdef SHARDWISE_TRAIN_WITH_MPI
+      sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { run(world, o); });
+#else
+      usage("this build has no MPI: --backend mpi is not available");
+#endif
+    } else {
+      int ranks = o.data_parallel;
+      for (const int extent : tensor_parallel_shape(o.tensor_parallel)) ranks *= extent;
+      sw::threads::run(ranks, [&](sw::communicator auto& world) { run(world, o); });
+    }
+  } catch (const std::exception& failure) {
+    std::fprintf(stderr, "%s\n", failure.what());
+    return 1;
+  }
+  return 0;
+}
