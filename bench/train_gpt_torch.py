@@ -86,8 +86,8 @@ class GPT(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in [("steps", 600), ("batch", 16), ("context", 128), ("hidden", 128), ("heads", 4), ("layers", 4),
-                          ("seed", 1), ("eval_every", 50), ("eval_batches", 8), ("threads", 2), ("warmup", 30)]:
+    for name, default in [("steps", 2500), ("batch", 8), ("context", 128), ("hidden", 128), ("heads", 4), ("layers", 4),
+                          ("seed", 1), ("eval_every", 250), ("eval_batches", 8), ("threads", 2), ("warmup", 30)]:
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--weight-decay", type=float, default=0.1)

@@ -11,7 +11,6 @@
 // DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it.
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +31,7 @@
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/model/sample.hpp"
+#include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/lamb.hpp"
 #include "shardwise/optim/lars.hpp"
@@ -54,8 +54,8 @@ struct options {
   int data_parallel = 2;
   std::string tensor_parallel = "1d:1";  // 1d:P, 2d:RxC or 3d:PxQxR
   sw::model::gpt_config model;
-  long steps = 600;
-  long batch = 16;  // samples per step, over all replicas
+  long steps = 2500;
+  long batch = 8;  // samples per step, over all replicas: small batches learn more per token here
   long micro_batches = 1;
   std::string optimizer = "adamw";
   bool replicated = false;
@@ -63,7 +63,7 @@ struct options {
   long warmup = 30;
   float weight_decay = 0.1f;
   float clip_norm = 1.0f;
-  long eval_every = 50;
+  long eval_every = 250;
   long eval_batches = 8;
   std::string checkpoint;
   long checkpoint_every = 100;
@@ -86,6 +86,40 @@ struct options {
   std::exit(2);
 }
 
+// "2d:2x4" -> {2, 4}: the grid of --tp, checked
+std::vector<int> tensor_parallel_shape(const std::string& spec) {
+  const auto colon = spec.find(':');
+  const std::string family = spec.substr(0, colon);
+  if (colon == std::string::npos || (family != "1d" && family != "2d" && family != "3d"))
+    usage("--tp is 1d:P, 2d:RxC or 3d:PxQxR, not " + spec);
+  std::vector<int> shape;
+  std::size_t at = colon + 1;
+  while (at <= spec.size()) {
+    const auto x = std::min(spec.find('x', at), spec.size());
+    try {
+      shape.push_back(std::stoi(spec.substr(at, x - at)));
+    } catch (const std::exception&) {
+      usage("--tp " + spec + ": extents are whole numbers");
+    }
+    if (shape.back() < 1) usage("--tp " + spec + ": extents are positive");
+    at = x + 1;
+  }
+  if (shape.size() != static_cast<std::size_t>(family[0] - '0'))
+    usage("--tp " + spec + ": a " + family + " grid has " + family.substr(0, 1) + " extents");
+  if (shape.size() == 2 && shape[0] != shape[1])
+    usage("SUMMA runs on a square grid: --tp " + spec + " has sides " + std::to_string(shape[0]) + " and " +
+          std::to_string(shape[1]));
+  if (shape.size() == 3 && shape[1] != shape[2])
+    usage("the 3-D cube keeps its vectors on the diagonal of its y and z axes, which needs Q = R: --tp " + spec);
+  return shape;
+}
+
+// How many blocks the family's activation layouts cut the rows (whole samples) into: 1 in 1-D, the
+// grid's rows in 2-D, P x Q in 3-D (nn/family.hpp).
+int row_blocks(const std::vector<int>& grid) {
+  return grid.size() == 1 ? 1 : grid.size() == 2 ? grid[0] : grid[0] * grid[1];
+}
+
 options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
@@ -96,24 +130,18 @@ options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
     const std::string value = argv[++i];
-    const auto number = [&] {
+    // The value read by `convert` (std::stol, std::stof), which must take all of it.
+    const auto read = [&](auto convert, const char* kind) {
       try {
         std::size_t used = 0;
-        const long n = std::stol(value, &used);
+        const auto n = convert(value, &used);
         if (used == value.size()) return n;
       } catch (const std::exception&) {
       }
-      usage("the option " + std::string(flag) + " takes a whole number, not \"" + value + "\"");
+      usage("the option " + std::string(flag) + " takes " + kind + ", not \"" + value + "\"");
     };
-    const auto real = [&] {
-      try {
-        std::size_t used = 0;
-        const float x = std::stof(value, &used);
-        if (used == value.size()) return x;
-      } catch (const std::exception&) {
-      }
-      usage("the option " + std::string(flag) + " takes a number, not \"" + value + "\"");
-    };
+    const auto number = [&] { return read([](const std::string& v, std::size_t* used) { return std::stol(v, used); }, "a whole number"); };
+    const auto real = [&] { return read([](const std::string& v, std::size_t* used) { return std::stof(v, used); }, "a number"); };
     if (flag == "--backend") o.backend = value;
     else if (flag == "--dp") o.data_parallel = static_cast<int>(number());
     else if (flag == "--tp") o.tensor_parallel = value;
@@ -150,49 +178,14 @@ options parse(int argc, char** argv) {
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " + std::to_string(o.data_parallel) +
           " replicas x " + std::to_string(o.micro_batches) + " micro-batches of equal size");
+  const long micro_batch = o.batch / (o.data_parallel * o.micro_batches);
+  if (const int blocks = row_blocks(tensor_parallel_shape(o.tensor_parallel)); micro_batch % blocks != 0)
+    usage("a micro-batch of " + std::to_string(micro_batch) + " samples does not split into the " +
+          std::to_string(blocks) + " row blocks of whole samples that --tp " + o.tensor_parallel + " cuts it into");
   return o;
 }
 
-// "2d:2x4" -> {2, {2, 4}}
-std::vector<int> tensor_parallel_shape(const std::string& spec) {
-  const auto colon = spec.find(':');
-  const std::string family = spec.substr(0, colon);
-  if (colon == std::string::npos || (family != "1d" && family != "2d" && family != "3d"))
-    usage("--tp is 1d:P, 2d:RxC or 3d:PxQxR, not " + spec);
-  std::vector<int> shape;
-  std::size_t at = colon + 1;
-  while (at <= spec.size()) {
-    const auto x = std::min(spec.find('x', at), spec.size());
-    try {
-      shape.push_back(std::stoi(spec.substr(at, x - at)));
-    } catch (const std::exception&) {
-      usage("--tp " + spec + ": extents are whole numbers");
-    }
-    if (shape.back() < 1) usage("--tp " + spec + ": extents are positive");
-    at = x + 1;
-  }
-  if (shape.size() != static_cast<std::size_t>(family[0] - '0'))
-    usage("--tp " + spec + ": a " + family + " grid has " + family.substr(0, 1) + " extents");
-  return shape;
-}
-
 // ---- what the run reports
-
-// The float GEMM rate of one core, measured now: MFU's denominator is this times the cores in use.
-double gemm_flops_per_core() {
-  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const matrix a = matrix::Random(512, 128), b = matrix::Random(128, 512);
-  matrix c(512, 512);
-  double best = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
-    const auto start = std::chrono::steady_clock::now();
-    c.noalias() = a * b;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, 2.0 * 512 * 128 * 512 / seconds);
-  }
-  return best;
-}
 
 std::string duration(double seconds) {
   char text[32];
@@ -255,13 +248,17 @@ void train(Communicator& world, const options& o, const std::vector<int>& grid) 
   if (!o.resume.empty()) {
     const auto saved = sw::optim::load_model_checkpoint(o.resume, update, world);
     first_step = update.steps_done() + 1;
+    const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
     say("resumed from %s at step %ld (saved on data %s x %s)\n", o.resume.c_str(), update.steps_done(),
-        saved.at("data_parallel").c_str(), saved.at("tensor_parallel").c_str());
+        saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str());
   }
 
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
-  const double peak = gemm_flops_per_core() *
-                      std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // MFU's denominator: one core's GEMM rate, measured by rank 0 while the others wait, times the cores
+  // the ranks can use.
+  double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
+  world.broadcast(std::span<double>(&peak, 1), 0);
+  peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update\n",
       sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
       o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str());

@@ -92,6 +92,7 @@
 #include "shardwise/nn/embedding.hpp"
 #include "shardwise/nn/language_model_loss.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
+#include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"

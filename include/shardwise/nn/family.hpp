@@ -27,7 +27,7 @@ namespace shardwise::nn {
 template <padding_rule Padding = exact>
 struct tensor_parallel_1d {
   static constexpr std::size_t mesh_dimensions = 1;
-  using input = replicated<Padding>;
+  using input = replicated<>;  // nothing is cut, so no padding rule applies: the products' sums give this
   using first_weight = row_1d<Padding>;
   using hidden = row_1d<Padding>;
   using second_weight = col_1d<Padding>;

@@ -5,9 +5,9 @@
 //
 //   cut   layer and form                         operands                    result
 //   n     column-parallel  Y = X·W               replicated · row_1d         row_1d
-//   k     column-parallel  dX = dY·Wᵀ            row_1d · row_1dᵀ            partial_sum<replicated<P>, 0>
+//   k     column-parallel  dX = dY·Wᵀ            row_1d · row_1dᵀ            partial_sum<replicated<>, 0>
 //   n     column-parallel  dW = Xᵀ·dY            replicatedᵀ · row_1d        row_1d
-//   k     row-parallel     Y = X·W               row_1d · col_1d             partial_sum<replicated<P>, 0>
+//   k     row-parallel     Y = X·W               row_1d · col_1d             partial_sum<replicated<>, 0>
 //   n     row-parallel     dX = dY·Wᵀ            replicated · col_1dᵀ        row_1d
 //   m     row-parallel     dW = Xᵀ·dY            row_1dᵀ · replicated        col_1d
 //
@@ -85,7 +85,7 @@ struct megatron_product<Left, Right, TransposeLeft, TransposeRight> {
  public:
   static constexpr bool exists =
       well_formed && (!cut_k || std::is_same_v<typename Left::padding, typename Right::padding>);
-  using result = std::conditional_t<cut_k, partial_sum<replicated<padding>, 0>,
+  using result = std::conditional_t<cut_k, partial_sum<replicated<>, 0>,
                                     std::conditional_t<cut_m, col_1d<padding>, row_1d<padding>>>;
 };
 

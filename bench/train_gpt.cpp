@@ -1,0 +1,139 @@
+// bench/train_gpt: training steps of the main example's GPT (examples/07_train_gpt.cpp: 4 layers,
+// hidden 128, 4 heads, context 128, batch 8, sharded AdamW) on threads — one rank, two data-parallel
+// replicas, 1-D tensor parallelism over two ranks — beside its peer in the same run: the same model,
+// data and hyper-parameters in PyTorch (bench/train_gpt_torch.py, CPU, as many threads as ranks).
+//
+// Each iteration is `steps` training steps (forward, backward, update) after two untimed ones; the
+// counters give tokens/s, MFU against the float GEMM rate measured at start-up per core, and this
+// rank's memory: weights, gradients and optimizer state from the update's buffers, and activations
+// measured as the heap growth across a forward pass (glibc's mallinfo2, over all ranks, divided by
+// them). scripts/bench-train-gpt runs it and prints the table of docs/training.md.
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "benchmark_main.hpp"
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/data/byte_corpus.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/model/gpt.hpp"
+#include "shardwise/ops/gemm_rate.hpp"
+#include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/sharded.hpp"
+
+namespace {
+
+namespace sw = shardwise;
+
+constexpr long batch = 8;  // the example's default
+constexpr long steps = 40;
+const char* const corpus_path = "/usr/share/games/fortunes";
+const sw::model::gpt_config config{};  // the example's default model
+
+std::size_t heap_bytes() {
+  const struct mallinfo2 info = ::mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+// `replicas` x 1-D `group` ranks as threads.
+template <class Family>
+void shardwise_steps(benchmark::State& state, int replicas, int group) {
+  static const sw::data::byte_corpus corpus(corpus_path);
+  static const double peak_per_core = sw::measured_gemm_flops();
+  const int ranks = replicas * group;
+  for (auto _ : state) {
+    double seconds = 0;
+    sw::optim::memory_footprint memory;
+    std::size_t activations = 0;
+    sw::threads::run(ranks, [&](sw::communicator auto& world) {
+      sw::data_parallel_mesh mesh(world, replicas, sw::coordinates<1>{group});
+      sw::model::gpt<float, Family, std::remove_cvref_t<decltype(mesh.tensor_parallel())>> model(mesh.tensor_parallel(),
+                                                                                               config);
+      sw::optim::sharded_update<sw::optim::adamw> update(model, mesh.data(), {.beta2 = 0.95f, .weight_decay = 0.1f});
+      const auto step = [&](long number) {
+        const auto b = corpus.training_batch(number, mesh.replica(), replicas, batch / replicas, config.context, 1);
+        (void)model.forward(b.tokens, b.targets);
+        model.backward();
+        (void)update.step(mesh.data(), mesh.tensor_parallel().world(), {1e-3f, 1.0f});
+      };
+      step(1);
+      step(2);
+      // Activations: what a forward pass leaves on the heap for backward, per rank.
+      world.barrier();
+      const std::size_t before = heap_bytes();
+      world.barrier();
+      const auto b = corpus.training_batch(3, mesh.replica(), replicas, batch / replicas, config.context, 1);
+      (void)model.forward(b.tokens, b.targets);
+      world.barrier();
+      if (world.rank() == 0) activations = (heap_bytes() - before) / static_cast<std::size_t>(ranks);
+      model.backward();
+      update.zero_gradients();
+      world.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (long s = 0; s < steps; ++s) step(4 + s);
+      world.barrier();
+      if (world.rank() == 0) {
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        memory = update.memory();
+      }
+    });
+    state.SetIterationTime(seconds);
+    const double tokens_per_s = static_cast<double>(steps * batch * config.context) / seconds;
+    const int cores = std::min<int>(ranks, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    state.counters["tokens_per_s"] = tokens_per_s;
+    state.counters["mfu"] = tokens_per_s * sw::model::training_flops_per_token(config) / (peak_per_core * cores);
+    state.counters["weight_bytes"] = static_cast<double>(memory.weight_bytes);
+    state.counters["gradient_bytes"] = static_cast<double>(memory.gradient_bytes);
+    state.counters["state_bytes"] = static_cast<double>(memory.state_bytes);
+    state.counters["activation_bytes"] = static_cast<double>(activations);
+  }
+}
+
+// The peer: bench/train_gpt_torch.py for the same number of steps, its tokens/s read from its JSON.
+void pytorch_steps(benchmark::State& state, int threads) {
+  for (auto _ : state) {
+    const std::string json = "/tmp/shardwise-bench-train-gpt-torch.json";
+    const std::string command = "/usr/bin/python3 " SHARDWISE_SOURCE_DIR "/bench/train_gpt_torch.py --steps " +
+                                std::to_string(steps + 2) + " --eval-every 1000 --eval-batches 1 --threads " +
+                                std::to_string(threads) + " --json " + json + " > /dev/null";
+    if (std::system(command.c_str()) != 0) {
+      state.SkipWithError("PyTorch did not run (python3-torch installed?)");
+      return;
+    }
+    std::ifstream in(json);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string all = text.str();
+    const auto at = all.find("\"tokens_per_s\": ");
+    const double tokens_per_s = std::stod(all.substr(at + 16));
+    state.SetIterationTime(static_cast<double>((steps + 2) * batch * config.context) / tokens_per_s);
+    state.counters["tokens_per_s"] = tokens_per_s;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return shardwise::bench::run_benchmarks(argc, argv, [] {
+    using one_d = sw::nn::tensor_parallel_1d<>;
+    const auto timed = [](benchmark::internal::Benchmark* b) {
+      b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+    };
+    // Each ours beside its peer with as many cores.
+    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/1_rank", [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 1); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/pytorch/1_thread", [](benchmark::State& s) { pytorch_steps(s, 1); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/data_2", [](benchmark::State& s) { shardwise_steps<one_d>(s, 2, 1); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/tensor_1d_2",
+                                       [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 2); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/pytorch/2_threads", [](benchmark::State& s) { pytorch_steps(s, 2); }));
+    return true;
+  });
+}
