@@ -6,8 +6,8 @@
 // Each iteration is `steps` training steps (forward, backward, update) after two untimed ones; the
 // counters give tokens/s, MFU against the float GEMM rate measured at start-up per core, and this
 // rank's memory: weights, gradients and optimizer state from the update's buffers, and activations
-// measured as the heap growth across a forward pass (glibc's mallinfo2, over all ranks, divided by
-// them). scripts/bench-train-gpt runs it and prints the table of docs/training.md.
+// measured as the heap growth across the model's first forward pass, what it keeps for backward
+// (glibc's mallinfo2, over all ranks, divided by them). scripts/bench-train-gpt runs it and prints the table of docs/training.md.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -64,18 +64,19 @@ void shardwise_steps(benchmark::State& state, int replicas, int group) {
         model.backward();
         (void)update.step(mesh.data(), mesh.tensor_parallel().world(), {1e-3f, 1.0f});
       };
-      step(1);
-      step(2);
-      // Activations: what a forward pass leaves on the heap for backward, per rank.
+      // Activations: what the model's first forward pass leaves on the heap for backward, per rank.
       world.barrier();
       const std::size_t before = heap_bytes();
       world.barrier();
-      const auto b = corpus.training_batch(3, mesh.replica(), replicas, batch / replicas, config.context, 1);
+      const auto b = corpus.training_batch(1, mesh.replica(), replicas, batch / replicas, config.context, 1);
       (void)model.forward(b.tokens, b.targets);
       world.barrier();
       if (world.rank() == 0) activations = (heap_bytes() - before) / static_cast<std::size_t>(ranks);
+      world.barrier();
       model.backward();
       update.zero_gradients();
+      step(2);
+      step(3);
       world.barrier();
       const auto start = std::chrono::steady_clock::now();
       for (long s = 0; s < steps; ++s) step(4 + s);

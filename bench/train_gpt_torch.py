@@ -14,11 +14,26 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def threads_option():
+    """--threads, read before torch is imported: its BLAS and OpenMP pools size themselves on import."""
+    for i, argument in enumerate(sys.argv):
+        if argument == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if argument.startswith("--threads="):
+            return argument.split("=", 1)[1]
+    return "2"
+
+
+for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[variable] = threads_option()
+
+import torch  # noqa: E402 (after the thread counts are set)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def read_corpus(path):
@@ -96,6 +111,7 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
     torch.manual_seed(args.seed)
 
     data, split = read_corpus(args.data)
