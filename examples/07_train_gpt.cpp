@@ -53,6 +53,7 @@ struct options {
   std::string backend = "threads";
   int data_parallel = 2;
   std::string tensor_parallel = "1d:1";  // 1d:P, 2d:RxC or 3d:PxQxR
+  std::vector<int> grid;                  // its extents, from parse()
   sw::model::gpt_config model;
   long steps = 2500;
   long batch = 8;  // samples per step, over all replicas: small batches learn more per token here
@@ -179,7 +180,8 @@ options parse(int argc, char** argv) {
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " + std::to_string(o.data_parallel) +
           " replicas x " + std::to_string(o.micro_batches) + " micro-batches of equal size");
   const long micro_batch = o.batch / (o.data_parallel * o.micro_batches);
-  if (const int blocks = row_blocks(tensor_parallel_shape(o.tensor_parallel)); micro_batch % blocks != 0)
+  o.grid = tensor_parallel_shape(o.tensor_parallel);
+  if (const int blocks = row_blocks(o.grid); micro_batch % blocks != 0)
     usage("a micro-batch of " + std::to_string(micro_batch) + " samples does not split into the " +
           std::to_string(blocks) + " row blocks of whole samples that --tp " + o.tensor_parallel + " cuts it into");
   return o;
@@ -211,7 +213,7 @@ bool decays(const std::string& name) {
 }
 
 template <class Family, class Optimizer, sw::optim::weight_update Mode, class Communicator>
-void train(Communicator& world, const options& o, const std::vector<int>& grid) {
+void train(Communicator& world, const options& o) {
   const bool speaks = world.rank() == 0;
   const auto say = [&](auto... args) {
     if (speaks) std::printf(args...);
@@ -222,13 +224,13 @@ void train(Communicator& world, const options& o, const std::vector<int>& grid) 
   //    axis belongs to the update (it averages the replicas' gradients) and to the loader.
   constexpr std::size_t tensor_dimensions = Family::mesh_dimensions;
   sw::coordinates<tensor_dimensions> shape{};
-  std::copy(grid.begin(), grid.end(), shape.begin());
+  std::copy(o.grid.begin(), o.grid.end(), shape.begin());
   sw::data_parallel_mesh mesh(world, o.data_parallel, shape);
   auto& data = mesh.data();
   auto& tensor_parallel = mesh.tensor_parallel();
 
   // 2. The data: bytes of the corpus, the last tenth held out; each replica reads its own samples.
-  const sw::data::byte_corpus corpus(o.data);
+  const sw::data::byte_corpus corpus(o.data, 0.1, world.world_rank());
   const long replica_batch = o.batch / o.data_parallel;
   const long micro_batch = replica_batch / o.micro_batches;
 
@@ -278,7 +280,7 @@ void train(Communicator& world, const options& o, const std::vector<int>& grid) 
 
   // 4. The loop: micro-batches add their gradients, the update averages them over the replicas,
   //    clips their global norm and steps.
-  std::vector<std::vector<double>> validation_curve;
+  std::vector<std::vector<double>> validation_curve, training_curve;
   double train_loss = 0, val_loss = 0, training_seconds = 0;
   long tokens_trained = 0;
   for (long step = first_step; step <= o.steps; ++step) {
@@ -295,6 +297,7 @@ void train(Communicator& world, const options& o, const std::vector<int>& grid) 
     train_loss = loss / o.data_parallel;
     training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tokens_trained += static_cast<long>(tokens_per_step);
+    training_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, train_loss});
 
     const bool evaluates = step % o.eval_every == 0 || step == o.steps;
     if (evaluates) {
@@ -333,39 +336,45 @@ void train(Communicator& world, const options& o, const std::vector<int>& grid) 
     out << "{\"params\": " << sw::model::parameter_count(o.model) << ", \"steps\": " << o.steps
         << ", \"tokens\": " << tokens_trained << ", \"tokens_per_s\": " << tokens_per_second
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
-        << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss << ", \"val_curve\": [";
-    for (std::size_t i = 0; i < validation_curve.size(); ++i)
-      out << (i ? ", " : "") << "[" << validation_curve[i][0] << ", " << validation_curve[i][1] << ", "
-          << validation_curve[i][2] << "]";
-    out << "], \"wall_s\": " << training_seconds << "}\n";
+        << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss;
+    for (const auto& [name, curve] : {std::pair{"val_curve", &validation_curve}, std::pair{"train_curve", &training_curve}}) {
+      out << ", \"" << name << "\": [";
+      for (std::size_t i = 0; i < curve->size(); ++i)
+        out << (i ? ", " : "") << "[" << (*curve)[i][0] << ", " << (*curve)[i][1] << ", " << (*curve)[i][2] << "]";
+      out << "]";
+    }
+    out << ", \"wall_s\": " << training_seconds << "}\n";
   }
+}
+
+int ranks_needed(const options& o) {
+  int ranks = o.data_parallel;
+  for (const int extent : o.grid) ranks *= extent;
+  return ranks;
 }
 
 // The family and the optimizer are types: the options pick one instantiation of train().
 template <class Communicator>
 void run(Communicator& world, const options& o) {
-  const std::vector<int> grid = tensor_parallel_shape(o.tensor_parallel);
-  int group = 1;
-  for (const int extent : grid) group *= extent;
-  if (group * o.data_parallel != world.size())
+  if (ranks_needed(o) != world.size())
     throw sw::argument_error(world.world_rank(), "07_train_gpt",
                              "data " + std::to_string(o.data_parallel) + " x tensor-parallel " + o.tensor_parallel +
-                                 " needs " + std::to_string(group * o.data_parallel) + " ranks, the run has " +
+                                 " needs " + std::to_string(ranks_needed(o)) + " ranks, the run has " +
                                  std::to_string(world.size()));
   const auto with_optimizer = [&]<class Family>() {
     const auto with_mode = [&]<class Optimizer>() {
       if (o.replicated)
-        train<Family, Optimizer, sw::optim::weight_update::replicated>(world, o, grid);
+        train<Family, Optimizer, sw::optim::weight_update::replicated>(world, o);
       else
-        train<Family, Optimizer, sw::optim::weight_update::sharded>(world, o, grid);
+        train<Family, Optimizer, sw::optim::weight_update::sharded>(world, o);
     };
     if (o.optimizer == "adamw") with_mode.template operator()<sw::optim::adamw>();
     else if (o.optimizer == "lamb") with_mode.template operator()<sw::optim::lamb>();
     else if (o.optimizer == "lars") with_mode.template operator()<sw::optim::lars>();
     else with_mode.template operator()<sw::optim::sgd>();
   };
-  if (grid.size() == 1) with_optimizer.template operator()<sw::nn::tensor_parallel_1d<sw::padded>>();
-  else if (grid.size() == 2) with_optimizer.template operator()<sw::nn::tensor_parallel_2d<sw::padded>>();
+  if (o.grid.size() == 1) with_optimizer.template operator()<sw::nn::tensor_parallel_1d<sw::padded>>();
+  else if (o.grid.size() == 2) with_optimizer.template operator()<sw::nn::tensor_parallel_2d<sw::padded>>();
   else with_optimizer.template operator()<sw::nn::tensor_parallel_3d<sw::directions<>, sw::padded>>();
 }
 
@@ -381,9 +390,7 @@ int main(int argc, char** argv) {
       usage("this build has no MPI: --backend mpi is not available");
 #endif
     } else {
-      int ranks = o.data_parallel;
-      for (const int extent : tensor_parallel_shape(o.tensor_parallel)) ranks *= extent;
-      sw::threads::run(ranks, [&](sw::communicator auto& world) { run(world, o); });
+      sw::threads::run(ranks_needed(o), [&](sw::communicator auto& world) { run(world, o); });
     }
   } catch (const std::exception& failure) {
     std::fprintf(stderr, "%s\n", failure.what());

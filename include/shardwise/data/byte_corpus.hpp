@@ -41,8 +41,9 @@ struct token_batch {
 
 class byte_corpus {
  public:
-  explicit byte_corpus(const std::filesystem::path& path, double validation_fraction = 0.1)
-      : path_(path), bytes_(read(path)) {
+  // `rank` only names the caller in errors (-1: none).
+  explicit byte_corpus(const std::filesystem::path& path, double validation_fraction = 0.1, int rank = -1)
+      : path_(path), rank_(rank), bytes_(read(path, rank)) {
     if (!(validation_fraction > 0 && validation_fraction < 1))
       fail("the validation fraction " + std::to_string(validation_fraction) + " is not between 0 and 1");
     validation_begin_ = bytes_.size() - static_cast<std::size_t>(static_cast<double>(bytes_.size()) * validation_fraction);
@@ -69,9 +70,9 @@ class byte_corpus {
  private:
   static constexpr std::uint64_t validation_seed = 0x5EED5EED;
 
-  [[noreturn]] void fail(const std::string& what) const { fail(path_, what); }
-  [[noreturn]] static void fail(const std::filesystem::path& path, const std::string& what) {
-    throw data_error(-1, "data::byte_corpus", path.string() + ": " + what);
+  [[noreturn]] void fail(const std::string& what) const { fail(path_, rank_, what); }
+  [[noreturn]] static void fail(const std::filesystem::path& path, int rank, const std::string& what) {
+    throw data_error(rank, "data::byte_corpus", path.string() + ": " + what);
   }
 
   [[nodiscard]] token_batch batch(std::span<const std::uint8_t> split, const char* name, std::uint64_t seed, long key,
@@ -96,32 +97,33 @@ class byte_corpus {
     return b;
   }
 
-  static std::vector<std::uint8_t> read(const std::filesystem::path& path) {
+  static std::vector<std::uint8_t> read(const std::filesystem::path& path, int rank) {
     namespace fs = std::filesystem;
     std::error_code error;
     const auto status = fs::symlink_status(path, error);
-    if (error || !fs::exists(status)) fail(path, "no such file or folder");
+    if (error || !fs::exists(status)) fail(path, rank, "no such file or folder");
     std::vector<fs::path> files;
     if (fs::is_directory(fs::status(path))) {
       for (const auto& entry : fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied))
         if (entry.is_regular_file() && !entry.is_symlink() && entry.path().extension() != ".dat")
           files.push_back(entry.path());
       std::ranges::sort(files);
-      if (files.empty()) fail(path, "the folder has no text files (symbolic links and .dat files are skipped)");
+      if (files.empty()) fail(path, rank, "the folder has no text files (symbolic links and .dat files are skipped)");
     } else {
       files.push_back(path);
     }
     std::vector<std::uint8_t> bytes;
     for (const auto& file : files) {
       std::ifstream in(file, std::ios::binary);
-      if (!in) fail(file, "cannot be read");
+      if (!in) fail(file, rank, "cannot be read");
       bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
-    if (bytes.empty()) fail(path, "the corpus is empty");
+    if (bytes.empty()) fail(path, rank, "the corpus is empty");
     return bytes;
   }
 
   std::filesystem::path path_;
+  int rank_;
   std::vector<std::uint8_t> bytes_;
   std::size_t validation_begin_ = 0;
 };
