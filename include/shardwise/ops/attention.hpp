@@ -16,7 +16,6 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -99,10 +98,13 @@ template <class T, class Layout, class Mesh>
   detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
     matrix p = (q.local(b).block(r, c, n, d) * k.local(b).block(r, c, n, d).transpose()) * scale;
     for (std::int64_t i = 0; i < n; ++i) {
-      if (shape.causal) p.row(i).tail(n - i - 1).setConstant(-std::numeric_limits<T>::infinity());
-      const T largest = p.row(i).maxCoeff();
-      p.row(i) = (p.row(i).array() - largest).exp();
-      p.row(i) /= p.row(i).sum();
+      // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
+      // denormal there, which would slow every product that reads P several times over.
+      const std::int64_t seen = shape.causal ? i + 1 : n;
+      auto row = p.row(i).head(seen);
+      row = (row.array() - row.maxCoeff()).exp();
+      row /= row.sum();
+      p.row(i).tail(n - seen).setZero();
     }
     out.local(b).block(r, c, n, d) = p * v.local(b).block(r, c, n, d);
     saved.probabilities.push_back(std::move(p));
