@@ -7,10 +7,17 @@
 //
 //   auto flat = shared_buffer<float>::zeros(1000);
 //   shared_buffer<float> part = flat.view(200, 50);    // elements 200..249 of flat, same memory
+//
+// A buffer starts on a 64-byte boundary (a cache line, an AVX-512 vector). Eigen's vectorised
+// reductions split a row into a scalar head up to the first aligned address and whole vectors after
+// it, so a sum's rounding depends on where its data starts modulo the vector size: with every buffer
+// aligned alike, the same computation on the same offsets gives the same bits in every run.
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <span>
+#include <type_traits>
 
 namespace shardwise {
 
@@ -19,11 +26,16 @@ class shared_buffer {
  public:
   shared_buffer() = default;
 
+  static constexpr std::size_t alignment = 64;
+
   // `count` value-initialised elements (zeros for arithmetic types).
   [[nodiscard]] static shared_buffer zeros(std::size_t count) {
+    static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
     shared_buffer buffer;
-    buffer.owner_ = std::make_shared<T[]>(count);
-    buffer.data_ = buffer.owner_.get();
+    T* elements = static_cast<T*>(::operator new[](std::max<std::size_t>(count, 1) * sizeof(T), std::align_val_t{alignment}));
+    std::uninitialized_value_construct_n(elements, count);
+    buffer.owner_ = std::shared_ptr<T[]>(elements, [](T* p) { ::operator delete[](p, std::align_val_t{alignment}); });
+    buffer.data_ = elements;
     buffer.size_ = count;
     return buffer;
   }

@@ -15,9 +15,9 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/sim/device_model.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -141,15 +141,16 @@ template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
 // The buffers the products gather operands and partial results into. One set per thread (each rank
 // of the threads backend is a thread; an MPI rank is a process): they grow to the largest product a
 // rank has run and are reused by every later one, so a training step allocates no communication
-// buffers after its first. Contents are not kept between calls.
+// buffers after its first. Contents are not kept between calls. Aligned as shared_buffer is, so that
+// reductions over them round the same way in every run.
 enum class buffer : std::size_t { left, right, product };
 
 template <class T>
 [[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
-  thread_local std::array<std::vector<T>, 3> buffers;
-  std::vector<T>& held = buffers[static_cast<std::size_t>(which)];
-  if (held.size() < elements) held = std::vector<T>(elements);  // no copy of stale contents
-  return {held.data(), elements};
+  thread_local std::array<shared_buffer<T>, 3> buffers;
+  shared_buffer<T>& held = buffers[static_cast<std::size_t>(which)];
+  if (held.size() < elements) held = shared_buffer<T>::zeros(elements);  // no copy of stale contents
+  return held.span().first(elements);
 }
 
 }  // namespace detail
