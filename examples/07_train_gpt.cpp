@@ -73,6 +73,8 @@ struct options {
   std::uint64_t seed = 1;
   std::string json;
   long sample_bytes = 200;
+  long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
+  int fail_rank = 0;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -82,7 +84,8 @@ struct options {
                "         --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
                "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
                "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
-               "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n",
+               "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
+               "         --fail-at-step N  --fail-rank R\n",
                problem.c_str());
   std::exit(2);
 }
@@ -167,6 +170,8 @@ options parse(int argc, char** argv) {
     else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number());
     else if (flag == "--json") o.json = value;
     else if (flag == "--sample") o.sample_bytes = number();
+    else if (flag == "--fail-at-step") o.fail_at_step = number();
+    else if (flag == "--fail-rank") o.fail_rank = static_cast<int>(number());
     else usage("unknown option " + std::string(flag));
   }
   o.model.seed = o.seed;
@@ -181,6 +186,7 @@ options parse(int argc, char** argv) {
           " replicas x " + std::to_string(o.micro_batches) + " micro-batches of equal size");
   const long micro_batch = o.batch / (o.data_parallel * o.micro_batches);
   o.grid = tensor_parallel_shape(o.tensor_parallel);
+  if (o.fail_rank < 0) usage("--fail-rank must be a rank");
   if (const int blocks = row_blocks(o.grid); micro_batch % blocks != 0)
     usage("a micro-batch of " + std::to_string(micro_batch) + " samples does not split into the " +
           std::to_string(blocks) + " row blocks of whole samples that --tp " + o.tensor_parallel + " cuts it into");
@@ -292,6 +298,9 @@ void train(Communicator& world, const options& o) {
       loss += model.forward(batch.tokens, batch.targets) / static_cast<double>(o.micro_batches);
       model.backward(1.0f / static_cast<float>(o.micro_batches));
     }
+    // The others are in the update's collectives by now: they must stop too, not wait for this rank.
+    if (step == o.fail_at_step && world.world_rank() == o.fail_rank)
+      throw std::runtime_error("a failure injected at step " + std::to_string(step) + " (--fail-at-step)");
     const auto report = update.step(data, tensor_parallel.world(), {schedule(step), o.clip_norm});
     data.all_reduce(std::span<double>(&loss, 1));
     train_loss = loss / o.data_parallel;
@@ -333,6 +342,7 @@ void train(Communicator& world, const options& o) {
       tokens_per_second, 100 * tokens_per_second * sw::model::training_flops_per_token(o.model) / peak);
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
+    out.precision(17);  // the losses to the last bit: a resumed run is compared with an uninterrupted one
     out << "{\"params\": " << sw::model::parameter_count(o.model) << ", \"steps\": " << o.steps
         << ", \"tokens\": " << tokens_trained << ", \"tokens_per_s\": " << tokens_per_second
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
@@ -360,6 +370,10 @@ void run(Communicator& world, const options& o) {
     throw sw::argument_error(world.world_rank(), "07_train_gpt",
                              "data " + std::to_string(o.data_parallel) + " x tensor-parallel " + o.tensor_parallel +
                                  " needs " + std::to_string(ranks_needed(o)) + " ranks, the run has " +
+                                 std::to_string(world.size()));
+  if (o.fail_at_step > 0 && o.fail_rank >= world.size())
+    throw sw::argument_error(world.world_rank(), "07_train_gpt",
+                             "--fail-rank " + std::to_string(o.fail_rank) + " is not a rank of this run of " +
                                  std::to_string(world.size()));
   const auto with_optimizer = [&]<class Family>() {
     const auto with_mode = [&]<class Optimizer>() {
