@@ -1,5 +1,8 @@
 # Test scaffolding every later issue reuses:
-#   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>])
+#   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>]
+#                              [COMPILE_DEFINITIONS <definitions...>])
+#   shardwise_add_mpi_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>]
+#                          [COMPILE_DEFINITIONS <definitions...>])
 #   shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TARGET <target>] [TIMEOUT <seconds>])
 #   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> [FIRST_ERROR <regex>])
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>]
@@ -72,12 +75,31 @@ function(shardwise_add_in_process_test)
 endfunction()
 
 # One test body, every backend: SOURCES build twice. <name>_threads runs in-process as test
-# <name>.threads; with MPI, <name>_mpi (SHARDWISE_TEST_MPI=1, main() from tests/support/mpi_main.cpp)
-# runs under mpiexec as <name>.mpi.<n> for each n in MPI_RANKS (default 1 3 8).
+# <name>.threads; with MPI, <name>_mpi (see shardwise_add_mpi_test, which takes the same arguments)
+# runs under mpiexec. COMPILE_DEFINITIONS go to both executables.
 function(shardwise_add_backend_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES;MPI_RANKS")
+  shardwise_add_mpi_test(${ARGV})
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES;MPI_RANKS;COMPILE_DEFINITIONS")
+  shardwise_add_in_process_test(NAME ${arg_NAME}.threads TARGET ${arg_NAME}_threads SOURCES ${arg_SOURCES}
+                                TIMEOUT ${arg_TIMEOUT})
+  if(arg_COMPILE_DEFINITIONS)
+    target_compile_definitions(${arg_NAME}_threads PRIVATE ${arg_COMPILE_DEFINITIONS})
+  endif()
+endfunction()
+
+# The MPI half of a backend test (nothing without MPI): <name>_mpi (SHARDWISE_TEST_MPI=1, main() from
+# tests/support/mpi_main.cpp) runs under mpiexec as <name>.mpi.<n> for each n in MPI_RANKS (default
+# 1 3 8), with only the tests that declare n among their rank counts (tests/support/rank_counts.hpp).
+# Which tests those are, the executable says once built (cmake/shardwise_mpi_cases.cmake); the build
+# fails if a size of MPI_RANKS runs no test, or a test runs at none of them.
+function(shardwise_add_mpi_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT" "SOURCES;MPI_RANKS;COMPILE_DEFINITIONS")
   if(NOT arg_NAME OR NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "usage: shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <s>])")
+    message(FATAL_ERROR "usage: shardwise_add_backend_test / shardwise_add_mpi_test(NAME <name> SOURCES <files...> "
+                        "[MPI_RANKS <n...>] [TIMEOUT <s>] [COMPILE_DEFINITIONS <definitions...>])")
+  endif()
+  if(NOT TARGET shardwise::mpi)
+    return()
   endif()
   if(NOT arg_MPI_RANKS)
     set(arg_MPI_RANKS 1 3 8)
@@ -85,19 +107,31 @@ function(shardwise_add_backend_test)
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT ${_shardwise_default_timeout})
   endif()
+  set(target ${arg_NAME}_mpi)
+  add_executable(${target} ${arg_SOURCES} "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
+  target_compile_definitions(${target} PRIVATE SHARDWISE_TEST_MPI=1 ${arg_COMPILE_DEFINITIONS})
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(${target} PRIVATE shardwise::mpi GTest::gtest shardwise_project_options)
 
-  shardwise_add_in_process_test(NAME ${arg_NAME}.threads TARGET ${arg_NAME}_threads SOURCES ${arg_SOURCES}
-                                TIMEOUT ${arg_TIMEOUT})
-
-  if(TARGET shardwise::mpi)
-    add_executable(${arg_NAME}_mpi ${arg_SOURCES} "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
-    target_compile_definitions(${arg_NAME}_mpi PRIVATE SHARDWISE_TEST_MPI=1)
-    target_include_directories(${arg_NAME}_mpi PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-    target_link_libraries(${arg_NAME}_mpi PRIVATE shardwise::mpi GTest::gtest shardwise_project_options)
-    foreach(ranks IN LISTS arg_MPI_RANKS)
-      shardwise_add_mpi_run(TEST ${arg_NAME}.mpi.${ranks} TARGET ${arg_NAME}_mpi RANKS ${ranks} TIMEOUT ${arg_TIMEOUT})
-    endforeach()
-  endif()
+  # The tests, registered when CTest reads the file the build writes (a placeholder that fails until then).
+  set(cases "${CMAKE_CURRENT_BINARY_DIR}/${target}_cases.cmake")
+  string(REPLACE ";" "," ranks "${arg_MPI_RANKS}")
+  string(REPLACE ";" "," environment "${_shardwise_mpi_environment}")
+  string(REPLACE ";" "," before "${_shardwise_oversubscribe};${MPIEXEC_PREFLAGS}")
+  string(REPLACE ";" "," after "${MPIEXEC_POSTFLAGS}")
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND "${CMAKE_COMMAND}" "-DNAME=${arg_NAME}" "-DEXECUTABLE=$<TARGET_FILE:${target}>" "-DRANKS=${ranks}"
+            "-DTIMEOUT=${arg_TIMEOUT}" "-DMPIEXEC=${MPIEXEC_EXECUTABLE}" "-DNUMPROC_FLAG=${MPIEXEC_NUMPROC_FLAG}"
+            "-DPREFLAGS=${before}" "-DPOSTFLAGS=${after}" "-DENVIRONMENT=${environment}" "-DOUTPUT=${cases}"
+            -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_mpi_cases.cmake"
+    BYPRODUCTS "${cases}"
+    COMMENT "Listing the MPI sizes of ${arg_NAME}'s tests"
+    VERBATIM)
+  set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_include.cmake")
+  file(WRITE "${include_file}"
+       "if(EXISTS \"${cases}\")\n  include(\"${cases}\")\nelse()\n"
+       "  add_test(${arg_NAME}.mpi.NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
 endfunction()
 
 # Proves that SOURCE does not compile and that the compiler says EXPECT (a regex) while refusing it.

@@ -41,7 +41,7 @@ bool in_place(form f) { return f == form::in_place || f == form::started_in_plac
 
 template <class T>
 std::string context(const char* what, op reduction, std::size_t n, form f, int rank) {
-  return std::string(what) + "<" + type_name<T>() + ">, op " + std::string(shardwise::name_of(reduction)) +
+  return std::string(what) + "<" + element_name<T>() + ">, op " + std::string(shardwise::name_of(reduction)) +
          ", n = " + std::to_string(n) + ", " + name_of(f) + ", rank " + std::to_string(rank);
 }
 
@@ -231,7 +231,7 @@ TYPED_TEST(collectives, all_to_all_v_with_uneven_and_empty_blocks) {
           if (started) comm.iall_to_all_v(data, send_counts, out, receive_counts).wait();
           else comm.all_to_all_v(data, send_counts, out, receive_counts);
           EXPECT_TRUE(same_elements(out, expected))
-              << "all_to_all_v<" << type_name<T>() << "> pattern " << pattern << (started ? " non-blocking" : "")
+              << "all_to_all_v<" << element_name<T>() << "> pattern " << pattern << (started ? " non-blocking" : "")
               << " on rank " << comm.rank();
         }
       }
@@ -251,7 +251,7 @@ TYPED_TEST(collectives, broadcast_from_every_root) {
             else comm.broadcast(data, root);
             std::vector<T> expected(n);
             for (std::size_t i = 0; i < n; ++i) expected[i] = tagged<T>(root, i);
-            EXPECT_TRUE(same_elements(data, expected)) << "broadcast<" << type_name<T>() << "> n = " << n << " root "
+            EXPECT_TRUE(same_elements(data, expected)) << "broadcast<" << element_name<T>() << "> n = " << n << " root "
                                                        << root << " on rank " << comm.rank();
           }
     });
@@ -324,7 +324,7 @@ TYPED_TEST(collectives, send_and_recv_around_a_ring) {
         for (std::size_t i = 0; i < expected.size(); ++i)
           expected[i] = tagged<T>(previous, static_cast<std::size_t>(m) * 10 + i);
         EXPECT_TRUE(same_elements(incoming[static_cast<std::size_t>(m)], expected))
-            << "message " << m << " of " << type_name<T>() << " on rank " << comm.rank();
+            << "message " << m << " of " << element_name<T>() << " on rank " << comm.rank();
       }
       // Blocking: send to the previous rank, receive from the next, on another tag.
       comm.send(outgoing[1], previous, 3);
@@ -332,7 +332,7 @@ TYPED_TEST(collectives, send_and_recv_around_a_ring) {
       comm.recv(received, next, 3);
       std::vector<T> expected(received.size());
       for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = tagged<T>(next, 10 + i);
-      EXPECT_TRUE(same_elements(received, expected)) << "blocking recv of " << type_name<T>();
+      EXPECT_TRUE(same_elements(received, expected)) << "blocking recv of " << element_name<T>();
     });
   });
 }

@@ -338,7 +338,8 @@ TYPED_TEST(collective_matmul_test, misuse_throws_naming_rank_and_values) {
         } catch (const argument_error& e) {
           EXPECT_EQ(e.rank(), world.world_rank());
           EXPECT_EQ(std::string(e.what()).rfind("[rank " + std::to_string(world.world_rank()) +
-                                                    "] matmul_reduce_scatter: A*B of a 6x5 A and a 4x3 B",
+                                                    "] matmul_reduce_scatter(row_1d<padded> 6x5, col_1d<padded> 4x3): "
+                                                    "A*B of a 6x5 A and a 4x3 B",
                                                 0),
                     0U)
               << e.what();

@@ -1,9 +1,10 @@
 #pragma once
 // One test body, every backend (the Kokkos way): a typed test suite over `backends`, whose single
 // member is the backend this executable was built for. The same source builds twice: `<name>_threads`
-// runs each body in-process for several rank counts; `<name>_mpi` (SHARDWISE_TEST_MPI) runs it once on
-// the MPI world that mpiexec started, skipping when that size is not one the test asked for. Some
-// also build as `<name>_sim_gpu` (SHARDWISE_TEST_SIM_GPU): in-process on simulated GPUs.
+// runs each body in-process for each rank count it declares; `<name>_mpi` (SHARDWISE_TEST_MPI) runs it
+// once on the MPI world that mpiexec started, and fails if that size is not one it declares (CTest
+// launches each test only at sizes it declares: tests/support/rank_counts.hpp). Some also build as
+// `<name>_sim_gpu` (SHARDWISE_TEST_SIM_GPU): in-process on simulated GPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "shardwise/comm/threads.hpp"
 #ifdef SHARDWISE_TEST_MPI
 #include "shardwise/comm/mpi.hpp"
+#include "support/rank_counts.hpp"
 #endif
 #ifdef SHARDWISE_TEST_SIM_GPU
 #include "shardwise/comm/sim_gpu.hpp"
@@ -42,9 +44,14 @@ struct mpi_backend {
 
   template <class Body>
   static void run(Body&& body, std::initializer_list<int> rank_counts = default_rank_counts) {
+    if (rank_count_listing::instance().active()) {
+      list_rank_counts(current_test_name(), rank_counts);
+      throw rank_counts_listed{};
+    }
     auto world = shardwise::mpi::communicator::world();
     if (std::find(rank_counts.begin(), rank_counts.end(), world.size()) == rank_counts.end()) {
-      GTEST_SKIP() << "this test does not run on " << world.size() << " MPI ranks";
+      FAIL() << "this test runs on " << rank_counts_text(rank_counts, ", ") << " MPI ranks, not on " << world.size()
+             << ": launch it with mpiexec -n <one of those> (its CTest tests do)";
     }
     body(world);
   }

@@ -26,15 +26,6 @@ void for_each_element_type(F&& f) {
   f.template operator()<bf16>();
 }
 
-template <class T>
-std::string type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else return "bf16";
-}
-
 // Element i of rank r's contribution, for a reduction: |value| <= 5 for sums (|sum| <= 5 P), and
 // in {-2, -1, 1, 2} for products (|product| <= 2^P), all exact in bf16 for P <= 8.
 template <class T>

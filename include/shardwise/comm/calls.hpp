@@ -93,4 +93,10 @@ struct barrier {
   static constexpr std::string_view name = "barrier";
 };
 
+// split(color, key) is each backend's own (it makes a communicator); its ranks agree on having called
+// it like on any collective (comm/agreement.hpp), and this names it there.
+struct split {
+  static constexpr std::string_view name = "split";
+};
+
 }  // namespace shardwise::calls

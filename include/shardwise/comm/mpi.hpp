@@ -9,6 +9,14 @@
 // once, as the threads backend does. Communicators use MPI_ERRORS_RETURN and every return code is
 // checked, so an MPI failure is a shardwise::mpi_error carrying MPI's own text, not an abort.
 //
+// With SHARDWISE_CHECK_AGREEMENT on (by default in debug builds; comm/agreement.hpp), every
+// collective first all-gathers each rank's signature (operation, element type, count, root,
+// reduction) on a duplicate of its communicator, and all ranks throw argument_error naming both
+// calls if they differ, before any data moves. A started collective posts that exchange and starts
+// once it has agreed, when the request (or a later request of the same communicator) is tested or
+// waited on, or the communicator makes another collective call; started collectives still start in
+// the order they were started.
+//
 // Included on its own (not by shardwise.hpp): programs that never use MPI never need it.
 #include <mpi.h>
 
@@ -18,7 +26,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <exception>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <span>
@@ -28,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/comm/agreement.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/bf16.hpp"
@@ -120,6 +131,112 @@ inline void check_received(const MPI_Status& status, int expected_bytes, int tag
                              std::to_string(expected_bytes) + " bytes");
 }
 
+// Every rank's call to one collective, exchanged on `comm` (the agreement communicator) before the
+// collective moves data: the signatures in one all-gather; for all_to_all_v, once they agree, every
+// rank's counts in a second. Blocking calls run both at once; started calls post each and advance
+// when tested or waited on.
+class agreement_exchange {
+ public:
+  template <class Call>
+  agreement_exchange(const Call& call, int rank, int size, int world_rank)
+      : name_(Call::name), rank_(rank), size_(size), world_rank_(world_rank),
+        mine_(agreement::signature_of(call, world_rank)), all_(static_cast<std::size_t>(size)) {
+    if constexpr (requires { call.send_counts; }) {
+      counts_.assign(call.send_counts.begin(), call.send_counts.end());
+      counts_.insert(counts_.end(), call.receive_counts.begin(), call.receive_counts.end());
+    }
+  }
+  agreement_exchange(const agreement_exchange&) = delete;  // MPI holds the addresses of its buffers
+  agreement_exchange& operator=(const agreement_exchange&) = delete;
+  ~agreement_exchange() {
+    if (pending_ != MPI_REQUEST_NULL) MPI_Wait(&pending_, MPI_STATUS_IGNORE);  // a destructor cannot report
+  }
+
+  // Exchanges the signatures (started: posts the exchange).
+  void begin(MPI_Comm comm, bool started) {
+    constexpr int bytes = sizeof(agreement::signature);
+    post(comm, started, &mine_, bytes, all_.data(), bytes);
+  }
+
+  // After begin(): true once every rank is known to have made the same call (with `block`, or when not
+  // started, it returns true or throws): argument_error naming both calls if not, mpi_error if MPI fails.
+  bool advance(MPI_Comm comm, bool started, bool block) {
+    for (;;) {
+      if (pending_ != MPI_REQUEST_NULL) {
+        int done = 1;
+        const int code = block ? MPI_Wait(&pending_, MPI_STATUS_IGNORE) : MPI_Test(&pending_, &done, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS) pending_ = MPI_REQUEST_NULL;
+        check(code, world_rank_, name_);
+        if (done == 0) return false;
+      }
+      if (round_ == 2) break;
+      if (auto problem = agreement::disagreement(rank_, size_, [&](int s) -> const agreement::signature& {
+            return all_[static_cast<std::size_t>(s)];
+          }))
+        throw argument_error(world_rank_, name_, *problem);
+      if (counts_.empty()) return true;
+      all_counts_.resize(counts_.size() * static_cast<std::size_t>(size_));
+      const int bytes = static_cast<int>(counts_.size() * sizeof(int));
+      post(comm, started, counts_.data(), bytes, all_counts_.data(), bytes);
+    }
+    // all_counts_: rank s's send counts, then its receive counts, for every s.
+    const auto ranks = static_cast<std::size_t>(size_);
+    const auto count = [&](int s, std::size_t entry) {
+      return all_counts_[static_cast<std::size_t>(s) * 2 * ranks + entry];
+    };
+    if (auto problem = agreement::count_disagreement(
+            size_, [&](int s, int r) { return count(s, static_cast<std::size_t>(r)); },
+            [&](int r, int s) { return count(r, ranks + static_cast<std::size_t>(s)); },
+            [&](int s) { return static_cast<int>(all_[static_cast<std::size_t>(s)].world_rank); }))
+      throw argument_error(world_rank_, name_, *problem);
+    return true;
+  }
+
+ private:
+  void post(MPI_Comm comm, bool started, const void* mine, int bytes, void* all, int each) {
+    ++round_;
+    check(blocking_or_started(started ? &pending_ : nullptr, MPI_Allgather, MPI_Iallgather, mine, bytes, MPI_BYTE,
+                              all, each, MPI_BYTE, comm),
+          world_rank_, name_);
+  }
+
+  std::string_view name_;
+  int rank_;
+  int size_;
+  int world_rank_;
+  agreement::signature mine_;
+  std::vector<agreement::signature> all_;
+  std::vector<int> counts_;  // all_to_all_v: send counts, then receive counts
+  std::vector<int> all_counts_;
+  MPI_Request pending_ = MPI_REQUEST_NULL;
+  int round_ = 0;  // rounds posted
+};
+
+}  // namespace detail
+
+class communicator;
+
+namespace detail {
+
+// A started collective under the agreement check, waiting for its exchange to agree.
+struct deferred_start {
+  template <class Call>
+  deferred_start(const Call& call, int rank, int size, int world_rank) : exchange(call, rank, size, world_rank) {}
+  agreement_exchange exchange;
+  std::function<completion(communicator&, MPI_Request*)> launch;  // starts the collective itself
+  MPI_Request handle = MPI_REQUEST_NULL;  // the collective, once started
+  completion complete;
+  std::exception_ptr failure;  // why it never started
+  bool settled = false;        // started, or failed
+};
+
+// A communicator's deferred starts, oldest first, shared with their requests. `owner` follows the
+// communicator when it moves; it is null once the communicator is gone (it settles them all first).
+struct deferred_starts {
+  communicator* owner = nullptr;
+  std::deque<std::shared_ptr<deferred_start>> waiting;
+};
+
 // Prints why this rank failed, then takes every rank down so none waits forever for this one.
 // Call only from a catch handler.
 [[noreturn]] inline void abort_world() noexcept {
@@ -132,7 +249,7 @@ inline void check_received(const MPI_Status& status, int expected_bytes, int tag
   try {
     throw;
   } catch (const shardwise::error& failure) {
-    text = failure.what();  // already "[rank N] operation: …"
+    text = failure.rank() >= 0 ? failure.what() : prefix() + std::string(failure.reason());  // "[rank N] …" once
   } catch (const std::exception& failure) {
     text = prefix() + failure.what();
   } catch (...) {
@@ -155,6 +272,8 @@ class request {
   request() = default;
   request(request&& other) noexcept
       : handle_(std::exchange(other.handle_, MPI_REQUEST_NULL)),
+        deferred_(std::move(other.deferred_)),
+        starts_(std::move(other.starts_)),
         complete_(std::exchange(other.complete_, {})),
         status_(other.status_),
         expected_bytes_(std::exchange(other.expected_bytes_, -1)),
@@ -165,6 +284,8 @@ class request {
     if (this != &other) {
       finish();
       handle_ = std::exchange(other.handle_, MPI_REQUEST_NULL);
+      deferred_ = std::move(other.deferred_);
+      starts_ = std::move(other.starts_);
       complete_ = std::exchange(other.complete_, {});
       status_ = other.status_;
       expected_bytes_ = std::exchange(other.expected_bytes_, -1);
@@ -179,10 +300,12 @@ class request {
   ~request() { finish(); }
 
   void wait() {
+    if (deferred_) take_started(true);
     if (handle_ != MPI_REQUEST_NULL) settle(MPI_Wait(&handle_, &status_));
     run_completion();
   }
   bool test() {
+    if (deferred_ && !take_started(false)) return false;
     if (handle_ != MPI_REQUEST_NULL) {
       int done = 0;
       settle(MPI_Test(&handle_, &done, &status_));
@@ -196,6 +319,10 @@ class request {
   friend class communicator;
   request(int world_rank, std::string_view operation) : world_rank_(world_rank), operation_(operation) {}
 
+  // A deferred start: once its exchange has agreed and it has started, its handle and completion become
+  // this request's (false: not yet). Throws what kept it from starting.
+  bool take_started(bool block);
+
   void settle(int code) {
     if (code == MPI_SUCCESS) return;
     handle_ = MPI_REQUEST_NULL;
@@ -208,7 +335,7 @@ class request {
     if (expected_bytes_ >= 0) detail::check_received(status_, std::exchange(expected_bytes_, -1), tag_, world_rank_);
   }
   void finish() noexcept {
-    if (handle_ == MPI_REQUEST_NULL && !complete_ && expected_bytes_ < 0) return;
+    if (handle_ == MPI_REQUEST_NULL && !deferred_ && !complete_ && expected_bytes_ < 0) return;
     if (std::uncaught_exceptions() > 0) {
       try {
         wait();
@@ -220,6 +347,8 @@ class request {
   }
 
   MPI_Request handle_ = MPI_REQUEST_NULL;
+  std::shared_ptr<detail::deferred_start> deferred_;  // under the agreement check, until it starts
+  std::shared_ptr<detail::deferred_starts> starts_;   // its communicator's
   detail::completion complete_;
   MPI_Status status_{};
   int expected_bytes_ = -1;  // a receive's size, checked against status_ once complete
@@ -253,17 +382,24 @@ class communicator : public communicator_interface<communicator> {
       : communicator_interface<communicator>(other),  // the traffic counted so far moves along
         comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
         ring_(std::exchange(other.ring_, MPI_COMM_NULL)),
+        agreement_(std::exchange(other.agreement_, MPI_COMM_NULL)),
         ring_scratch_(std::move(other.ring_scratch_)),
+        starts_(std::move(other.starts_)),
         rank_(other.rank_),
         size_(other.size_),
-        world_rank_(other.world_rank_) {}
+        world_rank_(other.world_rank_) {
+    if (starts_) starts_->owner = this;
+  }
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       release();
       communicator_interface<communicator>::operator=(other);
       comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
       ring_ = std::exchange(other.ring_, MPI_COMM_NULL);
+      agreement_ = std::exchange(other.agreement_, MPI_COMM_NULL);
       ring_scratch_ = std::move(other.ring_scratch_);
+      starts_ = std::move(other.starts_);
+      if (starts_) starts_->owner = this;
       rank_ = other.rank_;
       size_ = other.size_;
       world_rank_ = other.world_rank_;
@@ -277,12 +413,17 @@ class communicator : public communicator_interface<communicator> {
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] int world_rank() const noexcept { return world_rank_; }
-  // The underlying MPI communicator, for calling MPI directly; it stays owned by this object.
-  [[nodiscard]] MPI_Comm native() const noexcept { return comm_; }
+  // The underlying MPI communicator, for calling MPI directly; it stays owned by this object. Every
+  // started collective has started on it (see the agreement check above).
+  [[nodiscard]] MPI_Comm native() const noexcept {
+    if (starts_) starts_->owner->settle_started(nullptr, true);
+    return comm_;
+  }
 
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective.
   [[nodiscard]] communicator split(int color, int key) {
     if (color < 0) throw argument_error(world_rank_, "split", "colour " + std::to_string(color) + " is negative");
+    agree(calls::split{});
     MPI_Comm part = MPI_COMM_NULL;
     detail::check(MPI_Comm_split(comm_, color, key, &part), world_rank_, "split");
     return communicator(part, world_rank_, "split");
@@ -291,11 +432,25 @@ class communicator : public communicator_interface<communicator> {
   // Backend hooks (communicator_interface calls these after checking arguments).
   template <class Call>
   void run(const Call& call) {
+    if constexpr (agreement::collective_call<Call>) agree(call);
     if (auto complete = issue(call, nullptr)) complete();
   }
   template <class Call>
   [[nodiscard]] request start(const Call& call) {
     request started(world_rank_, Call::name);
+    if constexpr (agreement::checked_on_mpi && agreement::collective_call<Call>) {
+      if (!starts_) {
+        starts_ = std::make_shared<detail::deferred_starts>();
+        starts_->owner = this;
+      }
+      auto deferred = std::make_shared<detail::deferred_start>(call, rank_, size_, world_rank_);
+      deferred->exchange.begin(agreement_, true);
+      deferred->launch = [call](communicator& owner, MPI_Request* pending) { return owner.issue(call, pending); };
+      starts_->waiting.push_back(deferred);
+      started.deferred_ = std::move(deferred);
+      started.starts_ = starts_;
+      return started;
+    }
     started.complete_ = issue(call, &started.handle_);
     if constexpr (requires { call.source; }) {  // a receive: its size is checked on completion
       started.expected_bytes_ = static_cast<int>(call.data.size_bytes());
@@ -305,6 +460,8 @@ class communicator : public communicator_interface<communicator> {
   }
 
  private:
+  friend class mpi::request;
+
   // Delegating first makes *this own `owned` before anything below can throw, so it is always freed.
   explicit communicator(MPI_Comm owned) noexcept : comm_(owned) {}
   communicator(MPI_Comm owned, int world_rank, std::string_view operation) : communicator(owned) {
@@ -312,6 +469,9 @@ class communicator : public communicator_interface<communicator> {
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), operation);
     check(MPI_Comm_rank(comm_, &rank_), operation);
     check(MPI_Comm_size(comm_, &size_), operation);
+    // Made here, where every rank is in a collective call anyway (never in a started one, which must
+    // not wait for the others).
+    if constexpr (agreement::checked_on_mpi) check(MPI_Comm_dup(comm_, &agreement_), operation);
   }
 
   void release() noexcept {
@@ -321,11 +481,48 @@ class communicator : public communicator_interface<communicator> {
     // After MPI_Finalize there is nothing left to free. A failing free cannot be reported from a
     // destructor; it only leaks a handle.
     if (finalized == 0) {
+      if (starts_) settle_started(nullptr, true);
       MPI_Comm_free(&comm_);
       if (ring_ != MPI_COMM_NULL) MPI_Comm_free(&ring_);
+      if (agreement_ != MPI_COMM_NULL) MPI_Comm_free(&agreement_);
     }
+    if (starts_) starts_->owner = nullptr;
     comm_ = MPI_COMM_NULL;
     ring_ = MPI_COMM_NULL;
+    agreement_ = MPI_COMM_NULL;
+  }
+
+  // Under the agreement check: every rank called the same collective (comm/agreement.hpp). The
+  // collectives started before it start first, so that every rank starts them in one order.
+  template <class Call>
+  void agree(const Call& call) {
+    if constexpr (agreement::checked_on_mpi) {
+      if (starts_) settle_started(nullptr, true);
+      detail::agreement_exchange exchange(call, rank_, size_, world_rank_);
+      exchange.begin(agreement_, false);
+      exchange.advance(agreement_, false, true);
+    }
+  }
+
+  // Starts the deferred collectives whose exchanges have agreed, oldest first, up to and including
+  // `last` (all when null); with block false, stops at the first still exchanging. True once `last`
+  // has started or failed (its error is kept for its request).
+  bool settle_started(const detail::deferred_start* last, bool block) noexcept {
+    auto& waiting = starts_->waiting;
+    while (!waiting.empty()) {
+      detail::deferred_start& next = *waiting.front();
+      try {
+        if (!next.exchange.advance(agreement_, true, block)) return false;
+        next.complete = next.launch(*this, &next.handle);
+      } catch (...) {
+        next.failure = std::current_exception();
+      }
+      next.settled = true;
+      const bool reached = &next == last;
+      waiting.pop_front();
+      if (reached) return true;
+    }
+    return true;
   }
 
   void check(int code, std::string_view operation) const { detail::check(code, world_rank_, operation); }
@@ -540,13 +737,25 @@ class communicator : public communicator_interface<communicator> {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm ring_ = MPI_COMM_NULL;  // see ring_comm()
+  MPI_Comm agreement_ = MPI_COMM_NULL;  // the agreement check's exchanges (see agree())
   std::vector<std::byte> ring_scratch_;  // see ring_reduce_scatter()
+  std::shared_ptr<detail::deferred_starts> starts_;  // started collectives waiting for their exchange
   int rank_ = 0;
   int size_ = 0;
   int world_rank_ = -1;
 };
 
 static_assert(shardwise::communicator<communicator>, "mpi::communicator must model shardwise::communicator");
+
+inline bool request::take_started(bool block) {
+  if (!deferred_->settled && !starts_->owner->settle_started(deferred_.get(), block)) return false;
+  const auto started = std::exchange(deferred_, nullptr);
+  starts_.reset();
+  if (started->failure) std::rethrow_exception(started->failure);
+  handle_ = started->handle;
+  complete_ = std::move(started->complete);
+  return true;
+}
 
 // comm/shared_memory.hpp: ranks on one node map one MPI-3 shared-memory window (every rank a block of
 // it). Stores into it are ordered by the C++ atomics of whoever uses it (sim/epoch_flags.hpp), as between

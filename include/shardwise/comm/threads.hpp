@@ -10,8 +10,11 @@
 // and written once, in one round.
 //
 // Non-blocking forms post at once and do their share inside wait()/test(), so several collectives
-// can be outstanding. If any rank's body throws, the run is aborted: every rank blocked in (or later
-// entering) a collective throws peer_error, and run() rethrows the first error with its rank.
+// can be outstanding. Before any data moves, every rank checks that all called the same collective
+// with the same element type, count, root and reduction (comm/agreement.hpp). If any rank's body
+// throws, the run is aborted: every rank blocked in (or later entering) a call throws peer_error
+// ("stopped because rank R failed: …"), and run() rethrows the error of the rank that failed first,
+// never one of the peer_errors it caused.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -32,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/comm/agreement.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/blocking_wait.hpp"
 #include "shardwise/comm/detail/streaming_store.hpp"
@@ -42,81 +46,62 @@ namespace shardwise::threads {
 
 namespace detail {
 
+using agreement::signature_of;
 using shardwise::detail::arrive;
 using shardwise::detail::mark_aborted;
 using shardwise::detail::wait_until;
 
 struct group;
 
-// One threads::run: the abort flag, the first error and every group, so an abort can wake them all.
+// One threads::run: the abort flag, every rank's error and every group, so an abort can wake them all.
 struct context {
-  explicit context(int ranks) : spins(shardwise::detail::spins_for(ranks)) {}
+  explicit context(int ranks)
+      : spins(shardwise::detail::spins_for(ranks)), errors(static_cast<std::size_t>(ranks)) {}
   const int spins;
   std::atomic<bool> aborted{false};
-  std::atomic<int> failed_rank{-1};
   std::mutex mutex;
-  std::exception_ptr first_error;
+  int failed_rank = -1;       // the rank that failed first (under mutex)
+  std::string failed_reason;  // its error, as its peers quote it; empty until known
+  std::vector<std::exception_ptr> errors;  // by world rank
   std::vector<std::weak_ptr<group>> groups;
 
   void abort() noexcept;
-  void fail(int world_rank, std::exception_ptr error) noexcept {
+  // Rank `world_rank` is failing: it is abandoning calls while its error unwinds, or (with the error)
+  // its body has thrown. Its peers stop; the first rank to fail is the one they name.
+  void failing(int world_rank, std::exception_ptr error = nullptr) noexcept {
     {
       std::lock_guard lock(mutex);
-      if (!first_error) {
-        first_error = std::move(error);
-        failed_rank.store(world_rank);
+      if (failed_rank < 0) failed_rank = world_rank;
+      if (error && failed_rank == world_rank && failed_reason.empty()) {
+        try {
+          failed_reason = reason_of(error);
+        } catch (...) {  // no memory for the words: the peers name the rank alone
+        }
       }
+      if (error) errors[static_cast<std::size_t>(world_rank)] = std::move(error);
     }
     abort();
   }
 };
 
-[[noreturn]] inline void throw_peer_failure(const context& run, int world_rank, std::string_view operation) {
-  const int failed = run.failed_rank.load();
-  throw peer_error(world_rank, operation,
-                   (failed >= 0 ? "rank " + std::to_string(failed) + " failed" : std::string("the run was aborted")) +
-                       ", so this operation cannot complete");
+[[noreturn]] inline void throw_peer_failure(context& run, int world_rank, std::string_view operation) {
+  std::string detail;
+  {
+    std::lock_guard lock(run.mutex);
+    detail = run.failed_rank < 0 ? std::string("stopped because the run was aborted")
+                                 : "stopped because rank " + std::to_string(run.failed_rank) + " failed" +
+                                       (run.failed_reason.empty() ? "" : ": " + run.failed_reason);
+  }
+  throw peer_error(world_rank, operation, detail);
 }
 
-// What a rank posted to a collective: its call descriptor, and the descriptor's type for checking that
-// every rank called the same thing.
-struct call_kind {
-  std::string_view name;
-  std::string element;
-};
+// What a rank posted to a collective: its call descriptor, and its signature for checking that every
+// rank called the same thing. The signature is a copy: a barrier's ranks may leave (and destroy their
+// calls) while others still compare.
 struct slot {
   const void* call = nullptr;
-  const call_kind* kind = nullptr;
+  agreement::signature signature;
 };
-
-template <class T>
-std::string element_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, bf16>) return "bf16";
-  else return std::to_string(sizeof(T)) + "-byte elements";
-}
-
-template <class Call>
-struct element_of_call {
-  using type = void;
-};
-template <template <class> class Call, class T>
-struct element_of_call<Call<T>> {
-  using type = T;
-};
-
-template <class Call>
-const call_kind& kind_of() {
-  using T = typename element_of_call<Call>::type;
-  static const call_kind kind{Call::name, [] {
-                                if constexpr (std::is_void_v<T>) return std::string("no elements");
-                                else return element_name<T>();
-                              }()};
-  return kind;
-}
 
 struct operation {
   explicit operation(int ranks) : slots(static_cast<std::size_t>(ranks)) {}
@@ -425,86 +410,26 @@ inline void perform(split_call& mine, const operation& op, int rank, int ranks, 
 }
 template <>
 inline constexpr int phases<split_call> = 2;
+inline agreement::signature signature_of(const split_call&, int world_rank) {
+  return agreement::signature_of(calls::split{}, world_rank);
+}
 
-// ---- what every rank must agree on, checked once all have posted
-
-struct terms {
-  std::size_t elements = 0;
-  int root = -1;
-  std::optional<op> reduction;
-  friend bool operator==(const terms&, const terms&) = default;
-  [[nodiscard]] std::string describe() const {
-    std::string text = std::to_string(elements) + " elements";
-    if (root >= 0) text += ", root " + std::to_string(root);
-    if (reduction) text += ", op " + std::string(name_of(*reduction));
-    return text;
-  }
-};
-template <class T>
-terms terms_of(const calls::all_reduce<T>& c) {
-  return {c.in.size(), -1, c.reduction};
-}
-template <class T>
-terms terms_of(const calls::reduce<T>& c) {
-  return {c.in.size(), c.root, c.reduction};
-}
-template <class T>
-terms terms_of(const calls::reduce_scatter<T>& c) {
-  return {c.out.size(), -1, c.reduction};
-}
-template <class T>
-terms terms_of(const calls::all_gather<T>& c) {
-  return {c.in.size(), -1, {}};
-}
-template <class T>
-terms terms_of(const calls::all_to_all<T>& c) {
-  return {c.in.size(), -1, {}};
-}
-template <class T>
-terms terms_of(const calls::all_to_all_v<T>&) {
-  return {};  // checked pairwise below
-}
-template <class T>
-terms terms_of(const calls::broadcast<T>& c) {
-  return {c.data.size(), c.root, {}};
-}
-inline terms terms_of(const calls::barrier&) { return {}; }
-inline terms terms_of(const split_call&) { return {}; }
+// ---- what every rank must agree on (comm/agreement.hpp), checked once all have posted
 
 template <class Call>
-std::optional<std::string> pairwise_disagreement(const Call&, const operation&, int, int) {
-  return std::nullopt;
-}
-template <class T>
-std::optional<std::string> pairwise_disagreement(const calls::all_to_all_v<T>&, const operation& op, int, int ranks) {
-  for (int s = 0; s < ranks; ++s)
-    for (int r = 0; r < ranks; ++r) {
-      const int sent = peer<calls::all_to_all_v<T>>(op, s).send_counts[static_cast<std::size_t>(r)];
-      const int expected = peer<calls::all_to_all_v<T>>(op, r).receive_counts[static_cast<std::size_t>(s)];
-      if (sent != expected)
-        return "rank " + std::to_string(s) + " sends " + std::to_string(sent) + " elements to rank " + std::to_string(r) +
-               ", which expects " + std::to_string(expected) + " from it";
-    }
-  return std::nullopt;
-}
-
-template <class Call>
-std::optional<std::string> disagreement(const Call& mine, const operation& op, int rank, int ranks) {
-  const call_kind& my_kind = kind_of<Call>();
-  for (int s = 0; s < ranks; ++s) {
-    const call_kind& other = *op.slots[static_cast<std::size_t>(s)].kind;
-    if (&other != &my_kind)
-      return "rank " + std::to_string(s) + " called " + std::string(other.name) + " on " + other.element + " while rank " +
-             std::to_string(rank) + " called " + std::string(my_kind.name) + " on " + my_kind.element;
+std::optional<std::string> disagreement(const Call& mine, const operation& op, const group& members, int rank) {
+  const int ranks = members.size();
+  const auto signature_at = [&](int s) -> const agreement::signature& {
+    return op.slots[static_cast<std::size_t>(s)].signature;
+  };
+  if (auto problem = agreement::disagreement(rank, ranks, signature_at)) return problem;
+  if constexpr (requires { mine.send_counts; }) {
+    return agreement::count_disagreement(
+        ranks, [&](int s, int r) { return peer<Call>(op, s).send_counts[static_cast<std::size_t>(r)]; },
+        [&](int r, int s) { return peer<Call>(op, r).receive_counts[static_cast<std::size_t>(s)]; },
+        [&](int s) { return members.world_ranks[static_cast<std::size_t>(s)]; });
   }
-  const terms expected = terms_of(mine);
-  for (int s = 0; s < ranks; ++s) {
-    const terms theirs = terms_of(peer<Call>(op, s));
-    if (!(theirs == expected))
-      return "ranks disagree: rank " + std::to_string(rank) + " passes " + expected.describe() + ", rank " +
-             std::to_string(s) + " passes " + theirs.describe();
-  }
-  return pairwise_disagreement(mine, op, rank, ranks);
+  return std::nullopt;
 }
 
 // An in-place all-to-all overwrites blocks its peers still have to read: it reads from a copy.
@@ -543,7 +468,7 @@ class collective final : public pending {
   collective(const Call& call, std::shared_ptr<group> members, int rank, std::uint64_t sequence)
       : call_(call), group_(std::move(members)), rank_(rank), sequence_(sequence) {
     staging_.stage(call_);
-    op_ = group_->join(sequence_, rank_, slot{&call_, &kind_of<Call>()}, Call::name);
+    op_ = group_->join(sequence_, rank_, slot{&call_, signature_of(call_, world_rank())}, Call::name);
   }
   ~collective() override {
     if (!released_) abandon();
@@ -553,7 +478,7 @@ class collective final : public pending {
     const std::uint32_t ranks = group_->ranks();
     if (stage_ == 0) {
       if (!advance(op_->posted, ranks, block)) return false;
-      if (auto problem = disagreement(call_, *op_, rank_, group_->size())) {
+      if (auto problem = disagreement(call_, *op_, *group_, rank_)) {
         // Every rank finds a disagreement (each compares all), so all meet here once more: nobody may
         // leave while another still reads its descriptor.
         arrive(op_->done[0], ranks);
@@ -581,7 +506,7 @@ class collective final : public pending {
 
   void abandon() noexcept override {
     if (released_) return;
-    group_->run->abort();
+    group_->run->failing(world_rank());
     drain_and_release();
   }
 
@@ -723,7 +648,7 @@ class transfer_wait final : public pending {
   }
   void abandon() noexcept override {
     if (done_) return;
-    group_->run->abort();
+    group_->run->failing(world_rank_);
     withdraw();
   }
 
@@ -899,9 +824,35 @@ static_assert(shardwise::communicator<communicator>, "threads::communicator must
   return shared_memory(std::move(blocks), comm.rank(), [block = mine.release(), release] { release(block); });
 }
 
+namespace detail {
+
+inline bool is_peer_error(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const peer_error&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// The error run() reports: the one that made the others stop, not a peer_error it caused. Only
+// ranks that fail on their own raise anything else; if several did, the lowest of them, so the same
+// run reports the same error every time.
+inline std::pair<int, std::exception_ptr> originating_error(const std::vector<std::exception_ptr>& errors) {
+  for (const bool peers_too : {false, true})
+    for (std::size_t r = 0; r < errors.size(); ++r)
+      if (errors[r] && (peers_too || !is_peer_error(errors[r]))) return {static_cast<int>(r), errors[r]};
+  return {-1, nullptr};
+}
+
+}  // namespace detail
+
 // Runs body(communicator&) on `ranks` threads (rank 0 on the calling thread) and returns when all have
-// finished. The first exception any rank throws aborts the others' collectives and is rethrown here:
-// a shardwise::error as it is (it names its rank), anything else nested in a rank_failure.
+// finished. An exception on any rank aborts the others' calls (each throws peer_error, "stopped because
+// rank R failed: …"); run() rethrows the error of the rank that failed on its own (see
+// detail::originating_error): a shardwise::error as it is (it names its rank and the user's calls),
+// anything else nested in a rank_failure.
 template <class Body>
 void run(int ranks, Body&& body) {
   if (ranks < 1) throw argument_error(-1, "threads::run", "needs at least one rank, got " + std::to_string(ranks));
@@ -915,7 +866,7 @@ void run(int ranks, Body&& body) {
       communicator comm(world, rank);
       body(comm);
     } catch (...) {
-      run_context->fail(rank, std::current_exception());
+      run_context->failing(rank, std::current_exception());
     }
   };
   {
@@ -925,10 +876,10 @@ void run(int ranks, Body&& body) {
     rank_main(0);
   }
 
-  if (!run_context->first_error) return;
-  const int failed = run_context->failed_rank.load();
+  const auto [failed, failure] = detail::originating_error(run_context->errors);
+  if (!failure) return;
   try {
-    std::rethrow_exception(run_context->first_error);
+    std::rethrow_exception(failure);
   } catch (const shardwise::error&) {
     throw;
   } catch (const std::exception& original) {

@@ -2,6 +2,7 @@
 // Which element types may travel through a communicator, and in what type reductions accumulate.
 #include <concepts>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "shardwise/core/bf16.hpp"
@@ -20,5 +21,16 @@ concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::sa
 // The type partial results are held in while reducing T.
 template <reducible T>
 using accumulator_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
+// How errors name an element type: float, double, int32, int64, bf16; any other by its size.
+template <class T>
+[[nodiscard]] std::string element_name() {
+  if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, double>) return "double";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, bf16>) return "bf16";
+  else return std::to_string(sizeof(T)) + "-byte type";
+}
 
 }  // namespace shardwise

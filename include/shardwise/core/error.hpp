@@ -1,6 +1,14 @@
 #pragma once
-// Errors that only a run can detect. Every message starts with "[rank N] operation: " so a log line
-// from one rank among many says where and in what it failed.
+// Errors that only a run can detect. Every message starts with "[rank N] " and then says where it
+// failed in the user's terms: the public calls it happened inside, outermost first, then the step
+// that failed and why:
+//
+//   [rank 3] redistribute(row_1d → cube_3d::input, 1000×999): all_to_all_v: …
+//
+// Public entry points add their call as an error leaves them (rethrow_within_call below), so the
+// call is written once, at the entry point, and never by the code that throws.
+#include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -11,23 +19,115 @@ namespace shardwise {
 class error : public std::runtime_error {
  public:
   error(int rank, std::string_view operation, std::string_view detail)
-      : std::runtime_error(format(rank, operation, detail)), rank_(rank), operation_(operation) {}
+      : std::runtime_error(std::string(detail)), rank_(rank), operation_(operation), detail_(detail) {
+    compose();
+  }
+
+  [[nodiscard]] const char* what() const noexcept override { return text_.c_str(); }
 
   // The rank (in the world of the run) that raised the error; -1 when raised outside any rank.
   [[nodiscard]] int rank() const noexcept { return rank_; }
+  // The step that failed ("all_gather", "matmul"), whatever calls it happened inside.
   [[nodiscard]] const std::string& operation() const noexcept { return operation_; }
+  // The message without its "[rank N] " prefix: what another rank quotes when it stops because of
+  // this one ("stopped because rank 2 failed: …").
+  [[nodiscard]] std::string_view reason() const noexcept { return std::string_view(text_).substr(prefix_length_); }
+
+  // Names the rank an error raised without one (by a layout's mapping, say) happened on.
+  void on_rank(int world_rank) {
+    if (rank_ >= 0) return;
+    rank_ = world_rank;
+    compose();
+  }
+
+  // Records that the error happened inside the user's `call` ("redistribute(row_1d<> → block_2d<>,
+  // 8x8)") on world rank `world_rank` (see on_rank). The call goes in front of those already
+  // recorded: the outermost call comes first.
+  void add_call(int world_rank, std::string_view call) {
+    if (calls_.empty()) innermost_ = call.substr(0, call.find_first_of("<("));
+    calls_.insert(0, std::string(call) + ": ");
+    rank_ = rank_ >= 0 ? rank_ : world_rank;
+    compose();
+  }
 
  private:
-  static std::string format(int rank, std::string_view operation, std::string_view detail) {
-    std::string text = rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string("[no rank] ");
-    text.append(operation).append(": ").append(detail);
-    return text;
+  // "[rank N] calls…: operation: detail", the operation left out when the innermost call is itself
+  // ("[rank 0] gather(row_1d<> 4x4, root 9): root 9 is not …").
+  void compose() {
+    text_ = rank_ >= 0 ? "[rank " + std::to_string(rank_) + "] " : std::string("[no rank] ");
+    prefix_length_ = text_.size();
+    text_.append(calls_);
+    if (innermost_ != operation_) text_.append(operation_).append(": ");
+    text_.append(detail_);
   }
+
   int rank_;
   std::string operation_;
+  std::string detail_;
+  std::string calls_;      // "outer(…): inner(…): ", outermost first
+  std::string innermost_;  // the innermost call's name
+  std::string text_;
+  std::size_t prefix_length_ = 0;
 };
 
-// A call's own arguments are wrong: sizes, counts, roots, peers, colours.
+// "name(a, b)": how an entry point writes its call for rethrow_within_call.
+template <class... Arguments>
+[[nodiscard]] std::string call_text(std::string_view name, const Arguments&... arguments) {
+  std::string text(name);
+  text += "(";
+  std::string_view separator;
+  ((text.append(separator).append(arguments), separator = ", "), ...);
+  return text + ")";
+}
+
+// Call only inside a catch handler: rethrows the exception being handled, unchanged in type, after
+// recording in it (if it is a shardwise::error) that it happened inside `call` on `world_rank`. The
+// handler of a public entry point, as a function-try-block:
+//
+//   auto redistribute(const dtensor<…>& tensor) try {
+//     …
+//   } catch (...) {
+//     rethrow_within_call(rank, "redistribute(" + … + ")");
+//   }
+[[noreturn]] inline void rethrow_within_call(int world_rank, std::string_view call) {
+  try {
+    throw;
+  } catch (error& raised) {
+    raised.add_call(world_rank, call);
+    throw;
+  }
+}
+
+// The reason to quote when an exception is reported inside another message: a shardwise::error
+// without its "[rank N] " prefix (the outer message has its own), anything else as it says.
+[[nodiscard]] inline std::string reason_of(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const error& raised) {
+    return std::string(raised.reason());
+  } catch (const std::exception& raised) {
+    return raised.what();
+  } catch (...) {
+    return "a non-standard exception";
+  }
+}
+
+// Rethrows `failure`, caught on world rank `world_rank` and kept while the ranks learned that one of
+// them failed: a shardwise::error as it was raised (it names its rank and step already), anything else
+// as Error(world_rank, operation, its message).
+template <class Error>
+[[noreturn]] void rethrow_naming_rank(const std::exception_ptr& failure, int world_rank, std::string_view operation) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const error&) {
+    throw;
+  } catch (...) {
+    throw Error(world_rank, operation, reason_of(failure));
+  }
+}
+
+// A call's own arguments are wrong: sizes, counts, roots, peers, colours; or the ranks of a group
+// called one collective with different arguments, or different collectives.
 class argument_error : public error {
   using error::error;
 };
@@ -37,7 +137,7 @@ class mesh_error : public error {
   using error::error;
 };
 
-// Another rank failed, so this rank's collective cannot complete.
+// Another rank failed, so this rank's call cannot complete: "stopped because rank R failed: …".
 class peer_error : public error {
   using error::error;
 };

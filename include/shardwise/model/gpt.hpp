@@ -102,16 +102,22 @@ class gpt {
 
   // The mean cross-entropy (nats per token) of predicting `targets` from `tokens`: samples of
   // config().context ids each, back to back, the same on every rank of the mesh. Keeps what backward needs.
-  [[nodiscard]] double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+  [[nodiscard]] double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) try {
     return loss_.forward(hidden_states(tokens), targets);
+  } catch (...) {
+    rethrow_within_call(mesh_->world().world_rank(),
+                        call_text("model::gpt::forward", std::to_string(tokens.size()) + " tokens",
+                                  std::to_string(targets.size()) + " targets"));
   }
 
   // Adds the gradient of forward's loss, times `scale` (1 / micro-batches when they accumulate), into
   // every parameter's gradient.
-  void backward(T scale = T(1)) {
+  void backward(T scale = T(1)) try {
     activation_type gradient = final_norm_.backward(loss_.backward(scale));
     for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) gradient = block->backward(gradient);
     embedding_.backward(gradient);
+  } catch (...) {
+    rethrow_within_call(mesh_->world().world_rank(), call_text("model::gpt::backward"));
   }
 
   // The final hidden states of `tokens` (samples of config().context ids), before the head.

@@ -22,6 +22,7 @@
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
 
 namespace shardwise::nn {
@@ -41,7 +42,7 @@ class embedding {
         position_(mesh, {context, hidden}, seed + 1, initial_bound()) {}
 
   // `tokens`: samples of `sequence` ids each, back to back, the same on every rank of the mesh.
-  [[nodiscard]] output_type forward(std::span<const std::int32_t> tokens, std::int64_t sequence) {
+  [[nodiscard]] output_type forward(std::span<const std::int32_t> tokens, std::int64_t sequence) try {
     Mesh& mesh = token_.value.mesh();
     if (sequence < 1 || sequence > position_.value.rows() || tokens.size() % static_cast<std::size_t>(sequence) != 0)
       throw argument_error(mesh.world().world_rank(), "nn::embedding::forward",
@@ -55,14 +56,21 @@ class embedding {
     const auto positions = position_.value.local();
     for (Eigen::Index t = 0; t < x.rows(); ++t) x.row(t) += positions.row(t % sequence);
     return slice<typename Family::input>(mesh, x);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(token_.value), call_text("nn::embedding::forward",
+                                                               std::to_string(tokens.size()) + " tokens",
+                                                               "sequence " + std::to_string(sequence)));
   }
 
   // Adds the tables' gradients.
-  void backward(const output_type& output_gradient) {
+  void backward(const output_type& output_gradient) try {
     const whole_matrix<T> gradient = all_gather(output_gradient);
     add_to_owned_rows(token_.gradient, tokens_, gradient);
     auto positions = position_.gradient.local();
     for (Eigen::Index t = 0; t < gradient.rows(); ++t) positions.row(t % sequence_) += gradient.row(t);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(output_gradient),
+                        call_text("nn::embedding::backward", describe(output_gradient)));
   }
 
   [[nodiscard]] table_type& token_table() noexcept { return token_; }

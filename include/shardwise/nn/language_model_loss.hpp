@@ -11,6 +11,7 @@
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
 
 namespace shardwise::nn {
@@ -24,17 +25,22 @@ class language_model_loss {
   explicit language_model_loss(table_type& table) : table_(&table) {}
 
   // The mean cross-entropy in nats per token of `targets` (one per row of h), equal on every rank.
-  [[nodiscard]] double forward(const input_type& h, std::span<const std::int32_t> targets) {
+  [[nodiscard]] double forward(const input_type& h, std::span<const std::int32_t> targets) try {
     return vocabulary_cross_entropy(all_gather(h), table_->value, targets, saved_);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(h), call_text("nn::language_model_loss::forward", describe(h),
+                                                    std::to_string(targets.size()) + " targets"));
   }
 
   // The gradient of forward's loss times `scale`, in h's layout; adds the table's into its gradient.
-  [[nodiscard]] input_type backward(T scale = T(1)) {
+  [[nodiscard]] input_type backward(T scale = T(1)) try {
     if (saved_.targets.empty())
       throw argument_error(table_->value.mesh().world().world_rank(), "nn::language_model_loss::backward",
                            "backward before forward: the loss keeps the probabilities from forward");
     return slice<typename Family::input>(
         table_->value.mesh(), vocabulary_cross_entropy_backward(saved_, table_->value, table_->gradient, scale));
+  } catch (...) {
+    rethrow_within_call(world_rank_of(table_->value), call_text("nn::language_model_loss::backward"));
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/ops/layer_norm.hpp"
+#include "shardwise/tensor/describe.hpp"
 
 namespace shardwise::nn {
 
@@ -23,13 +24,15 @@ class layer_norm {
   layer_norm(Mesh& mesh, std::int64_t features, T epsilon = T(1e-5))
       : gamma_(mesh, {1, features}, T(1)), beta_(mesh, {1, features}, T(0)), epsilon_(epsilon) {}
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
     auto [y, saved] = shardwise::layer_norm(x, gamma_.value, beta_.value, epsilon_);
     saved_.emplace(std::move(saved));
     return std::move(y);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::layer_norm::forward", describe(x)));
   }
 
-  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     if (!saved_)
       throw argument_error(gamma_.value.mesh().world().world_rank(), "nn::layer_norm::backward",
                            "backward before forward: the layer keeps its statistics from forward");
@@ -37,6 +40,9 @@ class layer_norm {
     gamma_.add_gradient(gradients.gamma);
     beta_.add_gradient(gradients.beta);
     return std::move(gradients.input);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(output_gradient),
+                        call_text("nn::layer_norm::backward", describe(output_gradient)));
   }
 
   // gamma is "weight" and beta "bias", as PyTorch names them.

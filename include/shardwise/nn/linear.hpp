@@ -27,6 +27,7 @@
 #include "shardwise/ops/add_vector.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/reduce.hpp"
 
@@ -115,12 +116,14 @@ class linear {
         bias_(mesh, {1, outputs}, T(0)),
         options_(options) {}
 
-  [[nodiscard]] output_type forward(const input_type& x) {
+  [[nodiscard]] output_type forward(const input_type& x) try {
     input_.emplace(x);
     return add_vector(product::forward(x, weight_.value, options_), bias_.value);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
   }
 
-  [[nodiscard]] input_type backward(const output_type& output_gradient) {
+  [[nodiscard]] input_type backward(const output_type& output_gradient) try {
     if (!input_)
       throw argument_error(weight_.value.mesh().world().world_rank(), "nn::linear::backward",
                            "backward before forward: the layer keeps its input from forward");
@@ -128,6 +131,8 @@ class linear {
     bias_.add_gradient(bias_gradient);
     weight_.add_gradient(product::weight_gradient(*input_, product_gradient, options_));
     return product::input_gradient(product_gradient, weight_.value, options_);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
   }
 
   [[nodiscard]] weight_type& weight() noexcept { return weight_; }

@@ -8,6 +8,7 @@
 
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/gelu.hpp"
+#include "shardwise/tensor/describe.hpp"
 
 namespace shardwise::nn {
 
@@ -27,13 +28,17 @@ class mlp {
         contract_(mesh, expanded, hidden, seed + 2, products),
         activation_(activation) {}
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
     pre_activation_.emplace(expand_.forward(x));
     return contract_.forward(gelu(*pre_activation_, activation_));
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::mlp::forward", describe(x)));
   }
 
-  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     return expand_.backward(gelu_backward(contract_.backward(output_gradient), *pre_activation_, activation_));
+  } catch (...) {
+    rethrow_within_call(world_rank_of(output_gradient), call_text("nn::mlp::backward", describe(output_gradient)));
   }
 
   template <class F>

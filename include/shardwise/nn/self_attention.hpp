@@ -15,6 +15,7 @@
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/attention.hpp"
 #include "shardwise/tensor/accumulate.hpp"
+#include "shardwise/tensor/describe.hpp"
 
 namespace shardwise::nn {
 
@@ -41,20 +42,25 @@ class self_attention {
         value_(mesh, options.hidden, options.hidden, seed + 3, products),
         output_(mesh, options.hidden, options.hidden, seed + 4, products) {}
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
     q_.emplace(query_.forward(x));
     k_.emplace(key_.forward(x));
     v_.emplace(value_.forward(x));
     return output_.forward(attention_forward(*q_, *k_, *v_, shape_, saved_));
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::self_attention::forward", describe(x)));
   }
 
-  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     const auto heads_gradient = output_.backward(output_gradient);
     const auto g = attention_backward(*q_, *k_, *v_, heads_gradient, shape_, saved_);
     auto input_gradient = query_.backward(g.q);
     accumulate(input_gradient, key_.backward(g.k));
     accumulate(input_gradient, value_.backward(g.v));
     return input_gradient;
+  } catch (...) {
+    rethrow_within_call(world_rank_of(output_gradient),
+                        call_text("nn::self_attention::backward", describe(output_gradient)));
   }
 
   template <class F>

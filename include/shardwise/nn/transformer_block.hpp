@@ -17,6 +17,7 @@
 #include "shardwise/nn/mlp.hpp"
 #include "shardwise/nn/self_attention.hpp"
 #include "shardwise/tensor/accumulate.hpp"
+#include "shardwise/tensor/describe.hpp"
 
 namespace shardwise::nn {
 
@@ -42,21 +43,26 @@ class transformer_block {
         norm_2_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
         mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, {}, options.activation) {}
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) {
+  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
     tensor_type h = attention_.forward(norm_1_.forward(x));
     accumulate(h, x);
     tensor_type y = mlp_.forward(norm_2_.forward(h));
     accumulate(y, h);
     return y;
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::transformer_block::forward", describe(x)));
   }
 
   // Each residual passes the gradient straight through and adds its branch's.
-  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) {
+  [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     tensor_type h_gradient = norm_2_.backward(mlp_.backward(output_gradient));
     accumulate(h_gradient, output_gradient);
     tensor_type x_gradient = norm_1_.backward(attention_.backward(h_gradient));
     accumulate(x_gradient, h_gradient);
     return x_gradient;
+  } catch (...) {
+    rethrow_within_call(world_rank_of(output_gradient),
+                        call_text("nn::transformer_block::backward", describe(output_gradient)));
   }
 
   // f(name, parameter) for each parameter, named "<prefix>norm_1.weight", "<prefix>attention.query.bias", ...

@@ -244,7 +244,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
 // that overlaps the GEMMs (see the top of this file). The same result, layout and values, as matmul of
 // the gathered operand.
 template <matmul_operand Left, matmul_operand Right>
-[[nodiscard]] auto all_gather_matmul(const Left& left_operand, const Right& right_operand) {
+[[nodiscard]] auto all_gather_matmul(const Left& left_operand, const Right& right_operand) try {
   using pair = detail::product_pair<Left, Right>;
   using L = typename pair::left_layout;
   using R = typename pair::right_layout;
@@ -259,13 +259,15 @@ template <matmul_operand Left, matmul_operand Right>
                   "gathered, the pair is a 1-D product that sums nothing (L and R in the instantiation above; see "
                   "docs/tensor-parallel.md, Collective matmul)");
   }
+} catch (...) {
+  detail::rethrow_within_product("all_gather_matmul", left_operand, right_operand);
 }
 
 // op(A) · op(B), whose inner dimension both cut over axis 0, with the sum reduce-scattered over the
 // result's rows (col_1d) in a ring that overlaps the GEMMs (see the top of this file). The same values
 // as redistributing reduce(matmul(a, b)) to col_1d, up to the order of the sum.
 template <matmul_operand Left, matmul_operand Right>
-[[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand) {
+[[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand) try {
   using pair = detail::product_pair<Left, Right>;
   using L = typename pair::left_layout;
   using R = typename pair::right_layout;
@@ -280,6 +282,8 @@ template <matmul_operand Left, matmul_operand Right>
                   "operands cut over axis 0 (L and R in the instantiation above; see docs/tensor-parallel.md, "
                   "Collective matmul)");
   }
+} catch (...) {
+  detail::rethrow_within_product("matmul_reduce_scatter", left_operand, right_operand);
 }
 
 }  // namespace shardwise

@@ -30,6 +30,7 @@
 #include "shardwise/ops/matmul_1d.hpp"
 #include "shardwise/ops/matmul_2d.hpp"
 #include "shardwise/ops/matmul_3d.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -44,13 +45,27 @@ struct product_operand<dtensor<T, Layout, Mesh>> {
   using tensor_type = dtensor<T, Layout, Mesh>;
   static constexpr bool transposed = false;
   static const tensor_type& tensor(const tensor_type& t) { return t; }
+  static std::string describe(const tensor_type& t) { return shardwise::describe(t); }
 };
 template <class T, class Layout, class Mesh>
 struct product_operand<transposed_view<dtensor<T, Layout, Mesh>>> {
   using tensor_type = dtensor<T, Layout, Mesh>;
   static constexpr bool transposed = true;
   static const tensor_type& tensor(const transposed_view<tensor_type>& t) { return t.tensor; }
+  static std::string describe(const transposed_view<tensor_type>& t) {
+    return "transposed(" + shardwise::describe(t.tensor) + ")";
+  }
 };
+
+// Rethrows the error being handled as one inside product `name` of the two operands (a catch handler).
+template <class Left, class Right>
+[[noreturn]] void rethrow_within_product(std::string_view name, const Left& left, const Right& right,
+                                         const std::string& options = "") {
+  const auto& tensor = product_operand<Left>::tensor(left);
+  const std::string operands = product_operand<Left>::describe(left) + ", " + product_operand<Right>::describe(right);
+  rethrow_within_call(world_rank_of(tensor), options.empty() ? call_text(name, operands)
+                                                             : call_text(name, operands, options));
+}
 
 template <class>
 inline constexpr bool no_product_rule = false;
@@ -91,7 +106,7 @@ struct matmul_options {
 };
 
 template <matmul_operand Left, matmul_operand Right>
-[[nodiscard]] auto matmul(const Left& left_operand, const Right& right_operand, matmul_options options = {}) {
+[[nodiscard]] auto matmul(const Left& left_operand, const Right& right_operand, matmul_options options = {}) try {
   using pair = detail::product_pair<Left, Right>;
   using Mesh = typename pair::mesh_type;
   using L = typename pair::left_layout;
@@ -116,6 +131,9 @@ template <matmul_operand Left, matmul_operand Right>
                   "above; tl, tr say which is transposed); see docs/tensor-parallel.md for the layout pairs the "
                   "1-D, 2-D and 3-D products take and the layout each returns");
   }
+} catch (...) {
+  detail::rethrow_within_product("matmul", left_operand, right_operand,
+                                 options.chunks == 1 ? "" : "chunks " + std::to_string(options.chunks));
 }
 
 }  // namespace shardwise

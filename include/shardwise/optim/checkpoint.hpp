@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -222,11 +223,11 @@ struct checkpoint_access {
 // replicas; every replica returns once the manifest is durable, or throws if any replica's write failed.
 template <communicator C, class Optimizer, weight_update Mode, class Weight>
 void save_checkpoint(C& comm, const data_parallel_update<Optimizer, Mode, Weight>& update,
-                     const std::filesystem::path& directory) {
+                     const std::filesystem::path& directory) try {
   using access = detail::checkpoint_access;
   access::check_communicator(update, comm, "save_checkpoint");
   const int rank = comm.world_rank();
-  std::string failure;
+  std::exception_ptr failure;  // this rank's, raised again once every rank knows
   detail::shard_record mine;
   try {
     std::filesystem::create_directories(directory);
@@ -234,18 +235,19 @@ void save_checkpoint(C& comm, const data_parallel_update<Optimizer, Mode, Weight
     const auto bytes = std::as_bytes(std::span<const float>(values));
     detail::write_atomically(directory / detail::shard_file_name(comm.rank()), bytes, rank);
     mine = {bytes.size(), detail::fnv1a(bytes)};
-  } catch (const std::exception& e) {
-    failure = e.what();
+  } catch (...) {
+    failure = std::current_exception();
   }
   // Every replica learns whether all shards were written before anyone writes the manifest.
-  const std::uint64_t failed = failure.empty() ? 0 : 1;
+  const std::uint64_t failed = failure ? 1 : 0;
   std::vector<std::uint64_t> records(3 * static_cast<std::size_t>(comm.size()));
   const std::uint64_t own[3] = {mine.bytes, mine.checksum, failed};
   comm.all_gather(std::span<const std::uint64_t>(own), records);
   for (int r = 0; r < comm.size(); ++r)
-    if (records[3 * static_cast<std::size_t>(r) + 2] != 0)
-      throw checkpoint_error(rank, "save_checkpoint",
-                             failure.empty() ? "replica " + std::to_string(r) + " could not write its shard" : failure);
+    if (records[3 * static_cast<std::size_t>(r) + 2] != 0) {
+      if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_checkpoint");
+      throw checkpoint_error(rank, "save_checkpoint", "replica " + std::to_string(r) + " could not write its shard");
+    }
 
   if (comm.rank() == 0) {
     detail::manifest m{comm.size(),
@@ -260,22 +262,25 @@ void save_checkpoint(C& comm, const data_parallel_update<Optimizer, Mode, Weight
     const std::string text = detail::to_text(m);
     try {
       detail::write_atomically(directory / "manifest", std::as_bytes(std::span<const char>(text)), rank);
-      failure.clear();
-    } catch (const std::exception& e) {
-      failure = e.what();
+    } catch (...) {
+      failure = std::current_exception();
     }
   }
-  int manifest_failed = failure.empty() ? 0 : 1;
+  int manifest_failed = failure ? 1 : 0;
   comm.broadcast(std::span<int>(&manifest_failed, 1), 0);
-  if (manifest_failed != 0)
-    throw checkpoint_error(rank, "save_checkpoint", failure.empty() ? "rank 0 could not write the manifest" : failure);
+  if (manifest_failed != 0) {
+    if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_checkpoint");
+    throw checkpoint_error(rank, "save_checkpoint", "rank 0 could not write the manifest");
+  }
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("save_checkpoint", directory.string()));
 }
 
 // Restores the update's weights, state and step count from `directory`, whatever number of replicas
 // saved it. The tensors and the optimizer's state variables must be those of the checkpoint.
 template <communicator C, class Optimizer, weight_update Mode, class Weight>
 void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& update,
-                     const std::filesystem::path& directory) {
+                     const std::filesystem::path& directory) try {
   using access = detail::checkpoint_access;
   access::check_communicator(update, comm, "load_checkpoint");
   const int rank = comm.world_rank();
@@ -335,6 +340,8 @@ void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& upd
     throw mismatch("its per-tensor optimizer state has " + std::to_string(tensor_state.size()) +
                    " floats, the update's " + std::to_string(tensor_state_floats));
   access::restore(update, m.steps, values, tensor_begin, tensor_state);
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("load_checkpoint", directory.string()));
 }
 
 }  // namespace shardwise::optim

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -106,7 +107,7 @@ inline void sync_directory(const std::filesystem::path& directory) {
 template <class Optimizer, weight_update Mode, class Weight, communicator Data, communicator World>
 void save_model_checkpoint(const std::filesystem::path& directory, const data_parallel_update<Optimizer, Mode, Weight>& update,
                            Data& data, World& world, const std::map<std::string, std::string>& metadata = {},
-                           int keep = 2) {
+                           int keep = 2) try {
   namespace fs = std::filesystem;
   const int rank = world.world_rank();
   const long step = update.steps_done();
@@ -129,34 +130,36 @@ void save_model_checkpoint(const std::filesystem::path& directory, const data_pa
         detail::append_blocks(bytes, detail::state_tensor_name(records[t].name, state_names[k]), records[t], states[t][k]);
     }
 
-  std::string failure;
+  // A rank's own failure is raised again, as it was, once every rank knows that one failed.
+  std::exception_ptr failure;
   if (world.rank() == 0) try {
       fs::remove_all(folder);
       fs::create_directories(folder);
-    } catch (const fs::filesystem_error& e) {
-      failure = e.what();
+    } catch (...) {
+      failure = std::current_exception();
     }
-  int failed = failure.empty() ? 0 : 1;
+  int failed = failure ? 1 : 0;
   world.broadcast(std::span<int>(&failed, 1), 0);
-  if (failed != 0)
-    throw checkpoint_error(rank, "save_model_checkpoint",
-                           "rank 0 could not create " + folder.string() + (failure.empty() ? "" : ": " + failure));
+  if (failed != 0) {
+    if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_model_checkpoint");
+    throw checkpoint_error(rank, "save_model_checkpoint", "rank 0 could not create " + folder.string());
+  }
 
   const std::string file = "rank-" + std::to_string(world.rank()) + ".bin";
   try {
     if (writes && !bytes.empty()) detail::write_atomically(folder / file, bytes, rank);
-  } catch (const checkpoint_error& e) {
-    failure = e.what();
+  } catch (...) {
+    failure = std::current_exception();
   }
-  const std::uint64_t own[3] = {failure.empty() ? 0u : 1u, writes && !bytes.empty() ? bytes.size() : 0u,
-                                detail::fnv1a(bytes)};
+  const std::uint64_t own[3] = {failure ? 1u : 0u, writes && !bytes.empty() ? bytes.size() : 0u, detail::fnv1a(bytes)};
   std::vector<std::uint64_t> files(3 * static_cast<std::size_t>(world.size()));
   world.all_gather(std::span<const std::uint64_t>(own), std::span<std::uint64_t>(files));
   for (int r = 0; r < world.size(); ++r)
-    if (files[3 * static_cast<std::size_t>(r)] != 0)
+    if (files[3 * static_cast<std::size_t>(r)] != 0) {
+      if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_model_checkpoint");
       throw checkpoint_error(rank, "save_model_checkpoint",
-                             "rank " + std::to_string(r) + " could not write its blocks into " + folder.string() +
-                                 (r == world.rank() ? ": " + failure : ""));
+                             "rank " + std::to_string(r) + " could not write its blocks into " + folder.string());
+    }
 
   if (world.rank() == 0) try {
       std::ostringstream manifest;
@@ -188,14 +191,19 @@ void save_model_checkpoint(const std::filesystem::path& directory, const data_pa
       std::ranges::sort(saved, std::greater<>());
       for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < saved.size(); ++i)
         fs::remove_all(saved[i].second);
-    } catch (const std::exception& e) {
-      failure = e.what();
+    } catch (...) {
+      failure = std::current_exception();
     }
-  failed = failure.empty() ? 0 : 1;
+  failed = failure ? 1 : 0;
   world.broadcast(std::span<int>(&failed, 1), 0);
-  if (failed != 0)
+  if (failed != 0) {
+    if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_model_checkpoint");
     throw checkpoint_error(rank, "save_model_checkpoint",
-                           world.rank() == 0 ? failure : "rank 0 could not commit the checkpoint in " + directory.string());
+                           "rank 0 could not commit the checkpoint in " + directory.string());
+  }
+} catch (...) {
+  rethrow_within_call(world.world_rank(), call_text("save_model_checkpoint", directory.string(),
+                                                    "step " + std::to_string(update.steps_done())));
 }
 
 // Loads the checkpoint at `path` (a directory with `latest`, or a step folder) into `update` and so
@@ -203,7 +211,7 @@ void save_model_checkpoint(const std::filesystem::path& directory, const data_pa
 template <class Optimizer, weight_update Mode, class Weight, communicator World>
 std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::path& path,
                                                          data_parallel_update<Optimizer, Mode, Weight>& update,
-                                                         World& world) {
+                                                         World& world) try {
   namespace fs = std::filesystem;
   const int rank = world.world_rank();
   const auto fail = [&](const std::string& what) -> checkpoint_error {
@@ -341,6 +349,8 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
   update.set_steps_done(steps);
   metadata["steps"] = std::to_string(steps);
   return metadata;
+} catch (...) {
+  rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
 }
 
 }  // namespace shardwise::optim

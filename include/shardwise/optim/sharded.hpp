@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <numeric>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -413,7 +414,7 @@ class data_parallel_update {
 
   // `tensor_parallel` (may be null) joins the pieces of each tensor for whole-tensor sums.
   template <class C, class D, class T = C>
-  step_report run_step(C& comm, D* across, float learning_rate, T* tensor_parallel = nullptr, float clip_norm = 0) {
+  step_report run_step(C& comm, D* across, float learning_rate, T* tensor_parallel = nullptr, float clip_norm = 0) try {
     check_communicator(comm, "step");
     const step_info step{++steps_, learning_rate};
     gradient_scale_ = 1.0f / reduce_gradients(comm, across);
@@ -438,6 +439,13 @@ class data_parallel_update {
     if constexpr (sharded)
       for (const auto& b : layout_.buckets()) comm.all_gather(weights_.span().subspan(b.begin, b.padded));
     return report;
+  } catch (...) {
+    std::ostringstream rate;
+    rate << learning_rate;
+    rethrow_within_call(comm.world_rank(),
+                        call_text(std::string(name) + "::step",
+                                  "rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size()),
+                                  "learning rate " + rate.str()));
   }
 
   // The norm of all averaged gradients: per tensor, the sum of squares over this rank's blocks, added

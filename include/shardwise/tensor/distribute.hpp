@@ -10,6 +10,8 @@
 //   auto everywhere = all_gather(b);                               // whole matrix on every rank
 //   auto c = slice<block_2d<>>(mesh, everywhere);                  // and back, with no communication
 //
+// Errors name the call first: "[rank 2] redistribute(row_1d<> → block_2d<>, 7x5): …".
+//
 // Results are exact: elements are copied, never combined. Partial-sum tensors are refused at compile
 // time (gathering one addend would pass for the sum): reduce them first (tensor/reduce.hpp). The
 // refusals are deleted overloads, so the compiler's first error names the layout
@@ -23,8 +25,10 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/layout_name.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/exchange.hpp"
 
@@ -46,7 +50,7 @@ void check_root(Communicator& world, int root, std::string_view operation) {
 // of Layout. The shape comes from the root.
 template <class Layout, class Mesh, class T>
 [[nodiscard]] dtensor<T, Layout, Mesh> scatter(
-    Mesh& mesh, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole, int root = 0) {
+    Mesh& mesh, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole, int root = 0) try {
   auto& world = mesh.world();
   detail::check_root(world, root, "scatter");
   std::array<std::int64_t, 2> shape{whole.rows(), whole.cols()};
@@ -56,12 +60,19 @@ template <class Layout, class Mesh, class T>
   detail::exchange(mesh, detail::on_one_rank(tensor.extents(), world.size(), root), source, tensor.mapping(),
                    tensor.data(), "scatter");
   return tensor;
+} catch (...) {
+  const std::string root_text = "root " + std::to_string(root);
+  rethrow_within_call(mesh.world().world_rank(),
+                      mesh.world().rank() == root
+                          ? call_text("scatter<" + layout_name<Layout>() + ">",
+                                      extents_string({whole.rows(), whole.cols()}), root_text)
+                          : call_text("scatter<" + layout_name<Layout>() + ">", root_text));
 }
 
 // Collective: the whole matrix on `root`; a 0x0 matrix on every other rank.
 template <class T, class Layout, class Mesh>
 [[nodiscard]] Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> gather(
-    const dtensor<T, Layout, Mesh>& tensor, int root = 0) {
+    const dtensor<T, Layout, Mesh>& tensor, int root = 0) try {
   auto& world = tensor.mesh().world();
   detail::check_root(world, root, "gather");
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> whole;
@@ -70,17 +81,21 @@ template <class T, class Layout, class Mesh>
                    detail::on_one_rank(tensor.extents(), world.size(), root),
                    std::span<T>(whole.data(), static_cast<std::size_t>(whole.size())), "gather");
   return whole;
+} catch (...) {
+  rethrow_within_call(world_rank_of(tensor), call_text("gather", describe(tensor), "root " + std::to_string(root)));
 }
 
 // Collective: the whole matrix on every rank.
 template <class T, class Layout, class Mesh>
 [[nodiscard]] Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> all_gather(
-    const dtensor<T, Layout, Mesh>& tensor) {
+    const dtensor<T, Layout, Mesh>& tensor) try {
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> whole(tensor.rows(), tensor.cols());
   const mapping_t<replicated<>, Mesh::dimensions> everywhere(tensor.extents(), tensor.mesh().shape());
   detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), everywhere,
                    std::span<T>(whole.data(), static_cast<std::size_t>(whole.size())), "all_gather");
   return whole;
+} catch (...) {
+  rethrow_within_call(world_rank_of(tensor), call_text("all_gather", describe(tensor)));
 }
 
 // Not collective: the tensor of Layout whose blocks this rank cuts from `whole`, a matrix every rank of
@@ -99,7 +114,7 @@ template <class Layout, class Mesh, class T>
 // Collective: the same matrix under NewLayout (on the same mesh). Throws, on every rank, when
 // NewLayout cannot cut the shape (an exact layout and a shape that does not divide).
 template <class NewLayout, class T, class Layout, class Mesh>
-[[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(const dtensor<T, Layout, Mesh>& tensor) {
+[[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(const dtensor<T, Layout, Mesh>& tensor) try {
   if constexpr (std::is_same_v<NewLayout, Layout>) {
     return tensor;
   } else {
@@ -108,6 +123,10 @@ template <class NewLayout, class T, class Layout, class Mesh>
                      "redistribute");
     return moved;
   }
+} catch (...) {
+  rethrow_within_call(world_rank_of(tensor),
+                      call_text("redistribute", layout_name<Layout>() + " → " + layout_name<NewLayout>(),
+                                extents_string(tensor.extents())));
 }
 
 // Partial sums: the blocks are addends still to be summed over a mesh axis.

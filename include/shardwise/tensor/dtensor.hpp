@@ -40,22 +40,14 @@ namespace shardwise {
 
 namespace detail {
 
-// Builds a layout's mapping; its errors (raised without a rank) are re-raised naming `world_rank`.
+// Builds a layout's mapping; its errors (raised without a rank) name `world_rank`.
 template <class Layout, std::size_t D>
 mapping_t<Layout, D> make_mapping(const matrix_extents& extents, const coordinates<D>& grid, int world_rank) {
-  auto without_prefix = [](const error& e) {
-    const std::string text = e.what();
-    const std::string prefix = "[no rank] " + e.operation() + ": ";
-    return text.compare(0, prefix.size(), prefix) == 0 ? text.substr(prefix.size()) : text;
-  };
   try {
     return mapping_t<Layout, D>(extents, grid);
-  } catch (const mesh_error& e) {
-    if (e.rank() >= 0) throw;
-    throw mesh_error(world_rank, e.operation(), without_prefix(e));
-  } catch (const argument_error& e) {
-    if (e.rank() >= 0) throw;
-    throw argument_error(world_rank, e.operation(), without_prefix(e));
+  } catch (error& raised) {
+    raised.on_rank(world_rank);
+    throw;
   }
 }
 

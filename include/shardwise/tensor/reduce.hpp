@@ -10,12 +10,13 @@
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
 
 template <class T, class Layout, class Mesh>
-[[nodiscard]] auto reduce(const dtensor<T, Layout, Mesh>& addends) {
+[[nodiscard]] auto reduce(const dtensor<T, Layout, Mesh>& addends) try {
   static_assert(is_partial_sum_v<Layout>,
                 "shardwise::reduce: the tensor is not a partial sum; there is nothing to reduce");
   static_assert(reducible<T>,
@@ -27,6 +28,8 @@ template <class T, class Layout, class Mesh>
   for (const std::size_t a : Layout::pending_axes)
     addends.mesh().axis(static_cast<int>(a)).all_reduce(sums.data(), op::sum);
   return sums;
+} catch (...) {
+  rethrow_within_call(world_rank_of(addends), call_text("reduce", describe(addends)));
 }
 
 }  // namespace shardwise

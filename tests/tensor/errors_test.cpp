@@ -1,0 +1,197 @@
+// Errors in the user's terms. An error raised inside a public call names that call and its arguments
+// first, then the step that failed, after one "[rank N] " prefix:
+//
+//   [rank 2] redistribute(row_1d<> → col_1d<>, 8x8): all_to_all_v: injected fault
+//
+// on every backend; and threads::run reports the rank that failed on its own, every time, while the
+// ranks it stopped throw peer_error saying so ("stopped because rank 2 failed: …").
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shardwise/shardwise.hpp"
+#include "support/backends.hpp"
+#include "support/faulty_communicator.hpp"
+
+namespace {
+
+using namespace shardwise;
+using namespace shardwise::testing;
+
+double value(std::int64_t i, std::int64_t j) { return static_cast<double>(3 * i + j); }
+
+// Runs `call`, which must throw a shardwise::error (of type Error) whose message is
+// "[rank <world_rank>] <starts_with>…" and names the rank once, and contains `detail`.
+template <class Error = error, class Call>
+void expect_error(int world_rank, Call&& call, const std::string& starts_with, const std::string& detail) {
+  try {
+    call();
+    ADD_FAILURE() << starts_with << " did not throw";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const std::string prefix = "[rank " + std::to_string(world_rank) + "] ";
+    EXPECT_EQ(what.rfind(prefix + starts_with, 0), 0U) << what;
+    EXPECT_EQ(what.find("[rank", prefix.size()), std::string::npos) << "a second rank prefix in: " << what;
+    EXPECT_EQ(what.find("[no rank]"), std::string::npos) << what;
+    EXPECT_NE(what.find(detail), std::string::npos) << "no \"" << detail << "\" in: " << what;
+    EXPECT_EQ(e.rank(), world_rank);
+  }
+}
+
+template <class Backend>
+class errors_test : public ::testing::Test {};
+TYPED_TEST_SUITE(errors_test, backends);
+
+// Errors every rank raises alike (a shape, a root, a communicator that does not fit), so that every
+// backend, MPI included, carries on afterwards.
+TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int me = world.world_rank();
+        const int p = world.size();
+        const std::string ranks = std::to_string(p);
+        process_mesh line(world, {p});
+        const auto t = from_function<row_1d<>>(line, {7, 2 * p}, value);
+        const std::string shape = "7x" + std::to_string(2 * p);
+
+        // A layout that cannot cut the shape: the error of the new layout's mapping, in redistribute's terms.
+        expect_error<argument_error>(
+            me, [&] { (void)redistribute<col_1d<>>(t); },
+            "redistribute(row_1d<> → col_1d<>, " + shape + "): layout: ",
+            "7 rows do not split into " + ranks + " equal parts");
+        // A root that is no rank: the step is the call itself, so it is named once.
+        expect_error<argument_error>(
+            me, [&] { (void)gather(t, p); }, "gather(row_1d<> " + shape + ", root " + ranks + "): root " + ranks,
+            "is not a rank");
+        const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> whole =
+            Eigen::MatrixXd::Constant(4, 4, 1.0);
+        expect_error<argument_error>(
+            me, [&] { (void)scatter<col_1d<ragged>>(line, whole, -1); }, "scatter<col_1d<ragged>>(root -1): root -1",
+            "is not a rank");
+
+        // Products whose operands do not fit, and options that do not.
+        const auto x = from_function<col_1d<padded>>(line, {6, 5}, value);
+        const auto w = from_function<row_1d<padded>>(line, {4, 3}, value);
+        expect_error<argument_error>(
+            me, [&] { (void)all_gather_matmul(x, w); }, "all_gather_matmul(col_1d<padded> 6x5, row_1d<padded> 4x3): ",
+            "the inner dimensions 5 and 4 differ");
+        process_mesh cube(world, balanced_shape<3>(p));
+        using cube_layouts = cube_3d<directions<>, padded>;
+        const auto a = from_function<cube_layouts::input>(cube, {6, 5}, value);
+        const auto b = from_function<cube_layouts::weight>(cube, {5, 3}, value);
+        expect_error<argument_error>(
+            me, [&] { (void)matmul(a, b, {.chunks = 0}); },
+            "matmul(cube_3d<directions<>, padded>::input 6x5, cube_3d<directions<>, padded>::weight 5x3, chunks 0): ",
+            "chunks is 0");
+        const auto c = from_function<cube_layouts::output>(cube, {7, 3}, value);
+        expect_error<argument_error>(
+            me, [&] { (void)matmul(transposed(a), c); },
+            "matmul(transposed(cube_3d<directions<>, padded>::input 6x5), cube_3d<directions<>, padded>::output 7x3): ",
+            "the inner dimensions 6 and 7 differ");
+
+        // A layer's misuse, and an update stepped on a communicator it was not built for.
+        nn::linear<double, col_1d<padded>, row_1d<padded>, decltype(line)> layer(line, 5, 3, 1);
+        const auto gradient = from_function<row_1d<padded>>(line, {6, 3}, value);
+        expect_error<argument_error>(
+            me, [&] { (void)layer.backward(gradient); },
+            "nn::linear::backward(row_1d<padded> 6x3): backward before forward", "keeps its input");
+        optim::sharded_update<optim::sgd> update(world, std::vector<optim::parameter_shape>{{3, 4}});
+        auto half = world.split(world.rank() % 2, world.rank());
+        expect_error<argument_error>(
+            me, [&] { update.step(half, 0.5f); },
+            "sharded_update::step(rank " + std::to_string(half.rank()) + " of " + std::to_string(half.size()) +
+                ", learning rate 0.5): built for rank " + std::to_string(world.rank()) + " of " + ranks + " replicas",
+            "");
+        // A checkpoint no rank can write (no file can be made in /proc): each rank's own error, raised again
+        // once all know, with its rank once.
+        expect_error<optim::checkpoint_error>(
+            me, [&] { optim::save_checkpoint(world, update, "/proc"); },
+            "save_checkpoint(/proc): cannot create a temporary file for /proc/shard-" + std::to_string(world.rank()) +
+                ".bin: ",
+            "");
+      },
+      {2, 3, 4});
+}
+
+// ---- threads::run: which error surfaces (these run under the threads backend only)
+
+constexpr int failing_rank = 2;
+
+// Runs `body(faulty world)` on 4 ranks, with rank 2's first collective named `call` failing, `times`
+// times. Each time, run() must rethrow rank 2's own error with message `expected`, and every other
+// rank must have thrown peer_error naming rank 2 (saying why, when `with_reason`).
+template <class Body>
+void expect_rank_2_every_time(int times, std::string_view call, const std::string& expected, bool with_reason,
+                              Body&& body) {
+  for (int attempt = 0; attempt < times; ++attempt) {
+    std::mutex mutex;
+    std::vector<std::string> stopped;
+    try {
+      threads::run(4, [&](threads::communicator& world) {
+        faulty_communicator faulty(world.split(0, world.rank()), failing_rank, call);
+        try {
+          body(faulty);
+        } catch (const peer_error& e) {
+          std::lock_guard lock(mutex);
+          stopped.push_back(e.what());
+          throw;
+        }
+      });
+      FAIL() << "attempt " << attempt << ": the injected fault did not surface";
+    } catch (const peer_error& e) {
+      FAIL() << "attempt " << attempt << ": run() reported a rank the failure stopped: " << e.what();
+    } catch (const error& e) {
+      ASSERT_EQ(e.rank(), failing_rank) << "attempt " << attempt << ": " << e.what();
+      ASSERT_EQ(std::string(e.what()), expected) << "attempt " << attempt;
+    }
+    ASSERT_EQ(stopped.size(), 3U) << "attempt " << attempt;
+    for (const std::string& text : stopped) {
+      const std::string stop = "stopped because rank 2 failed" + (with_reason ? ": " + expected.substr(9) : "");
+      ASSERT_NE(text.find(stop), std::string::npos) << "attempt " << attempt << ": " << text;
+      ASSERT_EQ(text.find("[rank", 1), std::string::npos) << text;
+    }
+  }
+}
+
+// The others wait in the collective rank 2 never joins: its error reaches them, reason and all.
+TEST(threads_run_errors, a_failed_redistribute_surfaces_as_the_failing_ranks_error_every_time) {
+  expect_rank_2_every_time(100, "all_to_all_v",
+                           "[rank 2] redistribute(row_1d<> → col_1d<>, 8x8): all_to_all_v: injected fault", true,
+                           [](auto& world) {
+                             process_mesh line(world, {4});
+                             const auto t = from_function<row_1d<>>(line, {8, 8}, value);
+                             (void)redistribute<col_1d<>>(t);
+                           });
+}
+
+// Rank 2 fails while collectives it started are outstanding, so its peers are stopped while its error
+// is still on its way up (they know that rank 2 failed, not yet why): still rank 2's error surfaces.
+TEST(threads_run_errors, a_failed_pipelined_product_surfaces_as_the_failing_ranks_error_every_time) {
+  expect_rank_2_every_time(
+      500, "reduce_scatter",
+      "[rank 2] matmul(cube_3d<>::input 16x8, cube_3d<>::weight 8x12, chunks 4): reduce_scatter: injected fault", false,
+      [](auto& world) {
+        process_mesh cube(world, {1, 2, 2});
+        const auto a = from_function<cube_3d<>::input>(cube, {16, 8}, value);
+        const auto b = from_function<cube_3d<>::weight>(cube, {8, 12}, value);
+        (void)matmul(a, b, {.chunks = 4});
+      });
+}
+
+// Through nested calls (a layer, its product's ring of messages) each error names its rank once.
+TEST(threads_run_errors, a_failure_in_nested_calls_names_each_call_and_each_rank_once) {
+  expect_rank_2_every_time(500, "send",
+                           "[rank 2] nn::linear::forward(col_1d<padded> 8x6): "
+                           "all_gather_matmul(col_1d<padded> 8x6, row_1d<padded> 6x4): send: injected fault",
+                           false, [](auto& world) {
+                             process_mesh line(world, {4});
+                             nn::linear<double, col_1d<padded>, row_1d<padded>, std::remove_cvref_t<decltype(line)>>
+                                 layer(line, 6, 4, 1);
+                             (void)layer.forward(from_function<col_1d<padded>>(line, {8, 6}, value));
+                           });
+}
+
+}  // namespace
