@@ -142,6 +142,8 @@ TYPED_TEST(model_checkpoint, resumes_bitwise_on_the_same_mesh_and_within_roundin
         }
         if (world.size() == 2)
           elsewhere.template operator()<nn::tensor_parallel_3d<directions<>, padded>>(2, coordinates<3>{1, 1, 1});
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 2, 4, 8});
 }
@@ -193,6 +195,7 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
         // The latest checkpoint is untouched by all of this.
         EXPECT_NO_THROW((void)optim::load_model_checkpoint(folder, run.update, world));
         world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 3});
 }
