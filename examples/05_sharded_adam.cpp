@@ -3,7 +3,8 @@
 // Every rank trains the same small MLP (8 → 32 → 1, tanh) on its own synthetic mini-batches. After the
 // backward pass the gradients are averaged and the update is sharded: each rank updates 1/N of the
 // weights and keeps 1/N of Adam's moments (docs/sharded-update.md). Halfway through, the run saves a
-// checkpoint, and the second half resumes from it on one replica fewer: the checkpoint reshards.
+// checkpoint (a step folder, committed whole: docs/reliability.md), and the second half resumes from
+// it on one replica fewer: the checkpoint reshards.
 //
 //   cmake --build build --target 05_sharded_adam && build/examples/05_sharded_adam
 //                                                    4 ranks as threads, resuming on 3
@@ -123,14 +124,18 @@ int main(int argc, char** argv) {
                   world.size(), m.bytes_per_parameter());
     }
 
-    // 5. First half, then a checkpoint: each replica writes its shard, rank 0 the manifest.
+    // 5. First half, then a checkpoint: each replica writes its shard and rank 0 the manifest into
+    //    step-200.tmp/, renamed step-200/ once complete; then `latest` names it. A save never touches
+    //    an earlier one, so a crash at any moment leaves the last complete checkpoint loadable.
     train(world, update, 1, steps / 2);
     const auto directory =
         std::filesystem::temp_directory_path() / ("shardwise-example-05-" + std::to_string(world.size()));
     optim::save_checkpoint(world, update, directory);
+    if (world.rank() == 0) std::printf("saved %s\n", (directory / ("step-" + std::to_string(steps / 2))).c_str());
 
     // 6. Second half on one replica fewer (the last rank leaves): a new update over the smaller
-    //    communicator loads the checkpoint, resharding Adam's moments from N blocks into N − 1.
+    //    communicator loads the checkpoint `latest` names, resharding Adam's moments from N blocks
+    //    into N − 1; at the end it saves step-400/ beside step-200/.
     const int remaining = world.size() > 1 ? world.size() - 1 : 1;
     auto fewer = world.split(world.rank() < remaining ? 0 : 1, world.rank());
     if (world.rank() < remaining) {
@@ -138,6 +143,8 @@ int main(int argc, char** argv) {
       optim::load_checkpoint(fewer, resumed, directory);
       if (fewer.rank() == 0) std::printf("resumed at step %ld on %d replicas\n", resumed.steps_done(), fewer.size());
       train(fewer, resumed, resumed.steps_done() + 1, steps);
+      optim::save_checkpoint(fewer, resumed, directory);
+      if (fewer.rank() == 0) std::printf("saved %s\n", (directory / ("step-" + std::to_string(steps))).c_str());
     }
     world.barrier();
     if (world.rank() == 0) std::filesystem::remove_all(directory);

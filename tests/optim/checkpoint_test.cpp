@@ -1,10 +1,10 @@
 // Checkpoints of the sharded update: a round trip is bit-exact, a checkpoint saved by P replicas loads
 // into P − 1 (resharding) and into a replicated update with the same weights and state, and a missing,
-// truncated or corrupted shard is an error naming the file.
+// truncated or corrupted shard is an error naming the file. (checkpoint_fuzz_test.cpp feeds the reader
+// every truncation and many byte flips; checkpoint_kill_test.cpp kills saves.)
 #include "shardwise/optim/checkpoint.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +19,7 @@
 #include "shardwise/optim/sharded.hpp"
 #include "support/backends.hpp"
 #include "support/elements.hpp"
+#include "support/files.hpp"
 
 namespace {
 
@@ -34,15 +35,6 @@ const std::vector<parameter_shape> shapes = {{7, 5}, {1, 13}, {3, 11}};
 
 float value(int rank, long step, std::size_t tensor, std::size_t i) {
   return static_cast<float>(static_cast<int>((rank * 131 + step * 71 + tensor * 31 + i * 17) % 201) - 100) / 100.0f;
-}
-
-// A directory every rank names alike, fresh for this run; removed by the returned guard.
-template <class C>
-std::filesystem::path shared_directory(C& comm, const std::string& tag) {
-  std::int64_t id = comm.rank() == 0 ? static_cast<std::int64_t>(::getpid()) : 0;
-  comm.broadcast(std::span<std::int64_t>(&id, 1), 0);
-  return std::filesystem::temp_directory_path() /
-         ("shardwise-" + tag + "-" + std::to_string(id) + "-" + std::to_string(comm.size()));
 }
 
 template <class Update, class C>
@@ -109,7 +101,7 @@ TYPED_TEST(checkpoint, round_trip_is_bit_exact_and_loads_into_fewer_replicas) {
         for_each_optimizer([&](const char* name, auto hyper) {
           using O = decltype(hyper);
           SCOPED_TRACE(std::string(name) + ", P = " + std::to_string(comm.size()));
-          const auto directory = shared_directory(comm, std::string("checkpoint-") + name);
+          const auto directory = shared_folder(comm, std::string("checkpoint-") + name);
           optim::sharded_update<O> original(comm, shapes, hyper, {40});
           train(original, comm, 3);
           optim::save_checkpoint(comm, original, directory);
@@ -126,7 +118,7 @@ TYPED_TEST(checkpoint, round_trip_is_bit_exact_and_loads_into_fewer_replicas) {
           expect_same(take_snapshot(replicated, comm), saved);
 
           // Saved by the replicated update, loaded by a sharded one: the same values again.
-          const auto second = shared_directory(comm, std::string("checkpoint-replicated-") + name);
+          const auto second = shared_folder(comm, std::string("checkpoint-replicated-") + name);
           optim::save_checkpoint(comm, replicated, second);
           optim::sharded_update<O> from_replicated(comm, shapes, hyper);
           optim::load_checkpoint(comm, from_replicated, second);
@@ -155,7 +147,7 @@ TYPED_TEST(checkpoint, round_trip_is_bit_exact_and_loads_into_fewer_replicas) {
 TYPED_TEST(checkpoint, bf16_weights_round_trip_through_their_master_weights) {
   TypeParam::run(
       [](communicator auto& comm) {
-        const auto directory = shared_directory(comm, "checkpoint-bf16");
+        const auto directory = shared_folder(comm, "checkpoint-bf16");
         optim::sharded_update<optim::adam, bf16> original(comm, shapes);
         train(original, comm, 2);
         optim::save_checkpoint(comm, original, directory);
@@ -184,11 +176,11 @@ TYPED_TEST(checkpoint, bf16_weights_round_trip_through_their_master_weights) {
 TYPED_TEST(checkpoint, a_corrupted_truncated_or_missing_shard_is_an_error_naming_the_file) {
   TypeParam::run(
       [](communicator auto& comm) {
-        const auto directory = shared_directory(comm, "checkpoint-damaged");
+        const auto directory = shared_folder(comm, "checkpoint-damaged");
         optim::sharded_update<optim::adam> original(comm, shapes);
         train(original, comm, 2);
         optim::save_checkpoint(comm, original, directory);
-        const auto victim = directory / ("shard-" + std::to_string(comm.size() - 1) + ".bin");
+        const auto victim = directory / "step-2" / ("rank-" + std::to_string(comm.size() - 1) + ".bin");
         const auto size = std::filesystem::file_size(victim);
 
         const auto damage_then_expect = [&](auto damage, const std::string& file, const std::string& words) {
@@ -215,11 +207,12 @@ TYPED_TEST(checkpoint, a_corrupted_truncated_or_missing_shard_is_an_error_naming
               f.seekp(static_cast<std::streamoff>(size / 2));
               f.write(&byte, 1);
             },
-            victim.string(), "corrupted");
-        damage_then_expect([&] { std::filesystem::resize_file(victim, size - 4); }, victim.string(), "truncated");
+            victim.string(), "is damaged: CRC-32C");
+        damage_then_expect([&] { std::filesystem::resize_file(victim, size - 4); }, victim.string(),
+                           "truncated or overlong");
         damage_then_expect([&] { std::filesystem::remove(victim); }, victim.string(), "cannot open");
-        damage_then_expect([&] { std::filesystem::remove(directory / "manifest"); }, (directory / "manifest").string(),
-                           "cannot open");
+        damage_then_expect([&] { std::filesystem::remove(directory / "step-2" / "manifest"); },
+                           (directory / "step-2" / "manifest").string(), "cannot open");
         comm.barrier();
         if (comm.rank() == 0) std::filesystem::remove_all(directory);
       },

@@ -21,6 +21,7 @@
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "support/backends.hpp"
+#include "support/files.hpp"
 
 namespace {
 
@@ -38,15 +39,6 @@ constexpr std::int64_t samples = 8;
 
 // Every parameter and each of its state variables, whole, by name.
 using global_state = std::map<std::string, matrix>;
-
-// A folder every rank names alike, emptied by rank 0 before anyone uses it.
-template <class Communicator>
-fs::path fresh_folder(Communicator& world, const std::string& name) {
-  const fs::path folder = fs::temp_directory_path() / ("shardwise-model-checkpoint-" + name + "-" + std::to_string(world.size()));
-  if (world.rank() == 0) fs::remove_all(folder);
-  world.barrier();
-  return folder;
-}
 
 // The model, its sharded AdamW update and the global batch of each step, on data `replicas` x `grid`.
 template <class Family, class Communicator, std::size_t D>
@@ -108,7 +100,7 @@ TYPED_TEST(model_checkpoint, resumes_bitwise_on_the_same_mesh_and_within_roundin
   TypeParam::run(
       [](communicator auto& world) {
         using C = std::remove_cvref_t<decltype(world)>;
-        const fs::path folder = fresh_folder(world, "resume");
+        const fs::path folder = shardwise::testing::shared_folder(world, "model-checkpoint-resume");
         const int replicas = world.size() >= 2 ? 2 : 1;
         global_state saved, after;
         {
@@ -150,6 +142,8 @@ TYPED_TEST(model_checkpoint, resumes_bitwise_on_the_same_mesh_and_within_roundin
         }
         if (world.size() == 2)
           elsewhere.template operator()<nn::tensor_parallel_3d<directions<>, padded>>(2, coordinates<3>{1, 1, 1});
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 2, 4, 8});
 }
@@ -158,7 +152,7 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
   TypeParam::run(
       [](communicator auto& world) {
         using C = std::remove_cvref_t<decltype(world)>;
-        const fs::path folder = fresh_folder(world, "errors");
+        const fs::path folder = shardwise::testing::shared_folder(world, "model-checkpoint-errors");
         training<nn::tensor_parallel_1d<padded>, C, 1> run(world, 1, {world.size()});
         for (long s = 1; s <= 3; ++s) {
           run.step(s);
@@ -196,11 +190,12 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
           file.put('\x7f');
         }
         world.barrier();
-        expect_error(run.update, folder / "step-2", "rank-0.bin is damaged");
+        expect_error(run.update, folder / "step-2", "rank-0.bin (written by rank 0) is damaged: CRC-32C");
         expect_error(run.update, folder / "nowhere", "manifest");
         // The latest checkpoint is untouched by all of this.
         EXPECT_NO_THROW((void)optim::load_model_checkpoint(folder, run.update, world));
         world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 3});
 }

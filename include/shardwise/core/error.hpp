@@ -112,20 +112,6 @@ template <class... Arguments>
   }
 }
 
-// Rethrows `failure`, caught on world rank `world_rank` and kept while the ranks learned that one of
-// them failed: a shardwise::error as it was raised (it names its rank and step already), anything else
-// as Error(world_rank, operation, its message).
-template <class Error>
-[[noreturn]] void rethrow_naming_rank(const std::exception_ptr& failure, int world_rank, std::string_view operation) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const error&) {
-    throw;
-  } catch (...) {
-    throw Error(world_rank, operation, reason_of(failure));
-  }
-}
-
 // A call's own arguments are wrong: sizes, counts, roots, peers, colours; or the ranks of a group
 // called one collective with different arguments, or different collectives.
 class argument_error : public error {

@@ -1,175 +1,41 @@
 #pragma once
-// Checkpoints of a data-parallel update's state, written shard by shard.
+// Checkpoints of a data-parallel update's state, written shard by shard, committed by the protocol of
+// checkpoint_files.hpp (step folders, a `latest` pointer, a CRC-32C on every file, the manifest's own
+// included).
 //
-// save_checkpoint (a collective): replica r writes `shard-<r>.bin` with the elements of its block r —
+// save_checkpoint (a collective): replica r writes `rank-<r>.bin` with the elements of its block r —
 // float32 master weights, then each state variable, tensor elements only (no padding), in flat order —
-// followed by the per-tensor state; then rank 0 writes `manifest`, a text file with the format version,
-// replica count, step count, bucket size, tensor shapes, state names and every shard's size and FNV-1a
-// checksum. Every file is written atomically (a temporary beside it, fsync, rename, fsync of the
-// directory), and the manifest last, so a checkpoint either has a manifest naming complete shards or
-// is not a checkpoint.
+// followed by the per-tensor state; rank 0 writes the manifest: the replica count, step count, bucket
+// size, tensor shapes and state names, beside every file's size and CRC-32C. All of it goes into
+// `<dir>/step-<N>/` (N: the update's steps), which `<dir>/latest` names once it is complete; the
+// `keep` newest step folders stay.
 //
 // load_checkpoint (no collective): each replica reads the manifest and every shard, checks sizes and
 // checksums, and takes the elements of the blocks it owns in its own layout, so a checkpoint saved by N
 // replicas loads into M (resharding) bit-exactly. A missing, truncated or corrupted file is a
 // checkpoint_error naming the file. Values are stored in the machine's byte order.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/optim/checkpoint_files.hpp"
 #include "shardwise/optim/flat_layout.hpp"
 #include "shardwise/optim/sharded.hpp"
 
 namespace shardwise::optim {
 
-// A checkpoint that cannot be written, or read back as it was written.
-class checkpoint_error : public error {
-  using error::error;
-};
-
 namespace detail {
 
-inline constexpr std::string_view manifest_header = "shardwise-checkpoint 1";
-
-[[nodiscard]] inline std::uint64_t fnv1a(std::span<const std::byte> bytes) noexcept {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (const std::byte b : bytes) hash = (hash ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
-  return hash;
-}
-
-[[nodiscard]] inline std::string shard_file_name(int replica) { return "shard-" + std::to_string(replica) + ".bin"; }
-
-// Writes `bytes` to `path` so that `path` holds either its old content or all of the new one.
-inline void write_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes, int rank) {
-  const auto fail = [&](const std::string& what) {
-    throw checkpoint_error(rank, "save_checkpoint", what + " " + path.string() + ": " + std::strerror(errno));
-  };
-  std::filesystem::path temporary = path;
-  temporary += ".tmp";
-  const int file = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (file < 0) fail("cannot create a temporary file for");
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ::ssize_t n = ::write(file, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(file);
-      fail("cannot write");
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(file) != 0) {
-    ::close(file);
-    fail("cannot flush");
-  }
-  if (::close(file) != 0) fail("cannot close");
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail("cannot rename the temporary file to");
-  const int directory = ::open(path.parent_path().empty() ? "." : path.parent_path().c_str(), O_RDONLY);
-  if (directory >= 0) {  // make the rename itself durable
-    ::fsync(directory);
-    ::close(directory);
-  }
-}
-
-[[nodiscard]] inline std::vector<std::byte> read_whole_file(const std::filesystem::path& path, int rank) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw checkpoint_error(rank, "load_checkpoint", "cannot open " + path.string() + " (missing?)");
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
-  return bytes;
-}
-
-// One shard as the manifest records it.
-struct shard_record {
-  std::uint64_t bytes = 0;
-  std::uint64_t checksum = 0;
-};
-
-struct manifest {
-  int replicas = 0;
-  long steps = 0;
-  std::size_t bucket_elements = 0;
-  std::vector<parameter_shape> shapes;
-  std::vector<std::string> state_names;
-  std::vector<shard_record> shards;
-};
-
-[[nodiscard]] inline std::string to_text(const manifest& m) {
-  std::ostringstream out;
-  out << manifest_header << "\nreplicas " << m.replicas << "\nsteps " << m.steps << "\nbucket_elements "
-      << m.bucket_elements << "\ntensors " << m.shapes.size() << '\n';
-  for (const auto& shape : m.shapes) out << shape.rows << ' ' << shape.cols << '\n';
-  out << "state " << m.state_names.size();
-  for (const auto& name : m.state_names) out << ' ' << name;
-  out << '\n';
-  for (std::size_t r = 0; r < m.shards.size(); ++r)
-    out << "shard " << r << ' ' << shard_file_name(static_cast<int>(r)) << ' ' << m.shards[r].bytes << ' '
-        << m.shards[r].checksum << '\n';
-  return out.str();
-}
-
-[[nodiscard]] inline manifest parse_manifest(const std::filesystem::path& path, int rank) {
-  const auto bytes = read_whole_file(path, rank);
-  std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  const auto malformed = [&](std::string_view where) {
-    return checkpoint_error(rank, "load_checkpoint",
-                            path.string() + " is not a valid manifest (at " + std::string(where) + ")");
-  };
-  const auto expect = [&](std::string_view word) {
-    std::string token;
-    if (!(in >> token) || token != word) throw malformed(word);
-  };
-  std::string header;
-  std::getline(in, header);
-  if (header != manifest_header) throw malformed("the header");
-  manifest m;
-  std::size_t tensors = 0;
-  expect("replicas");
-  in >> m.replicas;
-  expect("steps");
-  in >> m.steps;
-  expect("bucket_elements");
-  in >> m.bucket_elements;
-  expect("tensors");
-  if (!(in >> tensors) || m.replicas < 1) throw malformed("the replica or tensor count");
-  m.shapes.resize(tensors);
-  for (auto& shape : m.shapes)
-    if (!(in >> shape.rows >> shape.cols)) throw malformed("a tensor shape");
-  std::size_t state_count = 0;
-  expect("state");
-  in >> state_count;
-  m.state_names.resize(state_count);
-  for (auto& name : m.state_names)
-    if (!(in >> name)) throw malformed("the state names");
-  m.shards.resize(static_cast<std::size_t>(m.replicas));
-  for (int r = 0; r < m.replicas; ++r) {
-    int index = -1;
-    std::string file;
-    expect("shard");
-    auto& shard = m.shards[static_cast<std::size_t>(r)];
-    if (!(in >> index >> file >> shard.bytes >> shard.checksum) || index != r || file != shard_file_name(r))
-      throw malformed("shard " + std::to_string(r));
-  }
-  return m;
-}
+inline constexpr std::string_view flat_manifest_header = "shardwise-checkpoint 2";
 
 // The friend of data_parallel_update that reads and restores a replica's blocks.
 struct checkpoint_access {
@@ -219,129 +85,116 @@ struct checkpoint_access {
 
 }  // namespace detail
 
-// Writes the update's state under `directory` (created if needed). A collective over the update's
-// replicas; every replica returns once the manifest is durable, or throws if any replica's write failed.
+// Writes the update's state into `directory`/step-<steps done>/ (the directory is created if needed)
+// and points `directory`/latest at it; the `keep` newest step folders stay. A collective over the
+// update's replicas; every replica returns once the checkpoint is committed, or throws if any
+// replica's part failed, leaving the previous checkpoint as it was.
 template <communicator C, class Optimizer, weight_update Mode, class Weight>
 void save_checkpoint(C& comm, const data_parallel_update<Optimizer, Mode, Weight>& update,
-                     const std::filesystem::path& directory) try {
+                     const std::filesystem::path& directory, int keep = 2) try {
   using access = detail::checkpoint_access;
   access::check_communicator(update, comm, "save_checkpoint");
-  const int rank = comm.world_rank();
-  std::exception_ptr failure;  // this rank's, raised again once every rank knows
-  detail::shard_record mine;
-  try {
-    std::filesystem::create_directories(directory);
-    const auto values = access::block_values(update);
-    const auto bytes = std::as_bytes(std::span<const float>(values));
-    detail::write_atomically(directory / detail::shard_file_name(comm.rank()), bytes, rank);
-    mine = {bytes.size(), detail::fnv1a(bytes)};
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  // Every replica learns whether all shards were written before anyone writes the manifest.
-  const std::uint64_t failed = failure ? 1 : 0;
-  std::vector<std::uint64_t> records(3 * static_cast<std::size_t>(comm.size()));
-  const std::uint64_t own[3] = {mine.bytes, mine.checksum, failed};
-  comm.all_gather(std::span<const std::uint64_t>(own), records);
-  for (int r = 0; r < comm.size(); ++r)
-    if (records[3 * static_cast<std::size_t>(r) + 2] != 0) {
-      if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_checkpoint");
-      throw checkpoint_error(rank, "save_checkpoint", "replica " + std::to_string(r) + " could not write its shard");
-    }
-
-  if (comm.rank() == 0) {
-    detail::manifest m{comm.size(),
-                       update.steps_done(),
-                       update.layout().bucket_elements(),
-                       {update.layout().shapes().begin(), update.layout().shapes().end()},
-                       {},
-                       {}};
-    for (const auto name : Optimizer::state_names) m.state_names.emplace_back(name);
-    for (int r = 0; r < comm.size(); ++r)
-      m.shards.push_back({records[3 * static_cast<std::size_t>(r)], records[3 * static_cast<std::size_t>(r) + 1]});
-    const std::string text = detail::to_text(m);
-    try {
-      detail::write_atomically(directory / "manifest", std::as_bytes(std::span<const char>(text)), rank);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  int manifest_failed = failure ? 1 : 0;
-  comm.broadcast(std::span<int>(&manifest_failed, 1), 0);
-  if (manifest_failed != 0) {
-    if (failure) rethrow_naming_rank<checkpoint_error>(failure, rank, "save_checkpoint");
-    throw checkpoint_error(rank, "save_checkpoint", "rank 0 could not write the manifest");
-  }
+  const auto values = access::block_values(update);
+  std::string description = "replicas " + std::to_string(comm.size()) + "\nsteps " +
+                            std::to_string(update.steps_done()) + "\nbucket_elements " +
+                            std::to_string(update.layout().bucket_elements()) + "\ntensors " +
+                            std::to_string(update.layout().tensor_count()) + "\n";
+  for (const auto& shape : update.layout().shapes())
+    description += std::to_string(shape.rows) + " " + std::to_string(shape.cols) + "\n";
+  description += "state " + std::to_string(Optimizer::state_names.size());
+  for (const auto name : Optimizer::state_names) description += " " + std::string(name);
+  description += "\n";
+  detail::save_checkpoint_files(comm, directory, update.steps_done(), detail::flat_manifest_header, description,
+                                std::as_bytes(std::span<const float>(values)), keep,
+                                {comm.world_rank(), "save_checkpoint"});
 } catch (...) {
   rethrow_within_call(comm.world_rank(), call_text("save_checkpoint", directory.string()));
 }
 
-// Restores the update's weights, state and step count from `directory`, whatever number of replicas
-// saved it. The tensors and the optimizer's state variables must be those of the checkpoint.
+// Restores the update's weights, state and step count from `path` (a directory saved into, whose
+// `latest` names the checkpoint, or a step folder), whatever number of replicas saved it. The tensors
+// and the optimizer's state variables must be those of the checkpoint.
 template <communicator C, class Optimizer, weight_update Mode, class Weight>
 void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& update,
-                     const std::filesystem::path& directory) try {
+                     const std::filesystem::path& path) try {
   using access = detail::checkpoint_access;
   access::check_communicator(update, comm, "load_checkpoint");
-  const int rank = comm.world_rank();
-  const auto m = detail::parse_manifest(directory / "manifest", rank);
+  const detail::checkpoint_call call{comm.world_rank(), "load_checkpoint"};
+  detail::checkpoint_folder checkpoint(path, detail::flat_manifest_header, call);
+  auto& in = checkpoint.manifest();
+  in.expect("replicas");
+  const int replicas = in.number<int>("the replica count", 1);
+  in.end_line();
+  in.expect("steps");
+  const long steps = in.number<long>("the step count");
+  in.end_line();
+  in.expect("bucket_elements");
+  const auto bucket_elements = in.number<std::size_t>("the bucket size");
+  in.end_line();
+  in.expect("tensors");
+  std::vector<parameter_shape> shapes(in.count("the tensor count", 4));
+  in.end_line();
+  for (auto& shape : shapes) {
+    shape.rows = in.number<std::size_t>("a tensor's rows");
+    shape.cols = in.number<std::size_t>("a tensor's columns");
+    in.end_line();
+  }
+  in.expect("state");
+  std::vector<std::string> state_names(in.count("the state count", 2));
+  for (auto& name : state_names) name = in.word();
+  in.end_line();
+  in.expect_end();
+
   const auto mismatch = [&](const std::string& what) {
-    return checkpoint_error(rank, "load_checkpoint", (directory / "manifest").string() + ": " + what);
+    return call.error((checkpoint.path() / "manifest").string() + ": " + what);
   };
   const auto& layout = update.layout();
-  if (!std::ranges::equal(m.shapes, layout.shapes()))
+  if (!std::ranges::equal(shapes, layout.shapes()))
     throw mismatch("its tensors are not the update's (count or shapes differ)");
-  if (!std::ranges::equal(m.state_names, Optimizer::state_names))
+  if (!std::ranges::equal(state_names, Optimizer::state_names))
     throw mismatch("its optimizer state variables are not the update's optimizer's");
+  const auto files = checkpoint.files();
+  if (files.size() != static_cast<std::size_t>(replicas) || files.back().rank != replicas - 1)
+    throw mismatch("it lists " + std::to_string(files.size()) + " files for " + std::to_string(replicas) +
+                   " replicas; each replica writes one");
 
   // Whole tensors, back to back: values[v][tensor_begin[t] + i].
   std::vector<std::size_t> tensor_begin;
   std::size_t elements = 0;
-  for (const auto& shape : m.shapes) {
+  for (const auto& shape : shapes) {
     tensor_begin.push_back(elements);
     elements += shape.size();
   }
+  std::size_t tensor_state_floats = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) tensor_state_floats += update.tensor_state(t).size();
   constexpr std::size_t kinds = 1 + state_count<Optimizer>;
   std::vector<std::vector<float>> values(kinds, std::vector<float>(elements));
-  std::vector<float> tensor_state;
+  std::vector<float> tensor_state(tensor_state_floats);
 
-  const flat_layout saved(m.shapes, m.replicas, m.bucket_elements);
-  for (int r = 0; r < m.replicas; ++r) {
-    const auto path = directory / detail::shard_file_name(r);
-    const auto bytes = detail::read_whole_file(path, rank);
-    const auto& record = m.shards[static_cast<std::size_t>(r)];
-    if (bytes.size() != record.bytes)
-      throw checkpoint_error(rank, "load_checkpoint",
-                             path.string() + " is truncated or overlong: " + std::to_string(bytes.size()) +
-                                 " bytes, the manifest says " + std::to_string(record.bytes));
-    if (detail::fnv1a(bytes) != record.checksum)
-      throw checkpoint_error(rank, "load_checkpoint",
-                             path.string() + " is corrupted: its checksum is not the manifest's");
+  const flat_layout saved(shapes, replicas, bucket_elements);
+  for (int r = 0; r < replicas; ++r) {
+    const auto& file = files[static_cast<std::size_t>(r)];
+    const auto bytes = checkpoint.read(file);
     const auto runs = saved.segments_of(r);
     std::size_t block_elements = 0;
     for (const auto& run : runs) block_elements += run.count;
-    if (bytes.size() % sizeof(float) != 0 || bytes.size() / sizeof(float) < kinds * block_elements)
-      throw checkpoint_error(rank, "load_checkpoint",
-                             path.string() + " does not hold the block the manifest describes");
-    std::vector<float> floats(bytes.size() / sizeof(float));
-    std::memcpy(floats.data(), bytes.data(), bytes.size());
-    auto next = floats.begin();
+    if (bytes.size() != (kinds * block_elements + tensor_state_floats) * sizeof(float))
+      throw call.error(checkpoint.file_path(file) + " holds " + std::to_string(bytes.size()) +
+                       " bytes, the block the manifest describes " +
+                       std::to_string((kinds * block_elements + tensor_state_floats) * sizeof(float)));
+    std::size_t at = 0;
+    const auto copy = [&](float* into, std::size_t count) {
+      if (count == 0) return;  // an empty vector's data() may be null, which memcpy may not be given
+      std::memcpy(into, bytes.data() + at, count * sizeof(float));
+      at += count * sizeof(float);
+    };
     for (std::size_t v = 0; v < kinds; ++v)
-      for (const auto& run : runs) {
-        std::copy_n(next, run.count,
-                    values[v].begin() + static_cast<std::ptrdiff_t>(tensor_begin[run.tensor] + run.first));
-        next += static_cast<std::ptrdiff_t>(run.count);
-      }
-    if (r == 0) tensor_state.assign(next, floats.end());
+      for (const auto& run : runs) copy(values[v].data() + tensor_begin[run.tensor] + run.first, run.count);
+    if (r == 0) copy(tensor_state.data(), tensor_state_floats);
   }
-  std::size_t tensor_state_floats = 0;
-  for (std::size_t t = 0; t < layout.tensor_count(); ++t) tensor_state_floats += update.tensor_state(t).size();
-  if (tensor_state.size() != tensor_state_floats)
-    throw mismatch("its per-tensor optimizer state has " + std::to_string(tensor_state.size()) +
-                   " floats, the update's " + std::to_string(tensor_state_floats));
-  access::restore(update, m.steps, values, tensor_begin, tensor_state);
+  access::restore(update, steps, values, tensor_begin, tensor_state);
 } catch (...) {
-  rethrow_within_call(comm.world_rank(), call_text("load_checkpoint", directory.string()));
+  rethrow_within_call(comm.world_rank(), call_text("load_checkpoint", path.string()));
 }
 
 }  // namespace shardwise::optim
