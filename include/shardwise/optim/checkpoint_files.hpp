@@ -221,6 +221,8 @@ template <class Step>
     step();
   } catch (const checkpoint_error&) {
     return std::current_exception();
+  } catch (const std::filesystem::filesystem_error& e) {
+    return std::make_exception_ptr(call.error(e.path1().string() + ": " + e.code().message()));
   } catch (const std::exception&) {
     return std::make_exception_ptr(call.error(reason_of(std::current_exception())));
   }

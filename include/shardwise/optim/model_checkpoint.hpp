@@ -275,8 +275,6 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
   return metadata;
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
-} catch (...) {
-  rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
 }
 
 }  // namespace shardwise::optim
