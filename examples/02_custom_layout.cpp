@@ -2,8 +2,10 @@
 //
 // A layout says which part of a global matrix each rank holds. The built-in ones (replicated, row_1d,
 // col_1d, block_2d, cube_3d, vector_3d, block_cyclic_2d; see docs/layouts.md) cover the usual cases;
-// here we write a new one in a few dozen lines and use it with scatter, redistribute and gather
-// exactly like a built-in layout.
+// here we write a new one in a few dozen lines, check it with check_layout (and watch it catch a
+// broken one), and use it with scatter, redistribute and gather exactly like a built-in layout. The
+// products (matmul) take only layouts of the split<...> form: redistribute a tensor of your own
+// layout into one first (docs/layouts.md).
 //
 // The layout: skewed tiles (Cannon's algorithm starts from it). Cut the matrix into P x P tiles; rank r
 // holds tile (I, (I + r) mod P) of every tile row I, so every rank holds one tile of each tile row and
@@ -21,6 +23,8 @@
 
 #include "launch.hpp"
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/split.hpp"
@@ -68,8 +72,27 @@ struct skewed {
   };
 };
 
-// 2. The compiler checks the contract, before any rank runs.
+// 2. The compiler checks the interface, before any rank runs.
 static_assert(shardwise::layout<skewed, 1>, "skewed must model shardwise::layout on 1-D meshes");
+
+// 3. What the compiler cannot check is the contract: every element held by exactly one rank (or by
+//    replicas() ranks, for a replicated layout), blocks inside the matrix, owner() agreeing with the
+//    blocks. shardwise::check_layout checks it, reasoning over blocks rather than elements, and names
+//    the first breach it finds. Here is the same layout with a typo: tile (b, b * r) instead of
+//    (b, b + r), so rank 0 holds tile (b, 0) of every row of tiles, and so do others.
+struct skewed_with_a_typo {
+  template <std::size_t D>
+  class mapping : public skewed::mapping<D> {
+   public:
+    using skewed::mapping<D>::mapping;
+    [[nodiscard]] shardwise::block_info block(int rank, int b) const {
+      const int p = this->ranks();
+      const shardwise::piece rows = shardwise::ragged::cut(this->extents().rows, p, b);
+      const shardwise::piece cols = shardwise::ragged::cut(this->extents().cols, p, (b * rank) % p);
+      return {rows.offset, cols.offset, rows.extent, cols.extent, rows.stored, cols.stored};
+    }
+  };
+};
 
 int main(int argc, char** argv) {
   using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -77,22 +100,34 @@ int main(int argc, char** argv) {
   auto body = [](shardwise::communicator auto& world) {
     shardwise::process_mesh mesh(world, {world.size()});
 
-    // 3. A 10 x 7 matrix, known to rank 0 only; scatter cuts it into skewed tiles. No rank but 0
+    // 4. Check the layout on this shape and grid: silent when it keeps the contract. A dtensor checks
+    //    its layout by itself in builds without NDEBUG (once per layout, shape and grid).
+    shardwise::check_layout<skewed>({10, 7}, mesh.shape());
+    if (world.size() > 1) {  // one rank alone holds every tile whatever the typo
+      try {
+        shardwise::check_layout<skewed_with_a_typo>({10, 7}, mesh.shape());
+        throw std::runtime_error("check_layout accepted the layout with a typo");
+      } catch (const shardwise::layout_error& e) {
+        if (world.rank() == 0) std::printf("the typo is caught: %s\n", e.what());
+      }
+    }
+
+    // 5. A 10 x 7 matrix, known to rank 0 only; scatter cuts it into skewed tiles. No rank but 0
     //    ever holds the whole matrix.
     matrix whole;
     if (world.rank() == 0)
       whole = matrix::NullaryExpr(10, 7, [](Eigen::Index i, Eigen::Index j) { return 100.0 * i + j; });
     auto tiles = shardwise::scatter<skewed>(mesh, whole, /*root*/ 0);
 
-    // 4. Each block is an Eigen map over this rank's storage, placed by the layout.
+    // 6. Each block is an Eigen map over this rank's storage, placed by the layout.
     double local_sum = 0;
     for (int b = 0; b < tiles.block_count(); ++b) local_sum += tiles.local(b).sum();
 
-    // 5. Into a built-in layout and back: redistribute moves only what changes owner.
+    // 7. Into a built-in layout and back: redistribute moves only what changes owner.
     auto by_columns = shardwise::redistribute<shardwise::row_1d<shardwise::ragged>>(tiles);
     auto skewed_again = shardwise::redistribute<skewed>(by_columns);
 
-    // 6. Gather to rank 0 and compare with the original, element for element.
+    // 8. Gather to rank 0 and compare with the original, element for element.
     const matrix back = shardwise::gather(skewed_again, 0);
     double sums[1] = {local_sum};
     world.all_reduce(sums, shardwise::op::sum);
@@ -104,6 +139,6 @@ int main(int argc, char** argv) {
     }
   };
 
-  // 7. Launch, as in example 01: 4 ranks as threads, or one per MPI process.
+  // 9. Launch, as in example 01: 4 ranks as threads, or one per MPI process.
   return shardwise::examples::launch(argc, argv, 4, body);
 }

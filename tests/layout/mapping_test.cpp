@@ -9,22 +9,30 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/layout/block_cyclic_2d.hpp"
+#include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_3d.hpp"
 #include "shardwise/tensor/exchange.hpp"
+#include "support/messages.hpp"
+#include "support/test_layouts.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::breach;
+using shardwise::testing::message_of;
+using shardwise::testing::test_layout;
 
 // ---- the concept and the type algebra, at compile time
 static_assert(layout<replicated<>, 1> && layout<row_1d<padded>, 3> && layout<col_1d<ragged>, 2>);
@@ -89,6 +97,7 @@ void check_mapping(const coordinates<D>& grid, const matrix_extents& shape) {
   if (!mapping_t<Layout, D>::is_replicated) {
     EXPECT_EQ(m.replicas(), 1);
   }
+  EXPECT_NO_THROW(check_layout<Layout>(shape, grid));  // check_layout agrees with the element-by-element check
 }
 
 template <class... Layouts, std::size_t D>
@@ -220,6 +229,137 @@ TEST(layout_mapping, flatten_multiplies_leading_dimensions_into_rows) {
   EXPECT_EQ(flatten(activations), (matrix_extents{32, 16}));
   EXPECT_EQ(flatten(bias), (matrix_extents{1, 16}));
   EXPECT_EQ(flatten({}), (matrix_extents{1, 1}));
+  EXPECT_EQ(flatten(std::vector<std::int64_t>{0, 5, 3}), (matrix_extents{0, 3}));
+}
+
+// ---- checked arithmetic: sizes that do not fit are refused, in words, instead of wrapping
+
+constexpr std::int64_t two_to_the(int power) { return std::int64_t{1} << power; }
+
+TEST(checked_arithmetic, products_and_sums_that_do_not_fit_are_nothing) {
+  constexpr std::int64_t largest = std::numeric_limits<std::int64_t>::max();
+  static_assert(product_if_fits(two_to_the(31), two_to_the(31)) == two_to_the(62));
+  static_assert(!product_if_fits(two_to_the(40), two_to_the(40)));
+  static_assert(!product_if_fits(two_to_the(62), 4) && !product_if_fits(-two_to_the(62), 4));
+  static_assert(product_if_fits(-two_to_the(62), 2) == std::numeric_limits<std::int64_t>::min());
+  static_assert(sum_if_fits(largest - 1, 1) == largest && !sum_if_fits(largest, 1));
+  static_assert(ceil_divide(largest, 2) == two_to_the(62) && ceil_divide(0, 3) == 0 && ceil_divide(7, 7) == 1);
+  EXPECT_EQ(checked_count(2147483647, 0, "gather", "MPI_Gatherv"), 2147483647);
+  const std::string text =
+      message_of<argument_error>([] { (void)checked_count(two_to_the(31), 3, "gather", "MPI_Gatherv"); });
+  EXPECT_EQ(text, "[rank 3] gather: 2147483648 elements; MPI_Gatherv counts are int, so at most 2147483647");
+  EXPECT_THROW((void)checked_count(-1, 0, "gather", "MPI_Gatherv"), argument_error);
+}
+
+TEST(checked_arithmetic, shapes_whose_elements_do_not_fit_are_refused) {
+  const coordinates<2> grid{1, 1};
+  EXPECT_EQ(message_of<argument_error>([&] {
+              (void)mapping_t<replicated<>, 2>({two_to_the(40), two_to_the(40)}, grid);
+            }),
+            "[no rank] layout: a 1099511627776x1099511627776 matrix has more elements than fit in 64 bits");
+  EXPECT_EQ(message_of<argument_error>([&] {
+              (void)mapping_t<block_2d<padded>, 2>({two_to_the(62), 4}, grid);
+            }),
+            "[no rank] layout: a 4611686018427387904x4 matrix has more elements than fit in 64 bits");
+  EXPECT_EQ(message_of<argument_error>([&] {
+              (void)mapping_t<row_1d<ragged>, 2>({-3, 4}, grid);
+            }),
+            "[no rank] layout: a matrix cannot have -3 rows");
+  EXPECT_EQ(message_of<argument_error>([&] {
+              (void)mapping_t<block_cyclic_2d<2>, 2>({5, -1}, grid);
+            }),
+            "[no rank] block_cyclic_2d: a matrix cannot have -1 columns");
+  EXPECT_THROW((void)(mapping_t<vector_3d<>, 3>({two_to_the(40), two_to_the(40)}, {1, 1, 1})), argument_error);
+  // Extents at the edge of int64 cut without overflow (a padded piece is ceil(n / parts), not (n + parts - 1) / parts).
+  const std::int64_t largest = std::numeric_limits<std::int64_t>::max();
+  const mapping_t<col_1d<padded>, 1> tall({largest, 1}, {2});
+  EXPECT_EQ(tall.block(0, 0).stored_rows, two_to_the(62));
+  EXPECT_EQ(tall.block(1, 0).rows, two_to_the(62) - 1);
+  EXPECT_EQ(tall.owner(largest - 1, 0).rank, 1);
+  // More tiles on one rank than block_count's int can count.
+  EXPECT_EQ(message_of<argument_error>([] {
+              (void)mapping_t<block_cyclic_2d<1>, 2>({two_to_the(20), two_to_the(20)}, {1, 1});
+            }),
+            "[no rank] block_cyclic_2d: 1099511627776 tiles of 1x1 on rank 0 of 1048576x1048576; block_count counts "
+            "are int, so at most 2147483647");
+  // A tensor of rank 3 whose elements overflow, and a negative extent.
+  EXPECT_EQ(message_of<argument_error>([] {
+              (void)flatten(std::vector<std::int64_t>{two_to_the(30), two_to_the(30), 16});
+            }),
+            "[no rank] flatten: a tensor of shape 1073741824x1073741824x16 has more elements than fit in 64 bits");
+  EXPECT_EQ(message_of<argument_error>([] {
+              (void)flatten(std::vector<std::int64_t>{4, -2, 3});
+            }),
+            "[no rank] flatten: the shape 4x-2x3 has a negative extent in dimension 1");
+}
+
+TEST(checked_arithmetic, blocks_whose_sizes_do_not_fit_are_refused) {
+  const block_info huge{0, 0, 2, 2, two_to_the(40), two_to_the(40)};
+  EXPECT_EQ(huge.elements(), 4);
+  EXPECT_EQ(message_of<argument_error>([&] { (void)huge.stored_elements(); }),
+            "[no rank] layout::block: the block at (0, 0) stores 1099511627776x1099511627776 elements, more than fit "
+            "in 64 bits");
+  // A rank whose blocks each fit but together do not.
+  const mapping_t<replicated<>, 1> fits({two_to_the(31), two_to_the(31)}, {1});
+  EXPECT_EQ(stored_elements(fits, 0), two_to_the(62));
+}
+
+// ---- check_layout: a layout that breaks the contract is named, with the element and the blocks
+
+template <breach B>
+std::string breach_message(const matrix_extents& shape = {6, 8}, int ranks = 4) {
+  return message_of<layout_error>([&] { check_layout<test_layout<B>>(shape, coordinates<1>{ranks}); });
+}
+
+TEST(check_layout, a_layout_that_keeps_the_contract_passes) {
+  EXPECT_NO_THROW(check_layout<test_layout<breach::none>>({6, 8}, coordinates<1>{4}));
+  EXPECT_NO_THROW(check_layout<test_layout<breach::none>>({0, 8}, coordinates<1>{4}));
+  EXPECT_NO_THROW(check_layout<test_layout<breach::none>>({6, 3}, coordinates<1>{4}));  // a rank with no columns
+}
+
+TEST(check_layout, names_what_breaks_the_contract) {
+  const auto expected = [](const std::string& what) {
+    return "[no rank] check_layout: " + what + " (a 6x8 matrix on 4 ranks)";
+  };
+  EXPECT_EQ(breach_message<breach::shared_block>(),
+            expected("element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the layout does not declare "
+                     "replication"));
+  EXPECT_EQ(breach_message<breach::missing_block>(), expected("element (0, 6) is held by no rank"));
+  EXPECT_EQ(breach_message<breach::overlap>(),
+            expected("element (0, 2) is held by rank 0 block 0 (rows 0..5, columns 0..2) and rank 1 block 0 (rows "
+                     "0..5, columns 2..3), and the layout does not declare replication"));
+  EXPECT_EQ(breach_message<breach::overlap_in_rank>(),
+            expected("element (0, 0) is held by rank 0 block 0 (rows 0..5, columns 0..1) and rank 0 block 1 (rows "
+                     "0..5, columns 0..2); blocks of one rank must be disjoint"));
+  EXPECT_EQ(breach_message<breach::twice_in_rank>(),
+            expected("element (0, 0) is held twice by rank 0, in blocks 0 and 1; blocks of one rank must be disjoint"));
+  EXPECT_EQ(breach_message<breach::outside>(),
+            expected("rank 3 block 0 at (0, 6) of 6x3 elements reaches outside the matrix"));
+  EXPECT_EQ(breach_message<breach::stored_too_little>(),
+            expected("rank 0 block 0 owns 6x2 elements but stores 6x1; storage holds at least what is owned"));
+  EXPECT_EQ(breach_message<breach::stored_too_much>(),
+            expected("rank 0 block 0 stores 1099511627776x1099511627776 elements, more than fit in 64 bits"));
+  EXPECT_EQ(breach_message<breach::owner_rank>(),
+            expected("owner(0, 0) names rank 1 block 0, which holds rows 0..5, columns 2..3"));
+  EXPECT_EQ(breach_message<breach::owner_place>(),
+            expected("owner(0, 0) places the element at (0, 1) of rank 0 block 0, which holds it at (0, 0)"));
+  EXPECT_EQ(breach_message<breach::replicas>(),
+            expected("element (0, 0) is held by 1 block (rank 0 block 0), but replicas() is 2; every element lies in "
+                     "replicas() blocks"));
+  EXPECT_EQ(breach_message<breach::owner_not_lowest>(),
+            expected("owner(0, 0) names rank 3, but the lowest rank holding element (0, 0) is rank 0"));
+}
+
+// Rectangles, not elements: a 2^20 x 2^20 matrix (10^12 elements) on 27 ranks, or on 3 x 3 ranks in tiles
+// of 2^16 (272 blocks), is checked without visiting its elements; a breach in it is still found.
+TEST(check_layout, reasons_over_rectangles) {
+  const std::int64_t n = two_to_the(20);
+  EXPECT_NO_THROW((check_layout<cube_3d<directions<>, ragged>::input>({n + 1, n - 1}, coordinates<3>{3, 3, 3})));
+  EXPECT_NO_THROW((check_layout<block_cyclic_2d<two_to_the(16)>>({n, n + 5}, coordinates<2>{3, 3})));
+  EXPECT_NO_THROW(check_layout<replicated<>>({n, n}, coordinates<2>{3, 3}));
+  EXPECT_EQ(breach_message<breach::shared_block>({n, n}, 27),
+            "[no rank] check_layout: element (0, 38837) is held by rank 1 block 0 and rank 2 block 0, and the layout "
+            "does not declare replication (a 1048576x1048576 matrix on 27 ranks)");
 }
 
 // redistribute's fast path: slicing what a rank already holds needs no communication; anything that

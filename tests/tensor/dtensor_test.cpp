@@ -5,7 +5,10 @@
 //   redistribute A -> B gives B's blocks, and back -> A is the identity, for every pair of layouts;
 //   a partial sum reduces to the serial sum; transform, scale and the Frobenius norm match serial Eigen;
 //   runtime misuse (an exact layout and a shape that does not divide, a diagonal on a non-square
-//   plane, wrong blocks) throws on every rank, naming the rank, the shape, the grid and the rule.
+//   plane, wrong blocks) throws on every rank, naming the rank, the shape, the grid and the rule;
+//   so do shapes whose element count does not fit in 64 bits, negative extents, and (layout checks on
+//   here, as in debug builds) a layout that breaks the layout contract.
+#define SHARDWISE_CHECK_LAYOUTS 1
 #include "shardwise/tensor/dtensor.hpp"
 
 #include <gtest/gtest.h>
@@ -28,11 +31,14 @@
 #include "shardwise/tensor/norm.hpp"
 #include "shardwise/tensor/reduce.hpp"
 #include "support/backends.hpp"
+#include "support/messages.hpp"
+#include "support/test_layouts.hpp"
 
 namespace {
 
 using namespace shardwise;
 using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using shardwise::testing::message_of;
 
 // 1..9 ranks make 1-D meshes of every size up to 9, 2-D 2x2 and 3x3 and rectangular grids; the 3-D
 // tests add 27 ranks, the 3x3x3 cube.
@@ -246,6 +252,50 @@ TYPED_TEST(dtensor_test, shapes_an_exact_layout_cannot_cut_throw_on_every_rank) 
         EXPECT_THROW((void)from_function<vector_3d<>>(cube, {1, 8}, value), mesh_error);
       },
       {2, 6, 8});
+}
+
+// Sizes that do not fit are refused before anything is allocated, on every rank, naming it.
+TYPED_TEST(dtensor_test, shapes_whose_elements_do_not_fit_throw_on_every_rank) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, balanced_shape<2>(world.size()));
+        const std::string rank = "[rank " + std::to_string(world.world_rank()) + "] dtensor: ";
+        const std::int64_t two_to_the_40 = std::int64_t{1} << 40;
+        EXPECT_EQ(message_of<argument_error>([&] {
+                    (void)dtensor<float, replicated<>, decltype(mesh)>(mesh, {two_to_the_40, two_to_the_40});
+                  }),
+                  rank + "a 1099511627776x1099511627776 matrix has more elements than fit in 64 bits");
+        EXPECT_EQ(message_of<argument_error>([&] {
+                    (void)from_function<block_2d<ragged>>(mesh, {std::int64_t{1} << 62, 4}, value);
+                  }),
+                  rank + "a 4611686018427387904x4 matrix has more elements than fit in 64 bits");
+        EXPECT_EQ(message_of<argument_error>([&] {
+                    (void)dtensor<double, block_cyclic_2d<2>, decltype(mesh)>(mesh, {5, -7});
+                  }),
+                  rank + "a matrix cannot have -7 columns");
+      },
+      {1, 4, 6});
+}
+
+// A layout that breaks the contract is refused on every rank, naming the rank, the element and the
+// blocks: rank 2 holding rank 1's columns; rank 0 storing more elements than 64 bits count.
+TYPED_TEST(dtensor_test, a_layout_that_breaks_the_contract_is_refused) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        using shardwise::testing::breach;
+        using shardwise::testing::test_layout;
+        process_mesh mesh(world, {world.size()});
+        const std::string rank = "[rank " + std::to_string(world.world_rank()) + "] check_layout: ";
+        using columns_held_twice = test_layout<breach::shared_block>;
+        EXPECT_EQ(message_of<layout_error>([&] { (void)from_function<columns_held_twice>(mesh, {10, 7}, value); }),
+                  rank + "element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the layout does not "
+                         "declare replication (a 10x7 matrix on 4 ranks)");
+        using huge_storage = test_layout<breach::stored_too_much>;
+        EXPECT_EQ(message_of<layout_error>([&] { (void)dtensor<float, huge_storage, decltype(mesh)>(mesh, {3, 8}); }),
+                  rank + "rank 0 block 0 stores 1099511627776x1099511627776 elements, more than fit in 64 bits (a "
+                         "3x8 matrix on 4 ranks)");
+      },
+      {4});
 }
 
 // A tensor bound to a shared buffer keeps its elements there: copies are its own, assignments write

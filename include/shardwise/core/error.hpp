@@ -123,6 +123,12 @@ class mesh_error : public error {
   using error::error;
 };
 
+// A layout mapping that breaks the layout contract: an element held by no rank or twice, a block
+// outside the matrix, owner() disagreeing with the blocks (layout/check_layout.hpp).
+class layout_error : public error {
+  using error::error;
+};
+
 // Another rank failed, so this rank's call cannot complete: "stopped because rank R failed: …".
 class peer_error : public error {
   using error::error;

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
 
@@ -27,9 +29,14 @@ struct block_cyclic_2d {
     static constexpr bool is_replicated = false;
     static constexpr bool is_balanced = false;
 
+    // Rank 0 holds the most tiles; their number must fit the int that block_count returns.
     mapping(matrix_extents extents, coordinates<2> grid) : extents_(extents), grid_(grid) {
-      detail::check_cut<ragged>(extents.rows, 1, "rows", "block-cyclic");
-      detail::check_cut<ragged>(extents.cols, 1, "columns", "block-cyclic");
+      (void)matrix_elements(extents, -1, "block_cyclic_2d");
+      const std::int64_t most = my_tiles(tiles(extents.rows, RowBlock), grid[0], 0) *
+                                my_tiles(tiles(extents.cols, ColBlock), grid[1], 0);  // <= the elements
+      (void)checked_count(most, -1, "block_cyclic_2d", "block_count",
+                          "tiles of " + std::to_string(RowBlock) + "x" + std::to_string(ColBlock) + " on rank 0 of " +
+                              std::to_string(extents.rows) + "x" + std::to_string(extents.cols));
     }
 
     [[nodiscard]] matrix_extents extents() const noexcept { return extents_; }
@@ -63,10 +70,10 @@ struct block_cyclic_2d {
     }
 
    private:
-    static std::int64_t tiles(std::int64_t extent, std::int64_t tile) { return (extent + tile - 1) / tile; }
+    static std::int64_t tiles(std::int64_t extent, std::int64_t tile) { return ceil_divide(extent, tile); }
     // How many of `count` tiles, dealt round-robin to `ranks` ranks, land on rank `r`.
     static std::int64_t my_tiles(std::int64_t count, int ranks, int r) {
-      return count > r ? (count - r + ranks - 1) / ranks : 0;
+      return count > r ? ceil_divide(count - r, ranks) : 0;
     }
 
     matrix_extents extents_;

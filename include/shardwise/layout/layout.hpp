@@ -19,6 +19,7 @@
 //   M::is_balanced        constexpr: every rank stores the same number of elements
 // and the contract the library relies on: blocks of one rank are disjoint; blocks of different ranks
 // are equal or disjoint; every element lies in replicas() blocks, one of them where owner() says.
+// check_layout (layout/check_layout.hpp) verifies it for a given shape and grid.
 //
 // Tensors of rank > 2 (batch x sequence x hidden) are laid out as matrices by flatten(), which
 // multiplies the leading dimensions into rows, as the 3-D paper does.
@@ -34,7 +35,9 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -49,11 +52,22 @@ struct matrix_extents {
 };
 
 // A tensor of any rank as a matrix: leading dimensions multiply into rows, the last one is columns.
-// A scalar (no dimensions) is 1x1; a vector of n elements is 1xn.
+// A scalar (no dimensions) is 1x1; a vector of n elements is 1xn. Throws argument_error for a negative
+// extent, or a shape whose element count does not fit in 64 bits.
 [[nodiscard]] inline matrix_extents flatten(std::span<const std::int64_t> shape) {
   if (shape.empty()) return {1, 1};
   std::int64_t rows = 1;
-  for (std::size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  std::int64_t elements = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0)
+      throw argument_error(
+          -1, "flatten",
+          "the shape " + detail::shape_string(shape) + " has a negative extent in dimension " + std::to_string(d));
+    elements = require_fits(product_if_fits(elements, shape[d]), -1, "flatten", [&] {
+      return "a tensor of shape " + detail::shape_string(shape) + " has more elements than fit in 64 bits";
+    });
+    if (d + 1 < shape.size()) rows *= shape[d];  // a factor of `elements`, so it fits
+  }
   return {rows, shape.back()};
 }
 
@@ -65,9 +79,19 @@ struct block_info {
   std::int64_t cols = 0;
   std::int64_t stored_rows = 0;  // allocated: owned plus padding
   std::int64_t stored_cols = 0;
-  [[nodiscard]] std::int64_t elements() const noexcept { return rows * cols; }
-  [[nodiscard]] std::int64_t stored_elements() const noexcept { return stored_rows * stored_cols; }
+  // Throw argument_error when the count does not fit in 64 bits (a layout's arithmetic gone wrong).
+  [[nodiscard]] std::int64_t elements() const { return count(rows, cols, "owns"); }
+  [[nodiscard]] std::int64_t stored_elements() const { return count(stored_rows, stored_cols, "stores"); }
   friend bool operator==(const block_info&, const block_info&) = default;
+
+ private:
+  [[nodiscard]] std::int64_t count(std::int64_t r, std::int64_t c, std::string_view verb) const {
+    return require_fits(product_if_fits(r, c), -1, "layout::block", [&] {
+      return "the block at (" + std::to_string(row_offset) + ", " + std::to_string(col_offset) + ") " +
+             std::string(verb) + " " + std::to_string(r) + "x" + std::to_string(c) +
+             " elements, more than fit in 64 bits";
+    });
+  }
 };
 
 // Where a global element lives: a rank, one of its blocks, and the index inside that block.
@@ -119,22 +143,52 @@ template <layout_mapping M>
   return {b.row_offset + at.row, b.col_offset + at.col};
 }
 
+// Where each of `rank`'s blocks starts in its storage (blocks back to back, in block order, each with
+// its stored extents), and one more entry: the end, the rank's memory in elements. Throws
+// argument_error when that total does not fit in 64 bits.
+template <layout_mapping M>
+[[nodiscard]] std::vector<std::int64_t> block_starts(const M& mapping, int rank) {
+  const int blocks = mapping.block_count(rank);
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(blocks > 0 ? blocks : 0) + 1, 0);
+  for (int b = 0; b < blocks; ++b) {
+    const auto k = static_cast<std::size_t>(b);
+    starts[k + 1] =
+        require_fits(sum_if_fits(starts[k], mapping.block(rank, b).stored_elements()), -1, "layout::block", [&] {
+          return "rank " + std::to_string(rank) + "'s blocks 0.." + std::to_string(b) +
+                 " store more elements than fit in 64 bits";
+        });
+  }
+  return starts;
+}
+
 // Elements `rank` stores (owned plus padding): its memory, in elements.
 template <layout_mapping M>
 [[nodiscard]] std::int64_t stored_elements(const M& mapping, int rank) {
-  std::int64_t total = 0;
-  for (int b = 0; b < mapping.block_count(rank); ++b) total += mapping.block(rank, b).stored_elements();
-  return total;
+  return block_starts(mapping, rank).back();
+}
+
+// rows * cols of a global matrix; throws argument_error naming `rank` and `operation` for a negative
+// extent or a count that does not fit in 64 bits.
+[[nodiscard]] inline std::int64_t matrix_elements(const matrix_extents& extents, int rank, std::string_view operation) {
+  if (extents.rows < 0 || extents.cols < 0) {
+    const bool rows = extents.rows < 0;
+    throw argument_error(
+        rank, operation,
+        "a matrix cannot have " + std::to_string(rows ? extents.rows : extents.cols) + (rows ? " rows" : " columns"));
+  }
+  return require_fits(product_if_fits(extents.rows, extents.cols), rank, operation, [&] {
+    return "a " + std::to_string(extents.rows) + "x" + std::to_string(extents.cols) +
+           " matrix has more elements than fit in 64 bits";
+  });
 }
 
 namespace detail {
 
-// Throws unless `extent` elements of `dimension` ("rows", "columns") can be cut into `parts` under
-// `Rule`. `how` says over what the dimension is cut ("rows over mesh axes (0, 1) of the grid 2x2").
+// Throws unless `extent` (>= 0, as matrix_elements checks) elements of `dimension` ("rows", "columns")
+// can be cut into `parts` under `Rule`. `how` says over what the dimension is cut ("rows over mesh axes
+// (0, 1) of the grid 2x2").
 template <padding_rule Rule>
 void check_cut(std::int64_t extent, std::int64_t parts, std::string_view dimension, const std::string& how) {
-  if (extent < 0)
-    throw argument_error(-1, "layout", "a matrix cannot have " + std::to_string(extent) + " " + std::string(dimension));
   if (Rule::needs_divisible && extent % parts != 0)
     throw argument_error(-1, "layout",
                          std::to_string(extent) + " " + std::string(dimension) + " do not split into " +

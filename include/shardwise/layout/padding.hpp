@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "shardwise/core/checked_arithmetic.hpp"
+
 namespace shardwise {
 
 // One piece of a cut extent: its first global index, how many elements it owns, how many it stores.
@@ -65,13 +67,13 @@ struct padded {
   static constexpr bool is_balanced = true;
   static constexpr bool needs_divisible = false;
   static constexpr piece cut(std::int64_t n, std::int64_t parts, std::int64_t k) {
-    const std::int64_t size = (n + parts - 1) / parts;
+    const std::int64_t size = ceil_divide(n, parts);
     const std::int64_t offset = k * size < n ? k * size : n;
     const std::int64_t extent = n - offset < size ? n - offset : size;
     return {offset, extent, size};
   }
   static constexpr piece_index find(std::int64_t n, std::int64_t parts, std::int64_t index) {
-    const std::int64_t size = (n + parts - 1) / parts;
+    const std::int64_t size = ceil_divide(n, parts);
     return {index / size, index % size};
   }
 };

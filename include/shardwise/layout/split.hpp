@@ -71,6 +71,7 @@ struct split<rows_over<RowAxes...>, cols_over<ColAxes...>, Padding> {
 
     mapping(matrix_extents extents, coordinates<D> grid)
         : extents_(extents), grid_(grid), row_parts_(parts(row_axes)), col_parts_(parts(col_axes)) {
+      (void)matrix_elements(extents, -1, "layout");
       detail::check_cut<Padding>(
           extents.rows, row_parts_, "rows",
           "rows over mesh axes " + axes_string(row_axes) + " of the grid " + detail::shape_string(grid_));
@@ -143,6 +144,18 @@ struct split<rows_over<RowAxes...>, cols_over<ColAxes...>, Padding> {
     std::int64_t col_parts_;
   };
 };
+
+template <class L>
+inline constexpr bool is_split_v = false;
+template <class Rows, class Cols, class Padding>
+inline constexpr bool is_split_v<split<Rows, Cols, Padding>> = true;
+
+// A layout of the generic split<rows_over<...>, cols_over<...>, Padding> form, whose cuts are known from
+// its type. What the products and the element-wise and row operations (ops/) require: they read the
+// cuts off the type, so a layout written against the layout concept alone, whatever its members are
+// called, is not one.
+template <class L>
+concept split_layout = is_split_v<L>;
 
 template <class Padding = exact>
 using replicated = split<rows_over<>, cols_over<>, Padding>;

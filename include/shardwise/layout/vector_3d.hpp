@@ -44,10 +44,10 @@ struct vector_3d {
                          "the grid " + detail::shape_string(grid_) + " has extents " + std::to_string(grid_[Outer]) +
                              " and " + std::to_string(grid_[Diagonal]) + " along axes " + std::to_string(Outer) +
                              " and " + std::to_string(Diagonal) + "; a diagonal needs them equal");
+      (void)matrix_elements(extents, -1, "vector_3d");
       detail::check_cut<Padding>(extents_.cols, parts(), "columns",
                                  "a vector over axes (" + std::to_string(Outer) + ", " + std::to_string(Across) +
                                      ") of the grid " + detail::shape_string(grid_));
-      detail::check_cut<Padding>(extents_.rows, 1, "rows", "rows are not cut");
     }
 
     [[nodiscard]] matrix_extents extents() const noexcept { return extents_; }

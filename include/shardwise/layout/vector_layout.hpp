@@ -31,15 +31,6 @@
 
 namespace shardwise {
 
-template <class L>
-inline constexpr bool is_split_v = false;
-template <class Rows, class Cols, class Padding>
-inline constexpr bool is_split_v<split<Rows, Cols, Padding>> = true;
-
-// A layout of the generic split<rows_over<...>, cols_over<...>, Padding> form, whose axes are known.
-template <class L>
-concept split_layout = is_split_v<L>;
-
 namespace detail {
 
 // Empty for other layouts, so that a constraint on the trait fails quietly (the ops state split_layout).

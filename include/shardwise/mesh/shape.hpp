@@ -90,13 +90,13 @@ template <std::size_t Dimensions>
 
 namespace detail {
 
-// "2x2x3": how errors and logs print a shape.
-template <std::size_t Dimensions>
-[[nodiscard]] std::string shape_string(const coordinates<Dimensions>& shape) {
+// "2x2x3": how errors and logs print a shape (a grid's coordinates, a tensor's extents).
+template <class Extents>
+[[nodiscard]] std::string shape_string(const Extents& shape) {
   std::string text;
-  for (std::size_t a = 0; a < Dimensions; ++a) {
-    if (a != 0) text += 'x';
-    text += std::to_string(shape[a]);
+  for (const auto extent : shape) {
+    if (!text.empty()) text += 'x';
+    text += std::to_string(extent);
   }
   return text;
 }

@@ -11,9 +11,10 @@
 //   2-D  block_2d<P> for both operands and the result, SUMMA on a square 2-D mesh (ops/matmul_2d.hpp)
 //   1-D  Megatron's column- and row-parallel products and their gradients, one dimension cut over
 //        axis 0 (ops/matmul_1d.hpp); a cut inner dimension gives partial_sum<replicated<>, 0>
-// Any other pair does not compile, and says so. Collective over the operands' mesh: every rank calls
-// with the same shapes. Runtime misuse (inner dimensions that differ, operands on two meshes, SUMMA on
-// a grid that is not square) throws on every rank.
+// Any other pair does not compile, and says so; a layout not of the split<...> form (block_cyclic_2d,
+// vector_3d, a user's own) is refused with a message that names that requirement. Collective over the
+// operands' mesh: every rank calls with the same shapes. Runtime misuse (inner dimensions that differ,
+// operands on two meshes, SUMMA on a grid that is not square) throws on every rank.
 //
 //   auto c = matmul(a, b, {.chunks = 4});    // the 3-D product pipelined in 4 bands of rows
 //
@@ -26,6 +27,8 @@
 #include <string>
 #include <type_traits>
 
+#include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/ops/matmul_1d.hpp"
 #include "shardwise/ops/matmul_2d.hpp"
@@ -119,7 +122,17 @@ template <matmul_operand Left, matmul_operand Right>
     throw argument_error(left.mesh().world().world_rank(), "matmul",
                          "matmul_options::chunks is " + std::to_string(options.chunks) + "; it must be at least 1");
 
-  if constexpr (Mesh::dimensions == 3 && detail::cube_product<L, R, tl, tr>::exists) {
+  // A layout written against the layout concept alone says where its blocks lie only at run time; the
+  // product rules need the cuts in the type.
+  constexpr bool split_operands = (split_layout<L> || is_partial_sum_v<L>) && (split_layout<R> || is_partial_sum_v<R>);
+  if constexpr (!split_operands) {
+    static_assert(split_operands,
+                  "shardwise::matmul: products take layouts of the split<rows_over<...>, cols_over<...>, Padding> "
+                  "form (replicated, row_1d, col_1d, block_2d, cube_3d<...>::input, weight, output), whose cuts they "
+                  "read off the type; L or R in the instantiation above is a layout written against the layout "
+                  "concept alone (block_cyclic_2d, vector_3d or your own): redistribute<row_1d<>>(t), or into "
+                  "another split layout, first (docs/layouts.md, \"Layouts of your own\")");
+  } else if constexpr (Mesh::dimensions == 3 && detail::cube_product<L, R, tl, tr>::exists) {
     return detail::cube_matmul<tl, tr>(left, right, options.chunks);
   } else if constexpr (Mesh::dimensions == 2 && detail::summa_product<L, R, tl, tr>::exists) {
     return detail::summa_matmul<tl, tr>(left, right);

@@ -42,13 +42,6 @@ constexpr cut_1d classify_cut(const std::array<std::size_t, N>& axes) {
   }
 }
 
-template <class Layout>
-concept split_layout = requires {
-  Layout::row_axes;
-  Layout::col_axes;
-  typename Layout::padding;
-};
-
 // The cuts of op(Layout)'s rows and columns.
 template <class Layout, bool Transposed>
 constexpr cut_1d rows_cut() {

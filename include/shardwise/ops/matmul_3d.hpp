@@ -31,10 +31,12 @@
 #include <cstdint>
 #include <numeric>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/split.hpp"
@@ -368,7 +370,11 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   std::array<std::int64_t, 3> rounded{};
   for (std::size_t d = 0; d < 3; ++d) {
     const std::int64_t unit = std::lcm(dimensions[d].parts_one, dimensions[d].parts_other);
-    rounded[d] = (dimensions[d].extent + unit - 1) / unit * unit;
+    rounded[d] = require_fits(
+        product_if_fits(ceil_divide(dimensions[d].extent, unit), unit), mesh.world().world_rank(), "matmul", [&] {
+          return "the product's dimension of " + std::to_string(dimensions[d].extent) +
+                 ", rounded up to a multiple of " + std::to_string(unit) + ", does not fit in 64 bits";
+        });
   }
   const auto [m, k, n] = rounded;
   using exact_left = typename with_padding<LeftLayout, exact>::type;

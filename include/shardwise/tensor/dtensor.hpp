@@ -12,6 +12,10 @@
 // whole matrix), from_blocks (this rank's blocks), scatter (a whole matrix on one rank). Read back by
 // gather / all_gather (tensor/distribute.hpp).
 //
+// Construction refuses, naming the rank, a shape with a negative extent or more elements than fit in
+// 64 bits, and a rank whose blocks store more; with SHARDWISE_CHECK_LAYOUTS (by default in builds
+// without NDEBUG) it also checks the layout against the layout contract (layout/check_layout.hpp).
+//
 // The tensor borrows its mesh, which must outlive it. Padding (layout/padding.hpp) is stored after the
 // owned part of each block, held at zero; local(b) shows only the owned part.
 //
@@ -30,9 +34,11 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 
@@ -40,15 +46,28 @@ namespace shardwise {
 
 namespace detail {
 
-// Builds a layout's mapping; its errors (raised without a rank) name `world_rank`.
-template <class Layout, std::size_t D>
-mapping_t<Layout, D> make_mapping(const matrix_extents& extents, const coordinates<D>& grid, int world_rank) {
+// Runs f(); an error it raises without a rank (a mapping's, check_layout's) names `world_rank`.
+template <class F>
+decltype(auto) naming_rank(int world_rank, F&& f) {
   try {
-    return mapping_t<Layout, D>(extents, grid);
+    return std::forward<F>(f)();
   } catch (error& raised) {
     raised.on_rank(world_rank);
     throw;
   }
+}
+
+// Builds a layout's mapping, after checking that the shape's element count fits in 64 bits; with
+// SHARDWISE_CHECK_LAYOUTS (by default without NDEBUG), checks the mapping against the layout contract
+// (layout/check_layout.hpp) once per layout, shape and grid.
+template <class Layout, std::size_t D>
+mapping_t<Layout, D> make_mapping(const matrix_extents& extents, const coordinates<D>& grid, int world_rank) {
+  (void)matrix_elements(extents, world_rank, "dtensor");
+  return naming_rank(world_rank, [&] {
+    mapping_t<Layout, D> mapping(extents, grid);
+    if constexpr (SHARDWISE_CHECK_LAYOUTS != 0) check_layout_once<Layout>(mapping, grid);
+    return mapping;
+  });
 }
 
 }  // namespace detail
@@ -85,13 +104,19 @@ class dtensor {
       : mesh_(&mesh),
         mapping_(detail::make_mapping<Layout, dimensions>(extents, mesh.shape(), mesh.world().world_rank())),
         rank_(mesh.world().rank()) {
-    std::size_t total = 0;
-    for (int b = 0; b < mapping_.block_count(rank_); ++b) {
-      blocks_.push_back(mapping_.block(rank_, b));
-      offsets_.push_back(total);
-      total += static_cast<std::size_t>(blocks_.back().stored_elements());
-    }
-    storage_ = shared_buffer<T>::zeros(total);
+    const int world_rank = mesh.world().world_rank();
+    const std::vector<std::int64_t> starts = detail::naming_rank(world_rank, [&] {
+      for (int b = 0; b < mapping_.block_count(rank_); ++b) blocks_.push_back(mapping_.block(rank_, b));
+      return block_starts(mapping_, rank_);
+    });
+    for (std::size_t b = 0; b < blocks_.size(); ++b) offsets_.push_back(static_cast<std::size_t>(starts[b]));
+    const auto too_many_bytes = [&] {
+      return "this rank's blocks of a " + std::to_string(extents.rows) + "x" + std::to_string(extents.cols) +
+             " matrix store " + std::to_string(starts.back()) + " elements of " + std::to_string(sizeof(T)) +
+             " bytes, more bytes than fit in 64 bits";
+    };
+    (void)require_fits(product_if_fits(starts.back(), std::int64_t{sizeof(T)}), world_rank, "dtensor", too_many_bytes);
+    storage_ = shared_buffer<T>::zeros(static_cast<std::size_t>(starts.back()));
   }
 
   // Layouts never convert implicitly. Deleted rather than a static_assert, so that the compiler's first

@@ -20,7 +20,6 @@
 //    headers. Cost: each rank pairs its blocks with every other rank's, O(P * blocks^2) index work;
 //    fine for the few blocks per rank of split layouts.
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -28,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -101,18 +101,6 @@ void for_each_transfer(const From& from, const To& to, int sender, int receiver,
       if (part.rows > 0 && part.cols > 0) visit(held, sb, wanted, db, part);
     }
   }
-}
-
-// Where each of `rank`'s blocks starts in its storage (blocks back to back, stored extents).
-template <layout_mapping M>
-[[nodiscard]] std::vector<std::size_t> block_starts(const M& mapping, int rank) {
-  std::vector<std::size_t> starts;
-  std::size_t next = 0;
-  for (int b = 0; b < mapping.block_count(rank); ++b) {
-    starts.push_back(next);
-    next += static_cast<std::size_t>(mapping.block(rank, b).stored_elements());
-  }
-  return starts;
 }
 
 [[nodiscard]] inline bool contains(const block_info& outer, const block_info& inner) {
@@ -189,8 +177,8 @@ void copy_rectangle(const T* in, std::int64_t in_stride, T* out, std::int64_t ou
 // Path 1: this rank copies each destination block out of the source block containing it.
 template <class T, layout_mapping From, layout_mapping To>
 void copy_locally(int me, const From& from, std::span<const T> source, const To& to, std::span<T> target) {
-  const std::vector<std::size_t> source_starts = block_starts(from, me);
-  const std::vector<std::size_t> target_starts = block_starts(to, me);
+  const std::vector<std::int64_t> source_starts = block_starts(from, me);
+  const std::vector<std::int64_t> target_starts = block_starts(to, me);
   for (int db = 0; db < to.block_count(me); ++db) {
     const block_info wanted = to.block(me, db);
     if (wanted.elements() == 0) continue;
@@ -233,16 +221,11 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
   const int me = world.rank();
   const int ranks = world.size();
   auto count = [&](std::size_t elements) {
-    if (elements > static_cast<std::size_t>(INT_MAX))
-      throw argument_error(world.world_rank(), operation,
-                           std::to_string(elements) +
-                               " elements would travel between one pair of ranks; "
-                               "all_to_all_v counts are int, so at most " +
-                               std::to_string(INT_MAX));
-    return static_cast<int>(elements);
+    return checked_count(static_cast<std::int64_t>(elements), world.world_rank(), operation, "all_to_all_v",
+                         "elements would travel between one pair of ranks");
   };
 
-  const std::vector<std::size_t> source_starts = block_starts(from, me);
+  const std::vector<std::int64_t> source_starts = block_starts(from, me);
   std::vector<T> outgoing;
   std::vector<int> send_counts(static_cast<std::size_t>(ranks));
   for (int receiver = 0; receiver < ranks; ++receiver) {
@@ -279,7 +262,7 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
   std::vector<T> incoming(incoming_total);
   world.all_to_all_v(outgoing, send_counts, incoming, receive_counts);
 
-  const std::vector<std::size_t> target_starts = block_starts(to, me);
+  const std::vector<std::int64_t> target_starts = block_starts(to, me);
   const T* next = incoming.data();
   for (const arrival& a : arrivals) {
     copy_rectangle(next, a.part.cols,
