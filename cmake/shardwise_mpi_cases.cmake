@@ -19,7 +19,7 @@ function(quoted out)
 endfunction()
 
 function(refuse text)
-  file(REMOVE "${EXECUTABLE}" "${OUTPUT}")  # so the next build links and asks again
+  file(REMOVE "${OUTPUT}")  # so the next build asks again
   message(FATAL_ERROR "${NAME}: ${text}")
 endfunction()
 

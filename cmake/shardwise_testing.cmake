@@ -119,14 +119,17 @@ function(shardwise_add_mpi_test)
   string(REPLACE ";" "," environment "${_shardwise_mpi_environment}")
   string(REPLACE ";" "," before "${_shardwise_oversubscribe};${MPIEXEC_PREFLAGS}")
   string(REPLACE ";" "," after "${MPIEXEC_POSTFLAGS}")
-  add_custom_command(TARGET ${target} POST_BUILD
+  # A file of its own (not a post-build step), so that a build stopped between the link and the listing
+  # lists again next time.
+  add_custom_command(OUTPUT "${cases}"
     COMMAND "${CMAKE_COMMAND}" "-DNAME=${arg_NAME}" "-DEXECUTABLE=$<TARGET_FILE:${target}>" "-DRANKS=${ranks}"
             "-DTIMEOUT=${arg_TIMEOUT}" "-DMPIEXEC=${MPIEXEC_EXECUTABLE}" "-DNUMPROC_FLAG=${MPIEXEC_NUMPROC_FLAG}"
             "-DPREFLAGS=${before}" "-DPOSTFLAGS=${after}" "-DENVIRONMENT=${environment}" "-DOUTPUT=${cases}"
             -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_mpi_cases.cmake"
-    BYPRODUCTS "${cases}"
+    DEPENDS ${target} "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_mpi_cases.cmake"
     COMMENT "Listing the MPI sizes of ${arg_NAME}'s tests"
     VERBATIM)
+  add_custom_target(${target}_cases ALL DEPENDS "${cases}")
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_include.cmake")
   file(WRITE "${include_file}"
        "if(EXISTS \"${cases}\")\n  include(\"${cases}\")\nelse()\n"
