@@ -92,6 +92,23 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
             "matmul(transposed(cube_3d<directions<>, padded>::input 6x5), cube_3d<directions<>, padded>::output 7x3): ",
             "the inner dimensions 6 and 7 differ");
 
+        // The element-wise and row-wise operators, called directly.
+        using vector_layout = vector_layout_t<row_1d<padded>>;
+        const auto rows = from_function<row_1d<padded>>(line, {7, 2 * p}, value);
+        const auto long_vector = from_function<vector_layout>(line, {1, 2 * p + 1}, value);
+        expect_error<argument_error>(
+            me, [&] { (void)add_vector(rows, long_vector); },
+            "add_vector(row_1d<padded> " + shape + ", " + layout_name<vector_layout>() + " 1x" +
+                std::to_string(2 * p + 1) + "): the vector is 1x" + std::to_string(2 * p + 1),
+            "needs a 1x" + std::to_string(2 * p) + " vector");
+        const auto gamma = from_function<vector_layout>(line, {1, 2 * p}, value);
+        expect_error<argument_error>(
+            me, [&] { (void)layer_norm(rows, gamma, gamma, -1.0); }, "layer_norm(row_1d<padded> " + shape + ", ",
+            "epsilon -1.000000 must be positive");
+        expect_error<argument_error>(
+            me, [&] { (void)dropout(t, 1.5, 7); }, "dropout(row_1d<> " + shape + "): rate 1.500000",
+            "outside [0, 1)");
+
         // A layer's misuse, and an update stepped on a communicator it was not built for.
         nn::linear<double, col_1d<padded>, row_1d<padded>, decltype(line)> layer(line, 5, 3, 1);
         const auto gradient = from_function<row_1d<padded>>(line, {6, 3}, value);

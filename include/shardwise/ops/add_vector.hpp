@@ -11,21 +11,25 @@
 #include <concepts>
 #include <utility>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
 
 template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> add_vector(const dtensor<T, Layout, Mesh>& matrix,
-                                                  const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) {
+                                                  const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "add_vector");
   const auto spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> sum(matrix.mesh(), matrix.extents());
   sum.local() = matrix.local().rowwise() + spread.local().row(0);
   return sum;
+} catch (...) {
+  rethrow_within_call(world_rank_of(matrix), call_text("add_vector", describe(matrix), describe(vector)));
 }
 
 // dC passes through to A unchanged (moved in, moved out: no copy for an rvalue).

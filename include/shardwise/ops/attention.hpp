@@ -21,6 +21,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -87,7 +88,7 @@ template <class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> attention_forward(const dtensor<T, Layout, Mesh>& q,
                                                          const dtensor<T, Layout, Mesh>& k,
                                                          const dtensor<T, Layout, Mesh>& v,
-                                                         const attention_shape& shape, attention_saved<T>& saved) {
+                                                         const attention_shape& shape, attention_saved<T>& saved) try {
   detail::check_attention_blocks(q, shape, "attention_forward");
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
@@ -110,6 +111,8 @@ template <class T, class Layout, class Mesh>
     saved.probabilities.push_back(std::move(p));
   });
   return out;
+} catch (...) {
+  rethrow_within_call(world_rank_of(q), call_text("attention_forward", describe(q), describe(k), describe(v)));
 }
 
 template <class T, class Layout, class Mesh>
@@ -127,7 +130,7 @@ template <class T, class Layout, class Mesh>
                                                                       const dtensor<T, Layout, Mesh>& v,
                                                                       const dtensor<T, Layout, Mesh>& d_out,
                                                                       const attention_shape& shape,
-                                                                      const attention_saved<T>& saved) {
+                                                                      const attention_saved<T>& saved) try {
   detail::check_attention_blocks(q, shape, "attention_backward");
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
@@ -150,6 +153,9 @@ template <class T, class Layout, class Mesh>
     grad.k.local(b).block(r, c, n, d) = d_s.transpose() * q.local(b).block(r, c, n, d);
   });
   return grad;
+} catch (...) {
+  rethrow_within_call(world_rank_of(q),
+                      call_text("attention_backward", describe(q), describe(k), describe(v), describe(d_out)));
 }
 
 }  // namespace shardwise

@@ -14,6 +14,7 @@
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -26,7 +27,7 @@ namespace shardwise {
 
 template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> dropout(const dtensor<T, Layout, Mesh>& input, double rate,
-                                               std::uint64_t seed) {
+                                               std::uint64_t seed) try {
   if (!(rate >= 0 && rate < 1))
     throw argument_error(input.mesh().world().world_rank(), "dropout",
                          "rate " + std::to_string(rate) + " is outside [0, 1)");
@@ -36,6 +37,8 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   return from_function<Layout>(input.mesh(), input.extents(), [&](std::int64_t i, std::int64_t j) {
     return dropout_keeps(rate, seed, i, j) ? x(i - at.row_offset, j - at.col_offset) * scale : T(0);
   });
+} catch (...) {
+  rethrow_within_call(world_rank_of(input), call_text("dropout", describe(input)));
 }
 
 // The backward pass is the same linear map: the same mask, the same scale.

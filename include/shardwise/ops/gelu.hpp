@@ -11,8 +11,10 @@
 #include <concepts>
 #include <numbers>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/elementwise.hpp"
 
@@ -50,9 +52,11 @@ enum class gelu_approximation { tanh, none };
 template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
 [[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
-                                            gelu_approximation approximation = gelu_approximation::tanh) {
+                                            gelu_approximation approximation = gelu_approximation::tanh) try {
   return approximation == gelu_approximation::tanh ? transform(input, detail::gelu_tanh<T>::value)
                                                    : transform(input, detail::gelu_exact<T>::value);
+} catch (...) {
+  rethrow_within_call(world_rank_of(input), call_text("gelu", describe(input)));
 }
 
 // dx from dy and the forward's input x.
@@ -60,10 +64,12 @@ template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
 [[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(const dtensor<T, Layout, Mesh>& output_gradient,
                                                      const dtensor<T, Layout, Mesh>& input,
-                                                     gelu_approximation approximation = gelu_approximation::tanh) {
+                                                     gelu_approximation approximation = gelu_approximation::tanh) try {
   if (approximation == gelu_approximation::tanh)
     return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); });
   return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_exact<T>::derivative(x); });
+} catch (...) {
+  rethrow_within_call(world_rank_of(input), call_text("gelu_backward", describe(output_gradient), describe(input)));
 }
 
 template <class T, class Layout, class Mesh>

@@ -27,6 +27,7 @@
 #include "shardwise/ops/multiply_vector.hpp"
 #include "shardwise/ops/row_reduction.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -55,7 +56,7 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] layer_norm_result<T, Layout, Mesh> layer_norm(const dtensor<T, Layout, Mesh>& input,
                                                             const dtensor<T, vector_layout_t<Layout>, Mesh>& gamma,
                                                             const dtensor<T, vector_layout_t<Layout>, Mesh>& beta,
-                                                            T epsilon = T(1e-5)) {
+                                                            T epsilon = T(1e-5)) try {
   Mesh& mesh = input.mesh();
   if (!(epsilon > 0))
     throw argument_error(mesh.world().world_rank(), "layer_norm",
@@ -71,12 +72,14 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   centred.array().colwise() *= inverse_deviation.array();
   auto output = add_vector(multiply_vector(normalized, gamma), beta);
   return {std::move(output), {std::move(normalized), std::move(inverse_deviation)}};
+} catch (...) {
+  rethrow_within_call(world_rank_of(input), call_text("layer_norm", describe(input), describe(gamma), describe(beta)));
 }
 
 template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] layer_norm_gradients<T, Layout, Mesh> layer_norm_backward(
     const dtensor<T, Layout, Mesh>& output_gradient, const layer_norm_saved<T, Layout, Mesh>& saved,
-    const dtensor<T, vector_layout_t<Layout>, Mesh>& gamma) {
+    const dtensor<T, vector_layout_t<Layout>, Mesh>& gamma) try {
   Mesh& mesh = output_gradient.mesh();
   auto [normalized_gradient, gamma_gradient] = multiply_vector_backward(output_gradient, saved.normalized, gamma);
   const auto g = normalized_gradient.local();
@@ -94,6 +97,9 @@ template <std::floating_point T, split_layout Layout, class Mesh>
                             saved.inverse_deviation.array())
                                .matrix();
   return {std::move(input_gradient), std::move(gamma_gradient), column_sums(output_gradient)};
+} catch (...) {
+  rethrow_within_call(world_rank_of(output_gradient),
+                      call_text("layer_norm_backward", describe(output_gradient), describe(gamma)));
 }
 
 template <class T, class Layout, class Mesh, class... Parameters>

@@ -9,21 +9,25 @@
 #include <concepts>
 #include <functional>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
 
 template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> multiply_vector(const dtensor<T, Layout, Mesh>& matrix,
-                                                       const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) {
+                                                       const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "multiply_vector");
   const auto spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> product(matrix.mesh(), matrix.extents());
   product.local() = (matrix.local().array().rowwise() * spread.local().row(0).array()).matrix();
   return product;
+} catch (...) {
+  rethrow_within_call(world_rank_of(matrix), call_text("multiply_vector", describe(matrix), describe(vector)));
 }
 
 template <std::floating_point T, split_layout Layout, class Mesh>

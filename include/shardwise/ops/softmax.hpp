@@ -7,16 +7,18 @@
 #include <Eigen/Core>
 #include <concepts>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/row_reduction.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
 
 template <std::floating_point T, split_layout Layout, class Mesh>
-[[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows(const dtensor<T, Layout, Mesh>& input) {
+[[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows(const dtensor<T, Layout, Mesh>& input) try {
   Mesh& mesh = input.mesh();
   const auto x = input.local();
   const auto maxima = row_maxima<Layout>(mesh, x);
@@ -26,12 +28,14 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   const auto sums = row_sums<Layout>(mesh, y);
   y.array().colwise() /= sums.array();
   return output;
+} catch (...) {
+  rethrow_within_call(world_rank_of(input), call_text("softmax_rows", describe(input)));
 }
 
 // dx from dy and the forward's output y.
 template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows_backward(const dtensor<T, Layout, Mesh>& output_gradient,
-                                                             const dtensor<T, Layout, Mesh>& output) {
+                                                             const dtensor<T, Layout, Mesh>& output) try {
   Mesh& mesh = output.mesh();
   detail::check_same_shape(output_gradient, output, "softmax_rows_backward");
   const auto dy = output_gradient.local();
@@ -40,6 +44,9 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   dtensor<T, Layout, Mesh> input_gradient(mesh, output.extents());
   input_gradient.local() = (y.array() * (dy.array().colwise() - dots.array())).matrix();
   return input_gradient;
+} catch (...) {
+  rethrow_within_call(world_rank_of(output),
+                      call_text("softmax_rows_backward", describe(output_gradient), describe(output)));
 }
 
 template <class T, class Layout, class Mesh>

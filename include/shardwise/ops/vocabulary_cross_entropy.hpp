@@ -21,6 +21,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
+#include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -36,7 +37,7 @@ struct cross_entropy_saved {
 // Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank.
 template <class T, split_layout Layout, class Mesh>
 [[nodiscard]] double vocabulary_cross_entropy(const whole_matrix<T>& hidden, const dtensor<T, Layout, Mesh>& table,
-                                              std::span<const std::int32_t> targets, cross_entropy_saved<T>& saved) {
+                                              std::span<const std::int32_t> targets, cross_entropy_saved<T>& saved) try {
   auto& world = table.mesh().world();
   const auto tokens = static_cast<std::size_t>(hidden.rows());
   if (targets.size() != tokens || hidden.cols() != table.cols())
@@ -73,6 +74,11 @@ template <class T, split_layout Layout, class Mesh>
   saved.hidden = hidden;
   saved.targets.assign(targets.begin(), targets.end());
   return loss / static_cast<double>(tokens);
+} catch (...) {
+  rethrow_within_call(world_rank_of(table),
+                      call_text("vocabulary_cross_entropy",
+                                std::to_string(hidden.rows()) + "x" + std::to_string(hidden.cols()) + " hidden states",
+                                describe(table)));
 }
 
 // Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
@@ -80,7 +86,7 @@ template <class T, split_layout Layout, class Mesh>
 template <class T, split_layout Layout, class Mesh>
 [[nodiscard]] whole_matrix<T> vocabulary_cross_entropy_backward(const cross_entropy_saved<T>& saved,
                                                                 const dtensor<T, Layout, Mesh>& table,
-                                                                dtensor<T, Layout, Mesh>& table_gradient, T scale) {
+                                                                dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
   whole_matrix<T> logits_gradient = saved.probabilities;
   detail::for_each_owned_token(table, saved.targets, "vocabulary cross-entropy backward",
                                [&](std::size_t t, int, std::int64_t row) {
@@ -92,6 +98,8 @@ template <class T, split_layout Layout, class Mesh>
   table.mesh().world().all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())),
                                   op::sum);
   return hidden_gradient;
+} catch (...) {
+  rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));
 }
 
 }  // namespace shardwise
