@@ -77,16 +77,17 @@ struct options {
   int fail_rank = 0;
 };
 
+constexpr const char* options_text =
+    "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --layers N  --hidden N\n"
+    "         --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
+    "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
+    "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
+    "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
+    "         --fail-at-step N  --fail-rank R  --help\n"
+    "(docs/training.md says what each does)\n";
+
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "07_train_gpt: %s\n"
-               "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --layers N  --hidden N\n"
-               "         --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
-               "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
-               "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
-               "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
-               "         --fail-at-step N  --fail-rank R\n",
-               problem.c_str());
+  std::fprintf(stderr, "07_train_gpt: %s\n%s", problem.c_str(), options_text);
   std::exit(2);
 }
 
@@ -128,6 +129,10 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(options_text, stdout);
+      std::exit(0);
+    }
     if (flag == "--replicated") {
       o.replicated = true;
       continue;
