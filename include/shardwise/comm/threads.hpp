@@ -823,10 +823,12 @@ static_assert(shardwise::communicator<communicator>, "threads::communicator must
     blocks.emplace_back(reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(all[p])), static_cast<std::size_t>(all[p + 1]));
   // Freeing is collective, as MPI_Win_free is: a rank may still be raising a flag in a peer's block after
   // the peer saw it raised, so no block goes before every rank is done with all of them. The barrier is
-  // on a communicator of the memory's own, split now while every rank is here. After a failure the
-  // group's collectives throw and the block is left allocated rather than freed under a peer.
+  // on a communicator of the memory's own, split now while every rank is here. A rank unwinding an
+  // error does not wait for peers that may never come, and after a failure the barrier throws: either
+  // way the block is left allocated rather than freed under a peer.
   auto group = std::make_shared<communicator>(comm.split(0, comm.rank()));
   return shared_memory(std::move(blocks), comm.rank(), [block = mine.release(), release, group] {
+    if (std::uncaught_exceptions() > 0) return;
     try {
       group->barrier();
     } catch (...) {
