@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/collective_cost.hpp"
@@ -383,51 +384,6 @@ class communicator : public communicator_interface<communicator> {
     return end;
   }
 
-  // Backend hooks (communicator_interface calls these after checking arguments).
-  template <class Call>
-  void run(const Call& call) {
-    const std::uint64_t sequence = issue(call);
-    data_.run(call);
-    device().wait_until(clock_->end_of(sequence));
-  }
-  template <class Call>
-  [[nodiscard]] request start(const Call& call) {
-    const std::uint64_t sequence = issue(call);
-    auto state = std::make_shared<detail::started>(data_.start(call),
-                                                   [clock = clock_, sequence] { return clock->end_of(sequence); });
-    // Later work on the stream queues behind this collective.
-    stream().defer([weak = std::weak_ptr<detail::started>(state)] {
-      if (auto alive = weak.lock()) alive->complete();
-    });
-    return request(std::move(state), device());
-  }
-
-  template <class T>
-  void run(const calls::send<T>& call) {
-    device().wait_until(depart(call));
-    data_.run(call);
-  }
-  template <class T>
-  [[nodiscard]] request start(const calls::send<T>& call) {
-    const double sent = depart(call);
-    return request(std::make_shared<detail::started>(data_.start(call), [sent] { return sent; }), device());
-  }
-  template <class T>
-  void run(const calls::recv<T>& call) {
-    start(call).wait();
-  }
-  template <class T>
-  [[nodiscard]] request start(const calls::recv<T>& call) {
-    const auto message = std::make_tuple(call.source, rank(), call.tag,
-                                         clock_->next_message(false, call.source, call.tag));
-    const double bytes = static_cast<double>(call.data.size_bytes());
-    auto arrival = [clock = clock_, message, bytes] {
-      const double left = clock->members()->departed(message);
-      return left + clock->transfer_time(std::get<0>(message), std::get<1>(message), bytes);
-    };
-    return request(std::make_shared<detail::started>(data_.start(call), std::move(arrival)), device());
-  }
-
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective;
   // it takes the time of an all-gather of two integers, as MPI_Comm_split does.
   [[nodiscard]] communicator split(int color, int key) {
@@ -445,6 +401,54 @@ class communicator : public communicator_interface<communicator> {
   }
 
  private:
+  friend struct shardwise::detail::backend_hooks;
+
+  template <class Call>
+  void run(const Call& call) {
+    const std::uint64_t sequence = issue(call);
+    shardwise::detail::backend_hooks::run(data_, call);
+    device().wait_until(clock_->end_of(sequence));
+  }
+  template <class Call>
+  [[nodiscard]] request start(const Call& call) {
+    const std::uint64_t sequence = issue(call);
+    auto state = std::make_shared<detail::started>(shardwise::detail::backend_hooks::start(data_, call),
+                                                   [clock = clock_, sequence] { return clock->end_of(sequence); });
+    // Later work on the stream queues behind this collective.
+    stream().defer([weak = std::weak_ptr<detail::started>(state)] {
+      if (auto alive = weak.lock()) alive->complete();
+    });
+    return request(std::move(state), device());
+  }
+
+  template <class T>
+  void run(const calls::send<T>& call) {
+    device().wait_until(depart(call));
+    shardwise::detail::backend_hooks::run(data_, call);
+  }
+  template <class T>
+  [[nodiscard]] request start(const calls::send<T>& call) {
+    const double sent = depart(call);
+    auto data = shardwise::detail::backend_hooks::start(data_, call);
+    return request(std::make_shared<detail::started>(std::move(data), [sent] { return sent; }), device());
+  }
+  template <class T>
+  void run(const calls::recv<T>& call) {
+    start(call).wait();
+  }
+  template <class T>
+  [[nodiscard]] request start(const calls::recv<T>& call) {
+    const auto message = std::make_tuple(call.source, rank(), call.tag,
+                                         clock_->next_message(false, call.source, call.tag));
+    const double bytes = static_cast<double>(call.data.size_bytes());
+    auto arrival = [clock = clock_, message, bytes] {
+      const double left = clock->members()->departed(message);
+      return left + clock->transfer_time(std::get<0>(message), std::get<1>(message), bytes);
+    };
+    auto data = shardwise::detail::backend_hooks::start(data_, call);
+    return request(std::make_shared<detail::started>(std::move(data), std::move(arrival)), device());
+  }
+
   template <class Call>
   std::uint64_t issue(const Call& call) {
     return clock_->issue(detail::shape_of(call, size()), std::string(Call::name), detail::sent_bytes_of(call));
