@@ -759,9 +759,9 @@ inline bool request::take_started(bool block) {
 }
 
 // comm/shared_memory.hpp: ranks on one node map one MPI-3 shared-memory window (every rank a block of
-// it). Stores into it are ordered by the C++ atomics of whoever uses it (sim/epoch_flags.hpp), as between
-// threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its lifetime, which
-// direct loads and stores need.
+// it). Stores into it are ordered by the C++ atomics of whoever uses it (comm/shared/epoch_flags.hpp),
+// as between threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its
+// lifetime, which direct loads and stores need.
 namespace detail {
 // The ranks of comm on this rank's node, as a communicator freed with this (collective).
 struct node_ranks {
