@@ -50,7 +50,7 @@ class collective final : public pending {
  public:
   collective(const Call& call, std::shared_ptr<group> members, int rank, std::uint64_t sequence)
       : call_(call), group_(std::move(members)), rank_(rank), sequence_(sequence), phases_(phases_of(call_)) {
-    own_.prepare(call_, rank_);
+    own_.prepare(call_);
     op_ = group_->join(sequence_, rank_, slot{&call_, signature_of(call_, world_rank())}, Call::name);
   }
   ~collective() override {
@@ -80,7 +80,6 @@ class collective final : public pending {
       if (!advance(op_->finished, ended_by(phase_), block)) return false;
       worked_ = false;
     }
-    own_.finish(call_);
     release();
     return true;
   }

@@ -158,12 +158,11 @@ void perform(calls::broadcast<T>& mine, const operation& op, int rank, int, int)
 template <class T>
 struct own_buffers<calls::all_to_all<T>> {
   std::vector<T> copy;
-  void prepare(calls::all_to_all<T>& call, int) {
+  void prepare(calls::all_to_all<T>& call) {
     if (call.in.data() != call.out.data() || call.in.empty()) return;
     copy.assign(call.in.begin(), call.in.end());
     call.in = copy;
   }
-  void finish(calls::all_to_all<T>&) {}
 };
 
 }  // namespace shardwise::threads::detail

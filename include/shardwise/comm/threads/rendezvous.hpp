@@ -56,12 +56,11 @@ int phases_of(const Call&) {
 inline int phases_of(const calls::barrier&) { return 0; }
 inline void perform(calls::barrier&, const operation&, int, int, int) {}
 
-// What a rank does with its own buffers before it posts its descriptor and after the last phase, for
-// the calls that need it (a specialisation each); nothing for the others.
+// What a rank does with its own buffers before it posts its descriptor, for the calls that need it (a
+// specialisation each); nothing for the others.
 template <class Call>
 struct own_buffers {
-  void prepare(Call&, int) {}
-  void finish(Call&) {}
+  void prepare(Call&) {}
 };
 
 }  // namespace shardwise::threads::detail
