@@ -34,13 +34,13 @@
 #include <string>
 #include <string_view>
 
-#include "shardwise/comm/sim_gpu.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 

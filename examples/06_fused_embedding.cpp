@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "launch.hpp"
-#include "shardwise/comm/sim_gpu.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 
 namespace {
 

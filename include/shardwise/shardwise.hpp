@@ -46,7 +46,6 @@
 #include "shardwise/tensor/norm.hpp"
 #include "shardwise/tensor/reduce.hpp"
 // ---- simulated GPUs (issue 6): the sim_gpu backend, its models, virtual time and timelines
-#include "shardwise/comm/sim_gpu.hpp"
 #include "shardwise/sim/algorithm_choice.hpp"
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/cost_only.hpp"
@@ -56,6 +55,7 @@
 #include "shardwise/sim/network.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/schedule.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/sim/timeline.hpp"
 #include "shardwise/sim/topology.hpp"
 // ---- distributed matrix products (issue 4): 1-D, 2-D and 3-D, forward and transposed forms
@@ -79,14 +79,14 @@
 #include "shardwise/ops/vector_broadcast.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
 // ---- GPU-initiated communication and fused embedding-bag + all-to-all (issue 6, second half)
+#include "shardwise/comm/shared/epoch_flags.hpp"
+#include "shardwise/comm/shared/symmetric_window.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/fused/embedding_plan.hpp"
-#include "shardwise/sim/epoch_flags.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
-#include "shardwise/sim/symmetric_window.hpp"
 // ---- training a language model: shared storage, vocabulary-parallel embedding and loss, the GPT model
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/model/gpt.hpp"

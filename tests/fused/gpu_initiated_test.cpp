@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "fused/embedding_data.hpp"
-#include "shardwise/comm/sim_gpu.hpp"
+#include "shardwise/comm/shared/done_bitmask.hpp"
+#include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
-#include "shardwise/sim/done_bitmask.hpp"
-#include "shardwise/sim/epoch_flags.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 
 namespace {
 
@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 auto soon(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
 
 TEST(epoch_flags, a_signal_of_an_earlier_call_never_satisfies_a_later_wait) {
-  sim::epoch_flags flags(2);
+  shardwise::epoch_flags flags(2);
   flags.raise(1, 3);
   EXPECT_TRUE(flags.wait(1, 3, soon(1ms)));
   EXPECT_FALSE(flags.wait(1, 4, soon(20ms))) << "epoch 3 satisfied a wait for epoch 4";
@@ -42,7 +42,7 @@ TEST(epoch_flags, a_signal_of_an_earlier_call_never_satisfies_a_later_wait) {
 }
 
 TEST(epoch_flags, a_wait_sleeps_until_another_thread_raises_the_flag) {
-  sim::epoch_flags flags(1);
+  shardwise::epoch_flags flags(1);
   std::jthread raiser([&] {
     std::this_thread::sleep_for(30ms);
     flags.raise(0, 1);
@@ -56,15 +56,15 @@ TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
   const std::vector<std::int64_t> tasks{1, 64, 5, 200};
   // In order on one thread: only a slice's last task finishes it, however many words the slice has,
   // twice (the finishing task cleared the slice), with atomic marks and with the plain ones.
-  for (const auto how : {sim::tasks_run::concurrently, sim::tasks_run::on_one_thread}) {
-    sim::done_bitmask in_turn(tasks, how);
+  for (const auto how : {shardwise::tasks_run::concurrently, shardwise::tasks_run::on_one_thread}) {
+    shardwise::done_bitmask in_turn(tasks, how);
     for (int call = 0; call < 2; ++call)
       for (std::size_t s = 0; s < tasks.size(); ++s)
         for (std::int64_t task = 0; task < tasks[s]; ++task)
           EXPECT_EQ(in_turn.complete(s, task), task + 1 == tasks[s])
               << "call " << call << ", slice of " << tasks[s] << " tasks, task " << task;
   }
-  sim::done_bitmask done(tasks);
+  shardwise::done_bitmask done(tasks);
   // Then racing: workers finish the tasks of every call in any order.
   constexpr int workers = 4, calls = 50;
   std::vector<std::atomic<int>> finished(tasks.size() * calls);

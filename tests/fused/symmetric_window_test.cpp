@@ -1,7 +1,7 @@
 // Symmetric windows on every backend whose ranks share memory: threads, and MPI ranks on one node (an
 // MPI-3 shared-memory window, so these bodies run across processes): put, fence, signal and wait
 // between every pair of ranks call after call, and a waiter asleep on its flag woken by a peer's raise.
-#include "shardwise/sim/symmetric_window.hpp"
+#include "shardwise/comm/shared/symmetric_window.hpp"
 
 #include <gtest/gtest.h>
 
@@ -27,9 +27,9 @@ TYPED_TEST(symmetric_window, put_fence_signal_wait_between_every_pair_of_ranks) 
   TypeParam::run([](communicator auto& comm) {
     // ctest runs every MPI test on one machine, where the ranks share memory.
     const int P = comm.size(), r = comm.rank();
-    ASSERT_EQ(sim::shared_memory_groups_of(comm), std::vector<int>(static_cast<std::size_t>(P), 0));
+    ASSERT_EQ(shardwise::shared_memory_groups_of(comm), std::vector<int>(static_cast<std::size_t>(P), 0));
     // Sizes differ by rank: each block's flags sit after its own elements.
-    const auto window = sim::symmetric_window<float>::create(comm, static_cast<std::size_t>(P + r),
+    const auto window = shardwise::symmetric_window<float>::create(comm, static_cast<std::size_t>(P + r),
                                                              static_cast<std::size_t>(P));
     ASSERT_TRUE(window.has_value());
     EXPECT_EQ(window->local().size(), static_cast<std::size_t>(P + r));
@@ -54,7 +54,7 @@ TYPED_TEST(symmetric_window, put_fence_signal_wait_between_every_pair_of_ranks) 
 TYPED_TEST(symmetric_window, a_waiter_asleep_on_its_flag_wakes_when_a_peer_raises_it) {
   TypeParam::run(
       [](communicator auto& comm) {
-        const auto window = sim::symmetric_window<float>::create(comm, 1, 1);
+        const auto window = shardwise::symmetric_window<float>::create(comm, 1, 1);
         ASSERT_TRUE(window.has_value());
         const int P = comm.size(), r = comm.rank();
         comm.barrier();

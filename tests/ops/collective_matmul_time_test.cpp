@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "ops/matmul_checks.hpp"
-#include "shardwise/comm/sim_gpu.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 
 namespace {
 

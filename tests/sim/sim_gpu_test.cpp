@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "shardwise/comm/sim_gpu.hpp"
 #include "shardwise/sim/cost_only.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 
 namespace {
 
@@ -194,7 +194,7 @@ void program(Comm& world, auto&& launch, auto&& all_reduce, auto&& all_gather, a
 TEST(cost_only, gives_the_times_of_the_run_with_data) {
   constexpr int P = 8;
   const auto m = sim::presets::v100_nodes(P, 4);
-  auto work_of = [](int rank, int step) { return sim::work{1e9 * (rank + 1) * (step + 1), 1e6}; };
+  auto work_of = [](int rank, int step) { return shardwise::work{1e9 * (rank + 1) * (step + 1), 1e6}; };
   const auto with_data = sim_gpu::run(P, m, [&](sim_gpu::communicator& world) {
     program(
         world, [&](sim_gpu::communicator& c, int step) { c.stream().launch(work_of(c.world_rank(), step)); },
@@ -238,7 +238,7 @@ TEST(cost_only, scales_to_1024_ranks_and_ten_thousand_operations) {
       world.launch({2e9, 4e7});
       nodes.all_reduce<float>(std::size_t{1} << (16 + i % 4));
       columns.all_gather<float>(std::size_t{4096});
-      world.launch([&](int r) { return sim::work{1e9 * (1 + r % 3), 1e6}; });
+      world.launch([&](int r) { return shardwise::work{1e9 * (1 + r % 3), 1e6}; });
       columns.reduce_scatter<float>(std::size_t{4096});
       world.all_reduce<float>(std::size_t{256});
       if (i % 100 == 0) world.all_to_all<float>(std::size_t{64});

@@ -17,8 +17,8 @@
 #include "support/rank_counts.hpp"
 #endif
 #ifdef SHARDWISE_TEST_SIM_GPU
-#include "shardwise/comm/sim_gpu.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 #endif
 
 namespace shardwise::testing {

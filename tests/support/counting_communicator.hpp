@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/detail/backend_hooks.hpp"
 
 namespace shardwise::testing {
 
@@ -25,18 +26,6 @@ class counting_communicator : public communicator_interface<counting_communicato
     return counting_communicator(inner_.split(color, key));
   }
 
-  // Backend hooks: the interface has checked the arguments already.
-  template <class Call>
-  void run(const Call& call) {
-    ++calls_[std::string(Call::name)];
-    inner_.run(call);
-  }
-  template <class Call>
-  [[nodiscard]] request start(const Call& call) {
-    ++calls_[std::string(Call::name)];
-    return inner_.start(call);
-  }
-
   // Collectives named `name` ("all_reduce", "reduce_scatter", …) issued so far.
   [[nodiscard]] int calls(std::string_view name) const {
     const auto found = calls_.find(std::string(name));
@@ -50,6 +39,20 @@ class counting_communicator : public communicator_interface<counting_communicato
   void reset() { calls_.clear(); }
 
  private:
+  // Backend hooks: the interface has checked the arguments already, so they go straight to the inner
+  // communicator's hooks (comm/detail/backend_hooks.hpp).
+  friend struct shardwise::detail::backend_hooks;
+  template <class Call>
+  void run(const Call& call) {
+    ++calls_[std::string(Call::name)];
+    shardwise::detail::backend_hooks::run(inner_, call);
+  }
+  template <class Call>
+  [[nodiscard]] request start(const Call& call) {
+    ++calls_[std::string(Call::name)];
+    return shardwise::detail::backend_hooks::start(inner_, call);
+  }
+
   Inner inner_;
   std::map<std::string, int> calls_;
 };

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::testing {
@@ -29,19 +30,21 @@ class faulty_communicator : public communicator_interface<faulty_communicator<In
     return faulty_communicator(inner_.split(color, key), fault_);
   }
 
-  // Backend hooks: the interface has checked the arguments already.
+ private:
+  // Backend hooks: the interface has checked the arguments already, so they go straight to the inner
+  // communicator's hooks (comm/detail/backend_hooks.hpp).
+  friend struct shardwise::detail::backend_hooks;
   template <class Call>
   void run(const Call& call) {
     strike(Call::name);
-    inner_.run(call);
+    shardwise::detail::backend_hooks::run(inner_, call);
   }
   template <class Call>
   [[nodiscard]] request start(const Call& call) {
     strike(Call::name);
-    return inner_.start(call);
+    return shardwise::detail::backend_hooks::start(inner_, call);
   }
 
- private:
   struct fault {
     int rank;
     std::string call;

@@ -5,11 +5,12 @@
 // A backend derives from communicator_interface<Backend> (which supplies the user-facing API over
 // contiguous ranges) and provides:
 //   int rank() const, int size() const, int world_rank() const    (world_rank: the rank errors name)
-//   void run(const calls::X<T>&)        for every descriptor in calls.hpp (blocking)
-//   request start(const calls::X<T>&)   the same, non-blocking
 //   Backend split(int color, int key)   a collective: ranks with equal colour form a communicator,
 //                                       ordered by key, then by rank
-// and the interface counts every call's traffic (traffic(), comm/traffic.hpp).
+// and, private, reached through comm/detail/backend_hooks.hpp:
+//   void run(const calls::X<T>&)        for every descriptor in calls.hpp (blocking)
+//   request start(const calls::X<T>&)   the same, non-blocking
+// The interface counts every call's traffic (traffic(), comm/traffic.hpp).
 // Communicators are move-only: each holds the sequence of collectives it has issued.
 //
 // As in MPI, every rank of a communicator issues the same collectives in the same order, each in the

@@ -1,7 +1,7 @@
 #pragma once
 // The user-facing collective API, written once for every backend (CRTP). It accepts any contiguous
 // range (std::vector, std::array, std::span, Eigen maps through spans), checks the arguments, builds a
-// calls:: descriptor and hands it to the backend's run(call) or start(call).
+// calls:: descriptor and hands it to the backend's run(call) or start(call) (comm/detail/backend_hooks.hpp).
 #include <cstddef>
 #include <ranges>
 #include <span>
@@ -9,6 +9,7 @@
 
 #include "shardwise/comm/calls.hpp"
 #include "shardwise/comm/checks.hpp"
+#include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/element.hpp"
 
@@ -194,12 +195,12 @@ class communicator_interface {
   template <class Call>
   void execute(const Call& call) {
     admit(call);
-    self().run(call);
+    detail::backend_hooks::run(self(), call);
   }
   template <class Call>
   auto begin(const Call& call) {
     admit(call);
-    return self().start(call);
+    return detail::backend_hooks::start(self(), call);
   }
   // Counted once the arguments are known good, whether the call then succeeds or not.
   template <class Call>

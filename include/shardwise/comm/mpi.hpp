@@ -40,6 +40,7 @@
 
 #include "shardwise/comm/agreement.hpp"
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/core/error.hpp"
@@ -429,7 +430,10 @@ class communicator : public communicator_interface<communicator> {
     return communicator(part, world_rank_, "split");
   }
 
-  // Backend hooks (communicator_interface calls these after checking arguments).
+ private:
+  friend class mpi::request;
+  friend struct shardwise::detail::backend_hooks;
+
   template <class Call>
   void run(const Call& call) {
     if constexpr (agreement::collective_call<Call>) agree(call);
@@ -458,9 +462,6 @@ class communicator : public communicator_interface<communicator> {
     }
     return started;
   }
-
- private:
-  friend class mpi::request;
 
   // Delegating first makes *this own `owned` before anything below can throw, so it is always freed.
   explicit communicator(MPI_Comm owned) noexcept : comm_(owned) {}
@@ -758,9 +759,9 @@ inline bool request::take_started(bool block) {
 }
 
 // comm/shared_memory.hpp: ranks on one node map one MPI-3 shared-memory window (every rank a block of
-// it). Stores into it are ordered by the C++ atomics of whoever uses it (sim/epoch_flags.hpp), as between
-// threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its lifetime, which
-// direct loads and stores need.
+// it). Stores into it are ordered by the C++ atomics of whoever uses it (comm/shared/epoch_flags.hpp),
+// as between threads: the window is held in a passive-target epoch (MPI_Win_lock_all) for its
+// lifetime, which direct loads and stores need.
 namespace detail {
 // The ranks of comm on this rank's node, as a communicator freed with this (collective).
 struct node_ranks {

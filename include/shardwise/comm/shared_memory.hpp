@@ -2,7 +2,7 @@
 // Memory every rank of a communicator reaches with plain loads and stores: each rank's block, and every
 // rank's address for it. Threads share one address space; MPI ranks on one node map one segment (an
 // MPI-3 shared-memory window, comm/mpi.hpp). It is what NVSHMEM and roc_shmem give GPUs joined by
-// NVLink or xGMI, for the zero-copy stores of sim/symmetric_window.hpp.
+// NVLink or xGMI, for the zero-copy stores of comm/shared/symmetric_window.hpp.
 //
 // A backend that has it provides, found by argument-dependent lookup:
 //   shared_memory_groups(comm) for every rank of comm, the lowest rank whose memory it reaches (its

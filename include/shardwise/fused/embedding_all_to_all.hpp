@@ -19,9 +19,9 @@
 //
 // Per backend:
 //   threads,  real concurrent code: the output lives in a symmetric window over the ranks that share
-//   MPI       memory (sim/symmetric_window.hpp; for MPI the ranks of a node, in an MPI-3 shared-memory
+//   MPI       memory (comm/shared/symmetric_window.hpp; for MPI the ranks of a node, in an MPI-3 shared-memory
 //             window, comm/shared_memory.hpp), so a rank pools straight into those peers' outputs (zero
-//             copy) and raises their epoch flags (sim/epoch_flags.hpp); waits block, with a timeout.
+//             copy) and raises their epoch flags (comm/shared/epoch_flags.hpp); waits block, with a timeout.
 //             Slices for the other ranks (MPI ranks on other nodes, or every rank with share_memory
 //             off) travel as non-blocking messages: receives posted up front, each slice sent when done
 //   sim_gpu   the same data movement, and time from the models: a persistent kernel on the
@@ -49,17 +49,17 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
-#include "shardwise/comm/sim_gpu.hpp"
+#include "shardwise/comm/shared/done_bitmask.hpp"
+#include "shardwise/comm/shared/symmetric_window.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/fused/embedding_plan.hpp"
-#include "shardwise/sim/done_bitmask.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
 #include "shardwise/sim/machine.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
-#include "shardwise/sim/symmetric_window.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 
 namespace shardwise::fused {
 
@@ -183,11 +183,11 @@ class embedding_all_to_all {
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
       : comm_(&comm), options_(std::move(options)), groups_(groups_of(comm)),
         plan_(shape, comm.size(), chosen_slice_rows(shape), order(), comm.world_rank()),
-        done_(plan_.tasks_per_slice(comm.rank()), sim::tasks_run::on_one_thread),
+        done_(plan_.tasks_per_slice(comm.rank()), tasks_run::on_one_thread),
         group_(data_communicator().split(groups_[static_cast<std::size_t>(comm.rank())], comm.rank())) {
     for (int p = 0, in_group = 0; p < comm.size(); ++p)
       group_rank_.push_back(groups_[static_cast<std::size_t>(p)] == groups_[static_cast<std::size_t>(rank())] ? in_group++ : -1);
-    auto window = sim::symmetric_window<float>::create(
+    auto window = symmetric_window<float>::create(
         group_, outputs * output_floats(rank()), plan_.flags_at(rank()));
     if (!window) throw error(comm.world_rank(), name, "the ranks of a group share memory, but mapping it failed");
     window_.emplace(std::move(*window));
@@ -462,7 +462,7 @@ class embedding_all_to_all {
       for (int p = 0; p < P; ++p) groups[static_cast<std::size_t>(p)] = p;
       return groups;
     }
-    const auto memory = sim::shared_memory_groups_of(comm);
+    const auto memory = shared_memory_groups_of(comm);
     const auto with = [&](int p, int q) {
       return memory[static_cast<std::size_t>(p)] == memory[static_cast<std::size_t>(q)] && (k == 0 || p / k == q / k);
     };
@@ -571,10 +571,10 @@ class embedding_all_to_all {
   embedding_options options_;
   std::vector<int> groups_;  // groups_of(); before plan_: the automatic order depends on it
   embedding_plan plan_;
-  sim::done_bitmask done_;  // per slice of this rank's order, a bit per row; marked by this rank's thread alone
+  done_bitmask done_;  // per slice of this rank's order, a bit per row; marked by this rank's thread alone
   data_communicator_type group_;  // the ranks of this rank's group
   std::vector<int> group_rank_;   // each rank's rank in group_, or -1
-  std::optional<sim::symmetric_window<float>> window_;  // over group_: every output and flag of the group
+  std::optional<symmetric_window<float>> window_;  // over group_: every output and flag of the group
   std::vector<int> devices_;  // device (world rank) of each rank
   std::vector<float> send_buffer_, receive_buffer_;  // for kept()
   std::uint64_t epoch_ = 0;

@@ -30,7 +30,7 @@ namespace shardwise::fused {
 
 // What pooling one bag of `lookups` indices does: a read of every looked-up row and of the offsets and
 // indices, a write of the pooled row, an add per looked-up element.
-[[nodiscard]] inline sim::work pooling_work(std::int64_t lookups, int dimension) {
+[[nodiscard]] inline work pooling_work(std::int64_t lookups, int dimension) {
   const double d = dimension, looked_up = static_cast<double>(lookups);
   return {looked_up * d, (looked_up + 1) * d * sizeof(float) + (looked_up + 1) * sizeof(std::int64_t)};
 }
@@ -67,7 +67,7 @@ class fused_kernel_model {
 
 // An ordinary kernel of `tasks` logical workgroups each doing `each`: its modelled duration.
 [[nodiscard]] inline double uniform_kernel_duration(const sim::device_model& gpu, const sim::gpu_initiated_model& model,
-                                                    std::int64_t tasks, const sim::work& each) {
+                                                    std::int64_t tasks, const work& each) {
   const auto resident = static_cast<std::int64_t>(model.resident_workgroups);
   const double rounds = static_cast<double>((tasks + resident - 1) / resident);
   const double share = 1.0 / static_cast<double>(resident);
@@ -79,7 +79,7 @@ class fused_kernel_model {
 [[nodiscard]] inline double baseline_bytes(const embedding_plan& plan, int source, int destination) {
   return static_cast<double>(plan.block_floats(source, destination)) * sizeof(float);
 }
-[[nodiscard]] inline sim::work unpack_work(const embedding_plan& plan, int rank) {
+[[nodiscard]] inline work unpack_work(const embedding_plan& plan, int rank) {
   return {0, 2.0 * static_cast<double>(plan.output_floats(rank)) * sizeof(float)};
 }
 

@@ -11,7 +11,7 @@
 //
 // A slice is up to `slice_rows` consecutive rows of one table bound for one destination; it is
 // computed by logical workgroup tasks of one row (one bag) each, as in the paper, and sent, with its
-// ready flag, once its last task is done (sim/done_bitmask.hpp). Flags
+// ready flag, once its last task is done (comm/shared/done_bitmask.hpp). Flags
 // at destination d: flag 0 says d's output may be written for this call; slice k of table t raises
 // flag 1 + t·slices_to(d) + k.
 //

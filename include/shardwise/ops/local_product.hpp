@@ -4,7 +4,7 @@
 // global shape check, and the reusable buffers the products gather into.
 //
 // The local GEMM is the one place every product computes, so it is where a product's compute takes
-// modelled time: on a communicator that launches kernels (sim_gpu, comm/sim_gpu.hpp) each GEMM is a
+// modelled time: on a communicator that launches kernels (sim_gpu, sim/sim_gpu.hpp) each GEMM is a
 // kernel declaring its work (2·m·n·k FLOPs, its operands read and its result written); on the others
 // it simply runs, and the check is compiled away.
 #include <Eigen/Core>
@@ -18,8 +18,8 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/layout.hpp"
-#include "shardwise/sim/device_model.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -80,7 +80,7 @@ template <bool Transposed, class Matrix>
 // A communicator whose ranks drive modelled devices: launch(work, compute, name) runs `compute` as a
 // kernel doing `work` (sim_gpu::communicator).
 template <class Communicator>
-concept launches_kernels = requires(Communicator& c, const sim::work& w, void (*compute)(), const std::string& name) {
+concept launches_kernels = requires(Communicator& c, const work& w, void (*compute)(), const std::string& name) {
   c.launch(w, compute, name);
 };
 

@@ -11,7 +11,7 @@
 //     rows.all_reduce<float>(1 << 20);                            // in every group at once
 //   });
 //
-// Time follows the sim_gpu backend's rules exactly (comm/sim_gpu.hpp): a collective starts when all
+// Time follows the sim_gpu backend's rules exactly (sim/sim_gpu.hpp): a collective starts when all
 // members have arrived (host and stream) and the group's previous collective has ended; blocking
 // calls move host clocks to the end; started ones on wait(). For the same program both give the
 // same times (tested).

@@ -1,17 +1,13 @@
 #pragma once
 // How long a kernel takes on a simulated GPU: a roofline with a launch cost. A kernel declares the
-// work it does (floating-point operations and bytes moved to and from device memory) and runs for
+// work it does (core/work.hpp: floating-point operations and bytes moved to and from device memory) and runs for
 //   launch_latency + max(flops / peak_flops, bytes / memory_bandwidth)
 // seconds of virtual time: compute-bound or memory-bound, whichever is slower, never both.
 #include <algorithm>
 
-namespace shardwise::sim {
+#include "shardwise/core/work.hpp"
 
-// What a kernel declares it does.
-struct work {
-  double flops = 0;  // floating-point operations
-  double bytes = 0;  // bytes read from and written to device memory
-};
+namespace shardwise::sim {
 
 struct device_model {
   double peak_flops = 0;        // FLOP/s

@@ -16,7 +16,7 @@
 // Puts and signals of every GPU are delivered together (sim/message_queue.hpp), since they share
 // links: deliver_all() over all GPUs' messages, then finish() on each kernel gives its end.
 // This header only models time; the data of a simulated run move for real through shared memory
-// (sim/symmetric_window.hpp).
+// (comm/shared/symmetric_window.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <functional>

@@ -2,7 +2,7 @@
 // Waiting on a counter shared by threads: spin briefly (the common case on idle cores is a wait of a
 // few hundred nanoseconds), yield a little, then sleep in the kernel (futex via std::atomic::wait).
 // With more ranks than cores a spinning waiter would steal the core of the rank it waits for. At the
-// end, the sleep and wake-up for a word shared by processes too (sim/epoch_flags.hpp).
+// end, the sleep and wake-up for a word shared by processes too (comm/shared/epoch_flags.hpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -25,7 +25,7 @@
 #include "shardwise/comm/detail/blocking_wait.hpp"
 #include "shardwise/core/error.hpp"
 
-namespace shardwise::sim {
+namespace shardwise {
 
 // One flag as it lies in memory; value-initialised (all zero) it is a fresh flag.
 struct epoch_flag_word {
@@ -100,4 +100,4 @@ class epoch_flags {
   int spins_;
 };
 
-}  // namespace shardwise::sim
+}  // namespace shardwise

@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-namespace shardwise::sim {
+namespace shardwise {
 
 enum class tasks_run { concurrently, on_one_thread };
 
@@ -74,4 +74,4 @@ class done_bitmask {
   bool concurrent_;
 };
 
-}  // namespace shardwise::sim
+}  // namespace shardwise

@@ -1,6 +1,6 @@
 #pragma once
 // GPU-initiated communication between ranks that share memory (threads, MPI ranks on one node, and the
-// data of the sim_gpu backend): every rank has a buffer and a set of epoch flags (sim/epoch_flags.hpp)
+// data of the sim_gpu backend): every rank has a buffer and a set of epoch flags (comm/shared/epoch_flags.hpp)
 // in memory its peers can reach (comm/shared_memory.hpp), and from creation on a rank reaches its
 // peers' memory directly — what roc_shmem_ptr / NVSHMEM give a kernel on peers joined by xGMI or NVLink.
 //
@@ -23,11 +23,11 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/sim/epoch_flags.hpp"
 
-namespace shardwise::sim {
+namespace shardwise {
 
 // For every rank of `comm`, the lowest rank whose memory it reaches (collective): where the backend
 // shares memory (comm/shared_memory.hpp), ranks with the same entry do; elsewhere each rank is alone.
@@ -118,4 +118,4 @@ class symmetric_window {
   std::vector<epoch_flags> peer_flags_;
 };
 
-}  // namespace shardwise::sim
+}  // namespace shardwise

@@ -1,0 +1,58 @@
+#pragma once
+// threads::run(P, body): P ranks as threads of this process, rank 0 on the calling thread.
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "shardwise/comm/threads/communicator.hpp"
+#include "shardwise/comm/threads/failure.hpp"
+#include "shardwise/comm/threads/group.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::threads {
+
+// Runs body(communicator&) on `ranks` threads and returns when all have finished. An exception on any
+// rank aborts the others' calls (each throws peer_error, "stopped because rank R failed: …"); run()
+// rethrows the error of the rank that failed on its own (detail::originating_error): a
+// shardwise::error as it is (it names its rank and the user's calls), anything else nested in a
+// rank_failure.
+template <class Body>
+void run(int ranks, Body&& body) {
+  if (ranks < 1) throw argument_error(-1, "threads::run", "needs at least one rank, got " + std::to_string(ranks));
+  auto run_context = std::make_shared<detail::context>(ranks);
+  std::vector<int> world_ranks(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) world_ranks[static_cast<std::size_t>(r)] = r;
+  const auto world = detail::make_group(run_context, std::move(world_ranks));
+
+  auto rank_main = [&](int rank) {
+    try {
+      communicator comm(world, rank);
+      body(comm);
+    } catch (...) {
+      run_context->failing(rank, std::current_exception());
+    }
+  };
+  {
+    std::vector<std::jthread> others;
+    others.reserve(static_cast<std::size_t>(ranks - 1));
+    for (int r = 1; r < ranks; ++r) others.emplace_back(rank_main, r);
+    rank_main(0);
+  }
+
+  const auto [failed, failure] = detail::originating_error(run_context->errors);
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const shardwise::error&) {
+    throw;
+  } catch (const std::exception& original) {
+    std::throw_with_nested(rank_failure(failed, "threads::run", std::string("the rank body threw: ") + original.what()));
+  } catch (...) {
+    std::throw_with_nested(rank_failure(failed, "threads::run", "the rank body threw a non-standard exception"));
+  }
+}
+
+}  // namespace shardwise::threads
