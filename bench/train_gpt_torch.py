@@ -5,8 +5,12 @@ Byte-level GPT (vocabulary 256) with learned positions, pre-norm blocks (separat
 with bias, causal attention, MLP with exact GeLU), a final layer norm and a head tied to the token
 embedding; AdamW with weight decay on the blocks' linear weights only, linear warm-up then cosine to a
 tenth, global-norm clipping. Data: every regular file of the corpus folder (no links, no .dat), in path
-order, the last tenth held out. Training samples are drawn at random offsets; validation uses the
-same fixed windows every evaluation. Prints progress lines and writes --json like the C++ example.
+order, the last tenth held out.
+
+The initial weights and the samples are the C++ example's, element for element: both come from the
+same counter-based hash (include/shardwise/core/counter_random.hpp) under the same seeds, so the two
+programs start from one model and see the same bytes at every step; what differs is the arithmetic.
+Prints progress lines and writes --json like the C++ example.
 
     /usr/bin/python3 bench/train_gpt_torch.py --steps 600 --threads 2 --json torch.json
 """
@@ -31,6 +35,7 @@ def threads_option():
 for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[variable] = threads_option()
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402 (after the thread counts are set)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -49,6 +54,29 @@ def read_corpus(path):
     data = b"".join(open(name, "rb").read() for name in files)
     split = len(data) - int(len(data) * 0.1)
     return torch.frombuffer(bytearray(data), dtype=torch.uint8).long(), split
+
+
+def splitmix64(z):
+    """splitmix64's finaliser on arrays of uint64, wrapping as C++ does."""
+    with np.errstate(over="ignore"):
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def uniform_at(seed, rows, columns):
+    """shardwise::uniform_at: a uniform double in [0, 1) keyed by (seed, row, column), broadcast."""
+    rows = np.asarray(rows, dtype=np.int64).astype(np.uint64)
+    columns = np.asarray(columns, dtype=np.int64).astype(np.uint64)
+    seeds = np.full(np.broadcast(rows, columns).shape, seed, dtype=np.uint64)
+    return (splitmix64(splitmix64(splitmix64(seeds) ^ rows) ^ columns) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def hashed_uniform(seed, rows, columns, bound):
+    """nn::parameter's initial values: a rows x columns matrix uniform in [-bound, bound)."""
+    u = uniform_at(seed, np.arange(rows)[:, None], np.arange(columns)[None, :])
+    return torch.from_numpy(((2 * u - 1) * float(np.float32(bound))).astype(np.float32))
 
 
 class Block(nn.Module):
@@ -83,13 +111,24 @@ class GPT(nn.Module):
         self.position = nn.Embedding(context, hidden)
         self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
         self.final_norm = nn.LayerNorm(hidden, eps=1e-5)
+
+    @torch.no_grad()
+    def initialize(self, seed):
+        """model::gpt's initial weights for `seed`: the same keys (seed, row, column) and the same seeds per
+        layer. A shardwise linear's weight is inputs x outputs, the transpose of torch's."""
         bound = 0.02 * math.sqrt(3)
-        for table in (self.token.weight, self.position.weight):
-            nn.init.uniform_(table, -bound, bound)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.uniform_(module.weight, -1 / math.sqrt(module.in_features), 1 / math.sqrt(module.in_features))
-                nn.init.zeros_(module.bias)
+        self.token.weight.copy_(hashed_uniform(seed * 1000, *self.token.weight.shape, bound))
+        self.position.weight.copy_(hashed_uniform(seed * 1000 + 1, *self.position.weight.shape, bound))
+        for index, block in enumerate(self.blocks):
+            block_seed = seed * 1000 + 1 + index
+            attention, mlp = block_seed * 16, block_seed * 16 + 8
+            linears = [(block.query, attention + 1), (block.key, attention + 2), (block.value, attention + 3),
+                       (block.output, attention + 4), (block.expand, mlp + 1), (block.contract, mlp + 2)]
+            for linear, linear_seed in linears:
+                weight = hashed_uniform(linear_seed, linear.in_features, linear.out_features,
+                                        1 / math.sqrt(linear.in_features))
+                linear.weight.copy_(weight.t())
+                linear.bias.zero_()
 
     def forward(self, tokens, targets):
         x = self.token(tokens) + self.position(torch.arange(tokens.shape[1]))
@@ -112,11 +151,11 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
-    torch.manual_seed(args.seed)
 
     data, split = read_corpus(args.data)
     train, validation = data[:split], data[split:]
     model = GPT(256, args.context, args.hidden, args.heads, args.layers)
+    model.initialize(args.seed)
     params = sum(p.numel() for p in model.parameters())
     decay = [p for name, p in model.named_parameters() if name.startswith("blocks.") and name.endswith(".weight")
              and "norm" not in name]
@@ -130,15 +169,15 @@ def main():
         progress = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
         return args.lr / 10 + 0.5 * (1 + math.cos(math.pi * progress)) * (args.lr - args.lr / 10)
 
-    def windows(source, offsets):
+    def batch(source, seed, key):
+        """data::byte_corpus's batch `key`: sample s starts at uniform_at(seed, key, s) of the offsets."""
+        offsets = (uniform_at(seed, key, np.arange(args.batch)) * (len(source) - args.context)).astype(np.int64)
         tokens = torch.stack([source[o:o + args.context] for o in offsets])
         targets = torch.stack([source[o + 1:o + args.context + 1] for o in offsets])
         return tokens, targets
 
-    generator = torch.Generator().manual_seed(args.seed)
-    count = args.eval_batches * args.batch
-    evaluation = [windows(validation, torch.linspace(0, len(validation) - args.context - 2, count).long()[b::args.eval_batches])
-                  for b in range(args.eval_batches)]
+    validation_seed = 0x5EED5EED
+    evaluation = [batch(validation, validation_seed, b) for b in range(args.eval_batches)]
 
     @torch.no_grad()
     def validation_loss():
@@ -149,19 +188,20 @@ def main():
 
     print(f"torch {torch.__version__}: GPT of {params / 1e6:.2f}M parameters, {args.threads} threads; "
           f"{len(train)} training bytes, {len(validation)} validation bytes", flush=True)
-    train_curve, val_curve, seconds = [], [], 0.0
+    train_curve, val_curve, step_seconds, seconds = [], [], [], 0.0
     tokens_per_step = args.batch * args.context
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = rate(step)
-        tokens, targets = windows(train, torch.randint(0, len(train) - args.context - 1, (args.batch,), generator=generator))
+        tokens, targets = batch(train, args.seed, step)
         loss = model(tokens, targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optimizer.step()
-        seconds += time.perf_counter() - start
+        step_seconds.append(time.perf_counter() - start)
+        seconds += step_seconds[-1]
         train_curve.append([step, step * tokens_per_step, loss.item()])
         line = f"step {step:5d}/{args.steps}  loss {loss.item():.4f}"
         if step % args.eval_every == 0 or step == args.steps:
@@ -173,7 +213,7 @@ def main():
     result = {"params": params, "steps": args.steps, "tokens": args.steps * tokens_per_step,
               "tokens_per_s": args.steps * tokens_per_step / seconds, "final_train_loss": train_curve[-1][2],
               "final_val_loss": val_curve[-1][2], "val_curve": val_curve, "train_curve": train_curve,
-              "wall_s": seconds, "threads": args.threads}
+              "wall_s": seconds, "step_seconds": step_seconds, "threads": args.threads}
     print(f"final: validation loss {result['final_val_loss']:.4f}, {result['tokens_per_s']:.0f} tokens/s")
     if args.json:
         with open(args.json, "w") as out:
