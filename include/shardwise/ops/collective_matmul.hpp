@@ -265,7 +265,7 @@ template <matmul_operand Left, matmul_operand Right>
 
 // op(A) · op(B), whose inner dimension both cut over axis 0, with the sum reduce-scattered over the
 // result's rows (col_1d) in a ring that overlaps the GEMMs (see the top of this file). The same values
-// as redistributing reduce(matmul(a, b)) to col_1d, up to the order of the sum.
+// as redistribute<col_1d<Padding>>(matmul(a, b)) with the operands' rule, up to the order of the sum.
 template <matmul_operand Left, matmul_operand Right>
 [[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand) try {
   using pair = detail::product_pair<Left, Right>;
