@@ -126,6 +126,25 @@ struct reduce_scatter_product<Left, Right, TransposeLeft, TransposeRight> {
 template <class>
 inline constexpr bool no_collective_rule = false;
 
+// The pieces a ring of `parts` ranks passes around: `extent` rows cut by Padding into one piece per
+// rank, counted from this rank, `me` (piece s is the piece of rank (me + s) mod parts); and the ranks
+// before and after it.
+template <class Padding>
+struct ring_of_pieces {
+  std::int64_t extent;
+  std::int64_t parts;
+  std::int64_t me;
+
+  [[nodiscard]] piece operator()(std::int64_t step) const { return Padding::cut(extent, parts, (me + step) % parts); }
+  [[nodiscard]] std::int64_t largest() const {
+    std::int64_t rows = 0;
+    for (std::int64_t part = 0; part < parts; ++part) rows = std::max(rows, Padding::cut(extent, parts, part).extent);
+    return rows;
+  }
+  [[nodiscard]] int before() const { return static_cast<int>((me + parts - 1) % parts); }
+  [[nodiscard]] int after() const { return static_cast<int>((me + 1) % parts); }
+};
+
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
 [[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
                                           const dtensor<T, RightLayout, Mesh>& right) {
@@ -142,12 +161,10 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     }
   }();
   auto& ring = left.mesh().private_axis(0);
-  const std::int64_t parts = ring.size();
-  const std::int64_t me = ring.rank();
+  const ring_of_pieces<padding> piece_of{gathered.rows(), ring.size(), ring.rank()};
+  const std::int64_t parts = piece_of.parts;
   const std::int64_t width = gathered.cols();  // whole on every rank
-  const auto piece_of = [&](std::int64_t part) { return padding::cut(gathered.rows(), parts, part % parts); };
-  std::int64_t largest = 0;
-  for (std::int64_t part = 0; part < parts; ++part) largest = std::max(largest, piece_of(part).extent);
+  const std::int64_t largest = piece_of.largest();
   // Two pieces in flight: the one being multiplied (and sent on) and the next (being received).
   const std::span<T> held = workspace<T>(buffer::left, static_cast<std::size_t>(2 * largest * width));
   const auto slot = [&](std::int64_t step, std::int64_t rows) {
@@ -158,15 +175,14 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   auto result_local = result.local();
 
   for (std::int64_t step = 0; step < parts; ++step) {
-    const piece current = piece_of(me + step);
+    const piece current = piece_of(step);
     const std::span<const T> data =
         step == 0 ? gathered.data().first(static_cast<std::size_t>(current.extent * width))
                   : std::span<const T>(slot(step, current.extent));
     typename std::remove_reference_t<decltype(ring)>::request arrival, departure;
     if (step + 1 < parts) {
-      arrival = ring.irecv(slot(step + 1, piece_of(me + step + 1).extent), static_cast<int>((me + 1) % parts),
-                           ring_tag);
-      departure = ring.isend(data, static_cast<int>((me + parts - 1) % parts), ring_tag);
+      arrival = ring.irecv(slot(step + 1, piece_of(step + 1).extent), piece_of.after(), ring_tag);
+      departure = ring.isend(data, piece_of.before(), ring_tag);
     }
     const strided_map<const T> rows(data.data(), current.extent, width, Eigen::OuterStride<>(width));
     if constexpr (!rule::gathers_inner) {
@@ -194,12 +210,10 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   const matrix_extents shape = product_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
   dtensor<T, result_layout, Mesh> result(left.mesh(), shape);
   auto& ring = left.mesh().private_axis(0);
-  const std::int64_t parts = ring.size();
-  const std::int64_t me = ring.rank();
+  const ring_of_pieces<padding> piece_of{shape.rows, ring.size(), ring.rank()};
+  const std::int64_t parts = piece_of.parts;
   const std::int64_t width = shape.cols;
-  const auto piece_of = [&](std::int64_t part) { return padding::cut(shape.rows, parts, part % parts); };
-  std::int64_t largest = 0;
-  for (std::int64_t part = 0; part < parts; ++part) largest = std::max(largest, piece_of(part).extent);
+  const std::int64_t largest = piece_of.largest();
   // Two sums of this rank's (one may still be travelling while the next is computed) and one arriving.
   const std::span<T> sums = workspace<T>(buffer::product, static_cast<std::size_t>(3 * largest * width));
   const auto slot = [&](std::int64_t which, std::int64_t rows) {
@@ -212,7 +226,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   std::array<request, 2> departures;
 
   for (std::int64_t step = 0; step < parts; ++step) {
-    const piece destination = piece_of(me + 2 * parts - 1 - step);
+    const piece destination = piece_of(2 * parts - 1 - step);
     const bool last = step + 1 == parts;
     // The sum for `destination`: into the result on the last step, else into slot step % 2, whose
     // previous sum must have left first.
@@ -230,9 +244,9 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
                                   Eigen::OuterStride<>(width));
     }
     if (last) break;
-    const piece next = piece_of(me + 2 * parts - 2 - step);
-    arrival = ring.irecv(slot(2, next.extent), static_cast<int>((me + parts - 1) % parts), ring_tag);
-    departure = ring.isend(std::span<const T>(own), static_cast<int>((me + 1) % parts), ring_tag);
+    const piece next = piece_of(2 * parts - 2 - step);
+    arrival = ring.irecv(slot(2, next.extent), piece_of.before(), ring_tag);
+    departure = ring.isend(std::span<const T>(own), piece_of.after(), ring_tag);
   }
   for (request& departure : departures) departure.wait();
   return result;
@@ -265,7 +279,7 @@ template <matmul_operand Left, matmul_operand Right>
 
 // op(A) · op(B), whose inner dimension both cut over axis 0, with the sum reduce-scattered over the
 // result's rows (col_1d) in a ring that overlaps the GEMMs (see the top of this file). The same values
-// as redistributing reduce(matmul(a, b)) to col_1d, up to the order of the sum.
+// as redistribute<col_1d<Padding>>(matmul(a, b)) with the operands' rule, up to the order of the sum.
 template <matmul_operand Left, matmul_operand Right>
 [[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand) try {
   using pair = detail::product_pair<Left, Right>;

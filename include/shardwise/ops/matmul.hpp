@@ -18,7 +18,7 @@
 //
 //   auto c = matmul(a, b, {.chunks = 4});    // the 3-D product pipelined in 4 bands of rows
 //
-// matmul_options::chunks cuts the 3-D product into bands of rows (ops/matmul_3d.hpp): the left
+// matmul_options::chunks cuts the 3-D product into bands of rows (ops/matmul_3d_in_bands.hpp): the left
 // operand's all-gather of band j + 1 travels while band j is multiplied, and band j's reduce-scatter
 // is started as soon as its rows are; 1, the default, is the plain product: the two all-gathers, one
 // GEMM, one reduce-scatter. Every rank passes the same options, as it passes the same shapes.

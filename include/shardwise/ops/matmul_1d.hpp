@@ -87,6 +87,10 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
                                    const dtensor<T, RightLayout, Mesh>& right) {
   using result_layout = typename megatron_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
   dtensor<T, result_layout, Mesh> result(left.mesh(), product_extents<TransposeLeft, TransposeRight>(left, right));
+  // The owned blocks as they are ([rows, columns]; r: this rank's part of the cut over axis 0, *: whole):
+  //   m cut   C[r, *] = op(A)[r, *] · op(B)[*, *]
+  //   k cut   C[*, *] = op(A)[*, r] · op(B)[r, *]   this rank's addend of C, summed later over axis 0
+  //   n cut   C[*, r] = op(A)[*, *] · op(B)[*, r]
   multiply<TransposeLeft, TransposeRight>(left.mesh().axis(0), result.local(), left.local(), right.local(), false);
   return result;
 }

@@ -49,18 +49,24 @@ template <class T, class Mapping>
   return {stored, b.rows, b.cols, Eigen::OuterStride<>(b.stored_cols)};
 }
 
-// Rank (i, j)'s block (i, t) or (t, j) — coordinate `axis` replaced by t — copied into `slot` by its
-// owner and broadcast along `axis`, whose rank t the owner is.
+// The rank of this rank's line along `axis` whose coordinate there is t: on rank (i, j), rank (i, t)
+// along axis 1 (grid row i), rank (t, j) along axis 0 (grid column j).
+template <class Mesh>
+[[nodiscard]] int rank_on_line(Mesh& mesh, int axis, int t) {
+  coordinates<2> point = mesh.coords();
+  point[static_cast<std::size_t>(axis)] = t;
+  return mesh.rank_of(point);
+}
+
+// Block (i, t) or (t, j) of `tensor` (this rank's coordinate `axis` replaced by t), copied into `slot` by
+// its owner, rank t of the line along `axis`, and broadcast along that line.
 template <class T, class Layout, class Mesh>
 [[nodiscard]] strided_map<const T> broadcast_block(const dtensor<T, Layout, Mesh>& tensor, int axis, int t,
                                                    buffer slot) {
-  Mesh& mesh = tensor.mesh();
-  coordinates<2> point = mesh.coords();
-  point[static_cast<std::size_t>(axis)] = t;
-  const int owner = mesh.rank_of(point);
+  const int owner = rank_on_line(tensor.mesh(), axis, t);
   const std::span<T> panel =
       workspace<T>(slot, static_cast<std::size_t>(tensor.mapping().block(owner, 0).stored_elements()));
-  auto& line = mesh.axis(axis);
+  auto& line = tensor.mesh().axis(axis);
   if (line.rank() == t) std::ranges::copy(tensor.data(), panel.begin());
   line.broadcast(panel, t);
   return owned_part<const T>(panel.data(), tensor.mapping(), owner);
@@ -83,11 +89,14 @@ template <class T, class Layout, class Mesh>
   Mesh& mesh = left.mesh();
   dtensor<T, Layout, Mesh> result(mesh, product_extents<false, false>(left, right));
   require_square(mesh, "A*B");
-  auto out = result.local();
+  auto c_ij = result.local();
   for (int t = 0; t < mesh.shape()[0]; ++t) {
-    const auto a = broadcast_block(left, 1, t, buffer::left);   // A(i, t) along grid row i
-    const auto b = broadcast_block(right, 0, t, buffer::right);  // B(t, j) along grid column j
-    multiply<false, false>(mesh.axis(1), out, a, b, t > 0);  // the next panels overwrite a, b
+    // A(i, t) -> every rank of grid row i: broadcast along axis 1 from column t
+    const auto a_it = broadcast_block(left, 1, t, buffer::left);
+    // B(t, j) -> every rank of grid column j: broadcast along axis 0 from row t
+    const auto b_tj = broadcast_block(right, 0, t, buffer::right);
+    // C(i, j) += A(i, t)·B(t, j); the next step's broadcasts overwrite a_it and b_tj
+    multiply<false, false>(mesh.axis(1), c_ij, a_it, b_tj, t > 0);
   }
   return result;
 }
@@ -109,19 +118,21 @@ template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class 
   auto& reduce_line = mesh.axis(reduce_axis);
   const auto stays = staying.local();
   for (int t = 0; t < mesh.shape()[0]; ++t) {
+    // A·Bᵀ: B(t, j) -> grid column j, along axis 0 from row t.  Aᵀ·B: A(i, t) -> grid row i, along axis 1
     const auto moved = broadcast_block(moving, broadcast_axis, t, buffer::left);
-    coordinates<2> target = mesh.coords();
-    target[static_cast<std::size_t>(reduce_axis)] = t;
-    const int owner = mesh.rank_of(target);
-    const block_info target_block = result.mapping().block(owner, 0);
-    // The addend as the target stores its block: padding zero, so the sum keeps it zero.
-    const std::span<T> addend = workspace<T>(buffer::product, static_cast<std::size_t>(target_block.stored_elements()));
+    // A·Bᵀ: A(i, j)·B(t, j)ᵀ, rank (i, j)'s addend of C(i, t).  Aᵀ·B: A(i, t)ᵀ·B(i, j), its addend of C(t, j).
+    // Stored as the block's owner stores it, padding zero, so that the sum keeps the padding zero.
+    const int owner = rank_on_line(mesh, reduce_axis, t);
+    const std::span<T> addend =
+        workspace<T>(buffer::product, static_cast<std::size_t>(result.mapping().block(owner, 0).stored_elements()));
     std::ranges::fill(addend, T{});
+    strided_map<T> owned = owned_part<T>(addend.data(), result.mapping(), owner);
     if constexpr (TransposeRight) {
-      multiply<false, true>(reduce_line, owned_part<T>(addend.data(), result.mapping(), owner), stays, moved, false);
+      multiply<false, true>(reduce_line, owned, stays, moved, false);
     } else {
-      multiply<true, false>(reduce_line, owned_part<T>(addend.data(), result.mapping(), owner), moved, stays, false);
+      multiply<true, false>(reduce_line, owned, moved, stays, false);
     }
+    // A·Bᵀ: C(i, t) = Σ_j addends, reduced along grid row i to column t.  Aᵀ·B: C(t, j) along column j to row t
     const bool receives = reduce_line.rank() == t;
     reduce_line.reduce(std::span<const T>(addend), receives ? result.data() : std::span<T>(), op::sum, t);
   }

@@ -12,10 +12,17 @@
 //
 // Errors name the call first: "[rank 2] redistribute(row_1d<> → block_2d<>, 7x5): …".
 //
-// Results are exact: elements are copied, never combined. Partial-sum tensors are refused at compile
-// time (gathering one addend would pass for the sum): reduce them first (tensor/reduce.hpp). The
-// refusals are deleted overloads, so the compiler's first error names the layout
-// ("use of deleted function ... [with ...; Layout = partial_sum<...>]") and its excerpt says why.
+// Results are exact: elements are copied, never combined — except that redistribute sums a partial-sum
+// tensor (layout/partial_sum.hpp) into the new layout (tensor/exchange_sum.hpp): by one reduce-scatter
+// along a pending axis when the new layout cuts the addends' block along it (partial_sum<replicated<>,
+// 0> -> col_1d), otherwise by an all-reduce along each pending axis, then the move:
+//
+//   auto y = redistribute<col_1d<>>(matmul(h, v));   // h row_1d, v col_1d: the sum, its rows cut
+//
+// scatter, gather and all_gather refuse partial sums at compile time (gathering one addend would pass
+// for the sum): reduce or redistribute them first (tensor/reduce.hpp); so does redistribute into a
+// partial-sum layout. The refusals are deleted overloads, so the compiler's first error names the
+// layout ("use of deleted function ... [with ...; Layout = partial_sum<...>]") and its excerpt says why.
 #include <Eigen/Core>
 #include <array>
 #include <cstdint>
@@ -31,6 +38,7 @@
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/exchange.hpp"
+#include "shardwise/tensor/exchange_sum.hpp"
 
 namespace shardwise {
 
@@ -111,16 +119,23 @@ template <class Layout, class Mesh, class T>
   return tensor;
 }
 
-// Collective: the same matrix under NewLayout (on the same mesh). Throws, on every rank, when
-// NewLayout cannot cut the shape (an exact layout and a shape that does not divide).
+// Collective: the same matrix under NewLayout (on the same mesh); of a partial sum, the sum. Throws, on
+// every rank, when NewLayout cannot cut the shape (an exact layout and a shape that does not divide).
 template <class NewLayout, class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(const dtensor<T, Layout, Mesh>& tensor) try {
   if constexpr (std::is_same_v<NewLayout, Layout>) {
     return tensor;
   } else {
     dtensor<T, NewLayout, Mesh> moved(tensor.mesh(), tensor.extents());
-    detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), moved.mapping(), moved.data(),
-                     "redistribute");
+    if constexpr (is_partial_sum_v<Layout>) {
+      static_assert(detail::summable<T, Mesh::dimensions>(Layout::pending_axes),
+                    "shardwise::redistribute: the pending sum names a mesh axis the mesh does not have");
+      detail::exchange_sum(tensor.mesh(), tensor.mapping(), tensor.data(), Layout::pending_axes, moved.mapping(),
+                           moved.data(), "redistribute");
+    } else {
+      detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), moved.mapping(), moved.data(),
+                       "redistribute");
+    }
     return moved;
   }
 } catch (...) {
@@ -141,7 +156,7 @@ template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
 void all_gather(const dtensor<T, Layout, Mesh>&) = delete;  // passes one addend off as the sum: reduce(t) first
 template <class NewLayout, class T, class Layout, class Mesh>
-requires is_partial_sum_v<Layout> || is_partial_sum_v<NewLayout>
-void redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // moves addends as if they were sums: reduce(t) first
+requires is_partial_sum_v<NewLayout> && (!std::is_same_v<NewLayout, Layout>)
+void redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
 
 }  // namespace shardwise

@@ -128,25 +128,26 @@ template <layout_mapping From, layout_mapping To>
   return true;
 }
 
-// Whether an all_gather along mesh axis a builds every destination block (path 2): on every line along
-// a, each rank has one source and one destination block, the destination blocks are all the same (the
-// gather gives every rank of the line the same pieces), the source blocks tile it exactly (contained in
-// it, distinct — and so disjoint, by the layout contract — and covering it) and are stored equally large. One pass over the
-// ranks per axis.
-template <layout_mapping From, layout_mapping To, std::size_t D>
-[[nodiscard]] bool gathers_along(const From& from, const To& to, const coordinates<D>& grid, std::size_t a) {
-  for (int first = 0; first < to.ranks(); ++first) {
+// Whether, on every line along mesh axis a, each rank holds one block under `pieces` and one under
+// `whole`, the blocks under `whole` are all the same, and the blocks under `pieces` tile it exactly
+// (contained in it, distinct — and so disjoint, by the layout contract — and covering it), stored
+// equally large. Then an all_gather along a builds `whole` from `pieces` (path 2), and a reduce-scatter
+// along a cuts addends of `whole` into sums of `pieces` (tensor/exchange_sum.hpp). One pass over the
+// ranks.
+template <layout_mapping Pieces, layout_mapping Whole, std::size_t D>
+[[nodiscard]] bool tiles_along(const Pieces& pieces, const Whole& whole, const coordinates<D>& grid, std::size_t a) {
+  for (int first = 0; first < whole.ranks(); ++first) {
     coordinates<D> point = point_in_grid(grid, first);
     if (point[a] != 0) continue;  // each line once, from its first rank
-    if (to.block_count(first) != 1 || from.block_count(first) != 1) return false;
-    const block_info wanted = to.block(first, 0);
-    const std::int64_t stored = from.block(first, 0).stored_elements();
+    if (whole.block_count(first) != 1 || pieces.block_count(first) != 1) return false;
+    const block_info wanted = whole.block(first, 0);
+    const std::int64_t stored = pieces.block(first, 0).stored_elements();
     std::int64_t covered = 0;
-    std::vector<block_info> seen;  // a source replicated along a holds equal blocks: they do not tile
+    std::vector<block_info> seen;  // pieces replicated along a are equal blocks: they do not tile
     for (; point[a] < grid[a]; ++point[a]) {
       const int rank = rank_in_grid(grid, point);
-      if (to.block_count(rank) != 1 || to.block(rank, 0) != wanted || from.block_count(rank) != 1) return false;
-      const block_info held = from.block(rank, 0);
+      if (whole.block_count(rank) != 1 || whole.block(rank, 0) != wanted || pieces.block_count(rank) != 1) return false;
+      const block_info held = pieces.block(rank, 0);
       if (held.stored_elements() != stored) return false;
       if (held.elements() == 0) continue;
       if (!contains(wanted, held) || std::ranges::find(seen, held) != seen.end()) return false;
@@ -162,8 +163,22 @@ template <layout_mapping From, layout_mapping To, std::size_t D>
 template <layout_mapping From, layout_mapping To, std::size_t D>
 [[nodiscard]] int gathering_axis(const From& from, const To& to, const coordinates<D>& grid) {
   for (std::size_t a = 0; a < D; ++a)
-    if (grid[a] > 1 && gathers_along(from, to, grid, a)) return static_cast<int>(a);
+    if (grid[a] > 1 && tiles_along(from, to, grid, a)) return static_cast<int>(a);
   return -1;
+}
+
+// visit(k, block) for each rank of this rank's line along mesh axis `axis`: k its coordinate there (its
+// rank in mesh.axis(axis)), `block` its one block under `mapping`.
+template <class Mesh, layout_mapping Mapping, class Visit>
+void for_each_on_line(Mesh& mesh, int axis, const Mapping& mapping, Visit&& visit) {
+  auto point = mesh.coords();
+  int& k = point[static_cast<std::size_t>(axis)];
+  for (k = 0; k < mesh.shape()[static_cast<std::size_t>(axis)]; ++k) visit(k, mapping.block(mesh.rank_of(point), 0));
+}
+
+// Where global element (row, col) lies in the storage of `block`, which holds it.
+[[nodiscard]] inline std::int64_t offset_in(const block_info& block, std::int64_t row, std::int64_t col) {
+  return (row - block.row_offset) * block.stored_cols + (col - block.col_offset);
 }
 
 // Copies a rows x cols rectangle between row-major storages of the given row strides.
@@ -199,18 +214,13 @@ void gather_along(Mesh& mesh, int axis, const From& from, std::span<const T> sou
   auto& line = mesh.axis(axis);
   std::vector<T> pieces(source.size() * static_cast<std::size_t>(line.size()));
   line.all_gather(source, std::span<T>(pieces));
-  // Piece k came from the rank at coordinate k on my line (an axis communicator's rank is that coordinate).
   const block_info wanted = to.block(mesh.world().rank(), 0);
-  auto point = mesh.coords();
-  int& k = point[static_cast<std::size_t>(axis)];
-  for (k = 0; k < line.size(); ++k) {
-    const block_info held = from.block(mesh.rank_of(point), 0);
-    if (held.elements() == 0) continue;
+  for_each_on_line(mesh, axis, from, [&](int k, const block_info& held) {
+    if (held.elements() == 0) return;
     copy_rectangle(pieces.data() + static_cast<std::size_t>(k) * source.size(), held.stored_cols,
-                   target.data() + (held.row_offset - wanted.row_offset) * wanted.stored_cols +
-                       (held.col_offset - wanted.col_offset),
-                   wanted.stored_cols, held.rows, held.cols);
-  }
+                   target.data() + offset_in(wanted, held.row_offset, held.col_offset), wanted.stored_cols, held.rows,
+                   held.cols);
+  });
 }
 
 // Path 3, collective over `world`: one all_to_all_v of every rectangle where a source block meets a

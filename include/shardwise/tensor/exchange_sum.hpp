@@ -1,0 +1,113 @@
+#pragma once
+// Summing addends into the blocks of another layout mapping, over a process_mesh: what redistribute does
+// with a partial-sum tensor (tensor/distribute.hpp) and reduce with its final layout (tensor/reduce.hpp).
+// Every rank along each pending axis holds an addend of the same block under `from`. Two paths; every
+// rank decides from the mappings alone, so all of them take the same one:
+//
+// 1. One reduce_scatter along a pending axis a, when on every line along a the blocks of the destination
+//    tile the addends' block exactly and are stored equally large (tiles_along, tensor/exchange.hpp):
+//    the destination is the addends' layout with a added to a dimension's list — partial_sum<replicated,
+//    0> -> col_1d or row_1d, the 3-D product's local result -> its cube layout. Each rank cuts its addend
+//    into the destination blocks of its line, each as its owner stores it (padding zero), and the
+//    reduce-scatter leaves every rank the sum of its own block. Other pending axes are all-reduced first.
+// 2. Otherwise an all_reduce along each pending axis, then the exchange of the sums into the destination
+//    (tensor/exchange.hpp: a local copy when the destination is the addends' layout or replicated, one
+//    all_gather or one all_to_all_v otherwise).
+//
+// Per rank, path 1 sends and receives (p_a - 1)/p_a of the addend, path 2 twice that for each pending
+// axis, then what the exchange moves.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
+#include "shardwise/layout/layout.hpp"
+#include "shardwise/mesh/shape.hpp"
+#include "shardwise/tensor/exchange.hpp"
+
+namespace shardwise::detail {
+
+// What summing addends of a partial_sum<..., Axes...> on a mesh of D dimensions asks of the element type
+// and the axes; reduce and redistribute check it where they take one.
+template <class T, std::size_t D, std::size_t N>
+consteval bool summable(const std::array<std::size_t, N>& pending) {
+  static_assert(reducible<T>, "shardwise: partial sums are summed on float, double, std::int32_t, std::int64_t and "
+                              "bf16 elements");
+  return std::ranges::all_of(pending, [](std::size_t a) { return a < D; });
+}
+
+// Every element of `values` summed over each of the mesh axes `axes` but `except` (an all_reduce along
+// each), in place.
+template <class T, class Mesh, std::size_t N>
+void sum_along(Mesh& mesh, const std::array<std::size_t, N>& axes, std::span<T> values, int except = -1) {
+  for (const std::size_t a : axes)
+    if (static_cast<int>(a) != except) mesh.axis(static_cast<int>(a)).all_reduce(values, op::sum);
+}
+
+// Whether every rank holds, under `mapping`, the blocks of the rank at coordinate 0 of its line along
+// mesh axis b (the mapping replicates along b).
+template <layout_mapping Mapping, std::size_t D>
+[[nodiscard]] bool same_blocks_along(const Mapping& mapping, const coordinates<D>& grid, std::size_t b) {
+  for (int rank = 0; rank < mapping.ranks(); ++rank) {
+    coordinates<D> point = point_in_grid(grid, rank);
+    point[b] = 0;
+    const int first = rank_in_grid(grid, point);
+    if (mapping.block_count(rank) != mapping.block_count(first)) return false;
+    for (int k = 0; k < mapping.block_count(rank); ++k)
+      if (mapping.block(rank, k) != mapping.block(first, k)) return false;
+  }
+  return true;
+}
+
+// The pending axis of path 1, or -1 when none serves. The other pending axes are summed over before the
+// reduce-scatter, so the ranks along them must cut their addends alike: the destination replicates
+// along them.
+template <layout_mapping From, layout_mapping To, std::size_t D, std::size_t N>
+[[nodiscard]] int scattering_axis(const From& from, const To& to, const coordinates<D>& grid,
+                                  const std::array<std::size_t, N>& pending) {
+  const auto replicated_along_the_others = [&](std::size_t a) {
+    return std::ranges::all_of(pending, [&](std::size_t b) { return b == a || same_blocks_along(to, grid, b); });
+  };
+  for (const std::size_t a : pending)
+    if (grid[a] > 1 && tiles_along(to, from, grid, a) && replicated_along_the_others(a)) return static_cast<int>(a);
+  return -1;
+}
+
+// Path 1's input: this rank's addend (its one block under `from`) cut into the blocks `to` gives the
+// ranks of its line along `axis`, each `part_size` elements stored as its owner stores it, in the
+// line's rank order.
+template <class T, class Mesh, layout_mapping From, layout_mapping To>
+[[nodiscard]] std::vector<T> parts_along(Mesh& mesh, int axis, const From& from, std::span<const T> addend,
+                                         const To& to, std::size_t part_size) {
+  std::vector<T> parts(part_size * static_cast<std::size_t>(mesh.shape()[static_cast<std::size_t>(axis)]));
+  const block_info whole = from.block(mesh.world().rank(), 0);
+  for_each_on_line(mesh, axis, to, [&](int k, const block_info& part) {
+    if (part.elements() == 0) return;
+    copy_rectangle(addend.data() + offset_in(whole, part.row_offset, part.col_offset), whole.stored_cols,
+                   parts.data() + static_cast<std::size_t>(k) * part_size, part.stored_cols, part.rows, part.cols);
+  });
+  return parts;
+}
+
+// Collective over `mesh`: fills `target` (this rank's blocks under `to`) with the sums over the mesh axes
+// `pending` of the addends `addends` (this rank's blocks under `from`), by the cheaper path that applies.
+// Padding in `target` is left untouched by path 2 and summed from zeros by path 1.
+template <class T, class Mesh, layout_mapping From, layout_mapping To, std::size_t N>
+void exchange_sum(Mesh& mesh, const From& from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
+                  const To& to, std::span<T> target, std::string_view operation) {
+  if (const int axis = scattering_axis(from, to, mesh.shape(), pending); axis >= 0) {
+    std::vector<T> parts = parts_along(mesh, axis, from, addends, to, target.size());
+    sum_along(mesh, pending, std::span<T>(parts), axis);
+    mesh.axis(axis).reduce_scatter(std::span<const T>(parts), target, op::sum);
+  } else {
+    std::vector<T> sums(addends.begin(), addends.end());
+    sum_along(mesh, pending, std::span<T>(sums));
+    exchange(mesh, from, std::span<const T>(sums), to, target, operation);
+  }
+}
+
+}  // namespace shardwise::detail
