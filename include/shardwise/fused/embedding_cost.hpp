@@ -16,15 +16,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "shardwise/fused/embedding_plan.hpp"
+#include "shardwise/fused/primitives.hpp"
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/device_model.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
 #include "shardwise/sim/machine.hpp"
-#include "shardwise/sim/persistent_kernel.hpp"
 
 namespace shardwise::fused {
 
@@ -56,12 +57,15 @@ class fused_kernel_model {
     kernel_.signal(last_, slice.destination, static_cast<std::int64_t>(slice.flag));
   }
 
-  [[nodiscard]] sim::persistent_kernel& kernel() noexcept { return kernel_; }
+  [[nodiscard]] persistent_kernel& kernel() noexcept { return kernel_; }
+  [[nodiscard]] const embedding_plan& plan() const noexcept { return *plan_; }
+  // What the kernel is called on the stream's track.
+  [[nodiscard]] static std::string name() { return "fused embedding + all-to-all"; }
 
  private:
   const embedding_plan* plan_;
   int rank_;
-  sim::persistent_kernel kernel_;
+  persistent_kernel kernel_;
   int last_ = 0;
 };
 
@@ -119,7 +123,7 @@ struct embedding_times {
   t.baseline = t.compute + t.communication;
 
   std::vector<fused_kernel_model> kernels;
-  std::vector<sim::gpu_message> messages;
+  std::vector<gpu_message> messages;
   for (int r = 0; r < P; ++r) {
     auto& k = kernels.emplace_back(plan, r, machine, model, 0.0, trace);
     plan.for_each_task(r, [&](std::size_t, const embedding_slice& slice, std::int64_t i, std::int64_t) {
@@ -128,7 +132,7 @@ struct embedding_times {
     const auto& mine = k.kernel().messages();
     messages.insert(messages.end(), mine.begin(), mine.end());
   }
-  const auto arrivals = sim::deliver_all(machine.network, messages, model.message_overhead, trace);
+  const auto arrivals = deliver_all(machine.network, messages, model.message_overhead, trace);
   for (auto& k : kernels) {
     t.fused_by_rank.push_back(k.kernel().finish(messages, arrivals));
     t.fused = std::max(t.fused, t.fused_by_rank.back());

@@ -84,6 +84,12 @@ class embedding_plan {
     return static_cast<int>(static_cast<std::int64_t>(shape_.tables) * rank / ranks_);
   }
   [[nodiscard]] int tables_of(int rank) const noexcept { return first_table(rank + 1) - first_table(rank); }
+  // The rank that owns `table`.
+  [[nodiscard]] int owner_of(int table) const noexcept {
+    int rank = 0;
+    while (first_table(rank + 1) <= table) ++rank;
+    return rank;
+  }
   [[nodiscard]] std::int64_t first_row(int rank) const noexcept { return shape_.global_batch * rank / ranks_; }
   [[nodiscard]] std::int64_t rows_of(int rank) const noexcept { return first_row(rank + 1) - first_row(rank); }
   // Floats `source`'s tables pool for `destination`'s rows: one block of the baseline's all-to-all.
