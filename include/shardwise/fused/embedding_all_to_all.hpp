@@ -18,6 +18,16 @@
 //   operator()  fused() when the cost model predicts a gain, else baseline() ("never worse"); without a
 //               machine model it measures instead (fused/path_trial.hpp)
 // Both give bitwise the same output (each row is pooled by the same code in the same order).
+//
+// Backward, from the gradient of each rank's output, into the gradients of the tables (the rows each
+// bag looked up, as nn::sparse_rows holds them):
+//   baseline_backward()  pack the output gradient by owner, one all_to_all_v, then each table's
+//                        scatter-add over the whole global batch
+//   fused_backward()     send the slices other ranks' tables need first (stored into the owner's buffer,
+//                        put, or sent, with a flag), then add this rank's own rows, then each other
+//                        rank's rows as its slices arrive, source by source in the plan's order
+//   backward()           as operator() chooses, on its own (options.backward_choice)
+// Both add each table's rows in the same order, so the tables' gradients are the same bits.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -69,6 +79,7 @@ class embedding_all_to_all {
                 "shardwise::fused::embedding_all_to_all: tables hold float or double");
   static constexpr std::string_view name = "embedding_all_to_all";
   static constexpr int slice_tag = 0x6e6d;
+  static constexpr int gradient_tag = 0x6e6e;
 
  public:
   using backend_type = Backend;
@@ -80,8 +91,7 @@ class embedding_all_to_all {
         done_(plan_.tasks_per_slice(comm.rank()), tasks_run::on_one_thread),
         outputs_(backend_, static_cast<std::size_t>(plan_.output_floats(comm.rank())), plan_.flags_at(comm.rank()),
                  slice_tag, name) {
-    if (options_.choice == path::automatic && backend_.machine() == nullptr) trial_.emplace();
-    else fuses_ = decide();
+    choose_paths(options_.choice, options_.backward_choice);
   }
   embedding_all_to_all(const embedding_all_to_all&) = delete;
   embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
@@ -102,6 +112,23 @@ class embedding_all_to_all {
   static constexpr int least_trial_calls = path_trial::least_calls;
   static constexpr int most_trial_calls = path_trial::most_calls;
   static constexpr std::chrono::duration<double> trial_time = path_trial::time;
+  // The paths operator() and backward() take from now on: path::fused, path::baseline, or
+  // path::automatic, decided by the machine model or, without one, measured by their next calls.
+  // Collective: every rank chooses alike.
+  void choose_paths(path forward, path backward) {
+    options_.choice = forward;
+    options_.backward_choice = backward;
+    trial_.reset();
+    backward_trial_.reset();
+    if (forward == path::automatic && backend_.machine() == nullptr) trial_.emplace();
+    else fuses_ = decide(forward, [&](const sim::machine& m, std::int64_t bag) {
+      return predict(plan_, m, options_.gpu_initiated, bag);
+    });
+    if (backward == path::automatic && backend_.machine() == nullptr) backward_trial_.emplace();
+    else fuses_backward_ = decide(backward, [&](const sim::machine& m, std::int64_t bag) {
+      return predict_backward(plan_, m, options_.gpu_initiated, bag);
+    });
+  }
   // Calls made so far (the epoch the last fused call's flags carry).
   [[nodiscard]] std::uint64_t epoch() const noexcept { return outputs_.epoch(); }
 
@@ -120,24 +147,23 @@ class embedding_all_to_all {
 
   std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
     begin_call(tables, bags);
-    const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
+    const int P = comm_->size(), r = rank();
     const int local_tables = plan_.tables_of(r);
-    // Pooled blocks by destination: {rows of d, local tables, D}.
-    std::vector<int> send_counts, receive_counts;
-    for (int d = 0; d < P; ++d) {
-      send_counts.push_back(static_cast<int>(plan_.block_floats(r, d)));
-      receive_counts.push_back(static_cast<int>(plan_.block_floats(d, r)));
-    }
+    const auto width = plan_.width_of(r);
+    // Pooled blocks by destination: {rows of d, local tables side by side}.
+    const auto [send_counts, receive_counts] = baseline_counts(direction::forward);
     const auto pooled = detail::kept(send_buffer_, detail::total(send_counts));
     const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
     for (int t = 0; t < local_tables; ++t) {
       const auto& table = tables[static_cast<std::size_t>(t)];
       const auto& bag = bags[static_cast<std::size_t>(t)];
+      const int D = plan_.dimension_of(plan_.first_table(r) + t);
+      const auto column = plan_.column_of(plan_.first_table(r) + t) - plan_.column_of(plan_.first_table(r));
       auto kernel = backend_.kernel(plan_.shape().global_batch);
       std::size_t block = 0;
       for (int d = 0; d < P; ++d) {
         for (std::int64_t row = plan_.first_row(d); row < plan_.first_row(d + 1); ++row) {
-          const auto at = block + static_cast<std::size_t>(((row - plan_.first_row(d)) * local_tables + t) * D);
+          const auto at = block + static_cast<std::size_t>((row - plan_.first_row(d)) * width + column);
           pool_bag(table, D, bag, row, options_.pooling, pooled.data() + at, comm_->world_rank());
           kernel.run_task(pooling_work(lookups(bag, row), D), "task");
         }
@@ -146,15 +172,15 @@ class embedding_all_to_all {
       backend_.end_kernel(kernel, "pooling, table " + std::to_string(plan_.first_table(r) + t));
     }
     comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts);
-    // Unpack: the block from s is {local rows, tables of s, D}; its tables sit at columns first_table(s)·D.
+    // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     const auto out = outputs_.buffer();
     std::size_t from = 0;
     for (int s = 0; s < P; ++s)
       for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
-        const auto width = static_cast<std::size_t>(plan_.tables_of(s) * D);
-        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), width,
+        const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
+        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), block_width,
                     out.begin() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row));
-        from += width;
+        from += block_width;
       }
     backend_.launch(unpack_work(plan_, r), "unpack all-to-all");
     return out;
@@ -162,7 +188,10 @@ class embedding_all_to_all {
 
   std::span<const T> fused(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
     begin_call(tables, bags);
-    const int P = comm_->size(), r = rank(), D = plan_.shape().dimension;
+    const int P = comm_->size(), r = rank();
+    const auto elements = [&](const embedding_slice& slice) {
+      return static_cast<std::size_t>(slice.rows * plan_.dimension_of(slice.table));
+    };
     // Slices arriving as messages: receives posted up front in each sender's order, unpacked at the end.
     struct arriving {
       embedding_slice slice;
@@ -175,12 +204,11 @@ class embedding_all_to_all {
         for (const auto& slice : plan_.slices(s))
           if (slice.destination == r) {
             incoming.push_back({slice, received_elements});
-            received_elements += static_cast<std::size_t>(slice.rows * D);
+            received_elements += elements(slice);
           }
     const auto received = detail::kept(receive_buffer_, received_elements);
     for (const auto& a : incoming)
-      outputs_.receive(plan_.owner_of(a.slice.table),
-                       received.subspan(a.at, static_cast<std::size_t>(a.slice.rows * D)));
+      outputs_.receive(plan_.owner_of(a.slice.table), received.subspan(a.at, elements(a.slice)));
     // Slices that leave through a buffer (messages, puts): each its own range, kept until it has left.
     std::size_t leaving = 0;
     for (int d = 0; d < P; ++d)
@@ -189,11 +217,11 @@ class embedding_all_to_all {
     auto kernel = backend_.fused_kernel(plan_);
     std::size_t next = 0, at = 0;
     plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
-      const int d = slice.destination;
+      const int d = slice.destination, D = plan_.dimension_of(slice.table);
       const auto how = outputs_.delivery_to(d);
       if (how != delivery::store && task == 0) {
         at = next;
-        next += static_cast<std::size_t>(slice.rows * D);
+        next += elements(slice);
       }
       const int t = slice.table - plan_.first_table(r);
       const auto& bag = bags[static_cast<std::size_t>(t)];
@@ -203,7 +231,7 @@ class embedding_all_to_all {
       kernel.task(slice, task, lookups(bag, row));
       // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
       if (!done_.complete(s, task)) return;
-      const std::span<const T> pooled(sending.data() + at, static_cast<std::size_t>(slice.rows * D));
+      const std::span<const T> pooled(sending.data() + at, elements(slice));
       if (how == delivery::message) {
         outputs_.send(d, pooled);
         return;
@@ -225,16 +253,193 @@ class embedding_all_to_all {
     }
     outputs_.wait_receives();
     const auto out = outputs_.buffer();
-    for (const auto& a : incoming)
+    for (const auto& a : incoming) {
+      const int D = plan_.dimension_of(a.slice.table);
       for (std::int64_t row = 0; row < a.slice.rows; ++row)
         std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
                     out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
+    }
     outputs_.wait_sends();
     backend_.end_fused_kernel(kernel);
     return out;
   }
 
+  // ---- backward
+
+  // Whether backward() takes the fused path (while it is still measuring, the path of its next call).
+  [[nodiscard]] bool fuses_backward() const noexcept {
+    return backward_trial_ ? backward_trial_->first_path_next() : fuses_backward_;
+  }
+  [[nodiscard]] bool measuring_backward() const noexcept { return backward_trial_.has_value(); }
+
+  // `output_gradient`: the gradient of this rank's output {local batch, plan().row_width()}; `bags`: the
+  // lookups the forward pooled; `gradients`: one per table of this rank, added into (each row a bag looked
+  // up gets that bag's gradient, over its length for a mean). Collective, as the forward.
+  template <gradient_rows<T> Rows>
+  void backward(std::span<const T> output_gradient, std::span<const embedding_bags> bags, std::span<Rows* const> gradients) {
+    if (!backward_trial_) {
+      if (fuses_backward_) fused_backward(output_gradient, bags, gradients);
+      else baseline_backward(output_gradient, bags, gradients);
+      return;
+    }
+    (void)backward_trial_->call(*comm_, [&](bool fuse) {
+      if (fuse) fused_backward(output_gradient, bags, gradients);
+      else baseline_backward(output_gradient, bags, gradients);
+      return 0;
+    });
+    if (backward_trial_->done()) {
+      fuses_backward_ = backward_trial_->chose_first();
+      backward_trial_.reset();
+    }
+  }
+
+  template <gradient_rows<T> Rows>
+  void baseline_backward(std::span<const T> output_gradient, std::span<const embedding_bags> bags,
+                         std::span<Rows* const> gradients) {
+    check_backward(output_gradient, bags, gradients);
+    const int P = comm_->size(), r = rank();
+    const auto row_width = static_cast<std::size_t>(plan_.row_width());
+    // Packed by owner o: {o's tables, this rank's rows, D_t}; received from s: {this rank's tables, s's rows, D_t}.
+    const auto [send_counts, receive_counts] = baseline_counts(direction::backward);
+    const auto packed = detail::kept(send_buffer_, detail::total(send_counts));
+    const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
+    std::size_t at = 0;
+    for (int t = 0; t < plan_.shape().tables; ++t) {
+      const auto D = static_cast<std::size_t>(plan_.dimension_of(t));
+      for (std::int64_t b = 0; b < plan_.rows_of(r); ++b, at += D)
+        std::copy_n(output_gradient.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * row_width +
+                                                                           static_cast<std::size_t>(plan_.column_of(t))),
+                    D, packed.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    backend_.launch(unpack_work(plan_, r), "pack all-to-all");
+    comm_->all_to_all_v(std::span<const T>(packed), send_counts, received, receive_counts);
+    std::vector<std::size_t> block_of(static_cast<std::size_t>(P) + 1, 0);
+    for (int s = 0; s < P; ++s)
+      block_of[static_cast<std::size_t>(s) + 1] = block_of[static_cast<std::size_t>(s)] + static_cast<std::size_t>(receive_counts[static_cast<std::size_t>(s)]);
+    // Each table's scatter-add over the global batch, its sources in the plan's order.
+    for (int t = 0; t < plan_.tables_of(r); ++t) {
+      const int table = plan_.first_table(r) + t;
+      const int D = plan_.dimension_of(table);
+      const auto& bag = bags[static_cast<std::size_t>(t)];
+      auto& gradient = *gradients[static_cast<std::size_t>(t)];
+      auto kernel = backend_.kernel(plan_.shape().global_batch);
+      for (int k = 0; k < P; ++k) {
+        const int s = plan_.gradient_source(r, k);
+        const T* block = received.data() + block_of[static_cast<std::size_t>(s)] +
+                         static_cast<std::size_t>(plan_.rows_of(s) * (plan_.column_of(table) - plan_.column_of(plan_.first_table(r))));
+        for (std::int64_t i = 0; i < plan_.rows_of(s); ++i) {
+          const std::int64_t row = plan_.first_row(s) + i;
+          add_bag_gradient(gradient, bag, row, options_.pooling, block + i * D, comm_->world_rank());
+          kernel.run_task(scatter_work(lookups(bag, row), D), "task");
+        }
+      }
+      backend_.end_kernel(kernel, "scatter-add, table " + std::to_string(table));
+    }
+  }
+
+  template <gradient_rows<T> Rows>
+  void fused_backward(std::span<const T> output_gradient, std::span<const embedding_bags> bags,
+                      std::span<Rows* const> gradients) {
+    check_backward(output_gradient, bags, gradients);
+    auto& exchange = backward_exchange();
+    exchange.begin_call(options_.timeout);
+    const int P = comm_->size(), r = rank();
+    const auto row_width = static_cast<std::size_t>(plan_.row_width());
+    const auto elements = [&](const embedding_slice& slice) {
+      return static_cast<std::size_t>(slice.rows * plan_.dimension_of(slice.table));
+    };
+    const auto buffer = exchange.buffer();
+    // Slices arriving as messages: received straight into this call's buffer, posted up front in each
+    // sender's order.
+    std::vector<std::size_t> receive_of(plan_.backward_flags_at(r), 0);
+    for (int k = 1; k < P; ++k) {
+      const int s = plan_.gradient_source(r, k);
+      if (exchange.delivery_to(s) != delivery::message) continue;
+      for (int t = plan_.first_table(r); t < plan_.first_table(r + 1); ++t)
+        for (std::int64_t i = 0; i < plan_.slices_to(s); ++i) {
+          const auto slice = plan_.gradient_slice(t, s, i);
+          receive_of[slice.flag] = exchange.receive(
+              s, buffer.subspan(static_cast<std::size_t>(plan_.gradient_offset(t, slice.first_row)), elements(slice)));
+        }
+    }
+    // This rank's slices for the other owners, first: copied from its output gradient into the owner's
+    // buffer (or a staging buffer, for puts and messages), then handed over with their flags.
+    const auto slices = plan_.gradient_slices(r);
+    std::size_t leaving = 0;
+    for (const auto& slice : slices)
+      if (exchange.delivery_to(slice.destination) != delivery::store) leaving += elements(slice);
+    const auto staging = detail::kept(send_buffer_, leaving);
+    auto kernel = backend_.fused_backward_kernel(plan_);
+    std::size_t at = 0;
+    for (const auto& slice : slices) {
+      const int o = slice.destination;
+      const auto D = static_cast<std::size_t>(plan_.dimension_of(slice.table));
+      const auto how = exchange.delivery_to(o);
+      const auto offset = static_cast<std::size_t>(plan_.gradient_offset(slice.table, slice.first_row));
+      T* into = how == delivery::store ? exchange.peer_buffer(o) + offset : staging.data() + at;
+      if (how != delivery::store) at += elements(slice);
+      for (std::int64_t i = 0; i < slice.rows; ++i)
+        std::copy_n(output_gradient.begin() +
+                        static_cast<std::ptrdiff_t>(static_cast<std::size_t>(slice.first_row - plan_.first_row(r) + i) * row_width +
+                                                    static_cast<std::size_t>(plan_.column_of(slice.table))),
+                    D, into + static_cast<std::size_t>(i) * D);
+      kernel.send(slice);
+      const std::span<const T> data(into, elements(slice));
+      if (how == delivery::message) {
+        exchange.send(o, data);
+        continue;
+      }
+      if (how == delivery::put) exchange.put(o, offset, data);
+      exchange.signal(o, slice.flag);
+    }
+    // Then every row into this rank's tables: its own from its output gradient, the others' from the
+    // buffer, each slice once it is there.
+    plan_.for_each_gradient_row(r, [&](int source, const embedding_slice& slice, std::int64_t row) {
+      const int t = slice.table - plan_.first_table(r);
+      const T* gradient = nullptr;
+      if (source == r) {
+        gradient = output_gradient.data() + static_cast<std::size_t>(row - plan_.first_row(r)) * row_width +
+                   static_cast<std::size_t>(plan_.column_of(slice.table));
+      } else {
+        if (row == slice.first_row) {
+          if (exchange.delivery_to(source) == delivery::message) {
+            exchange.wait_receive(receive_of[slice.flag]);
+          } else {
+            exchange.wait(slice.flag, [&] {
+              return "the gradient of rows " + std::to_string(slice.first_row) + "-" +
+                     std::to_string(slice.first_row + slice.rows - 1) + " of table " + std::to_string(slice.table) +
+                     " from rank " + std::to_string(source);
+            });
+          }
+        }
+        gradient = buffer.data() + plan_.gradient_offset(slice.table, row);
+      }
+      const auto& bag = bags[static_cast<std::size_t>(t)];
+      add_bag_gradient(*gradients[static_cast<std::size_t>(t)], bag, row, options_.pooling, gradient, comm_->world_rank());
+      kernel.add(slice.table, source, slice.flag, lookups(bag, row));
+    });
+    exchange.wait_receives();
+    exchange.wait_sends();
+    backend_.end_fused_kernel(kernel);
+  }
+
  private:
+  enum class direction { forward, backward };
+  struct all_to_all_counts {
+    std::vector<int> send, receive;
+  };
+  // The baseline all-to-all's counts per peer: the forward sends each peer d its block of pooled rows
+  // (block_floats(rank, d)); the backward sends the transpose, each owner o its tables' columns.
+  [[nodiscard]] all_to_all_counts baseline_counts(direction way) const {
+    all_to_all_counts counts;
+    const int r = rank();
+    for (int peer = 0; peer < comm_->size(); ++peer) {
+      const auto out = plan_.block_floats(r, peer), in = plan_.block_floats(peer, r);
+      counts.send.push_back(static_cast<int>(way == direction::forward ? out : in));
+      counts.receive.push_back(static_cast<int>(way == direction::forward ? in : out));
+    }
+    return counts;
+  }
   [[nodiscard]] int rank() const { return comm_->rank(); }
   // Both paths start so: the inputs checked, and the call begun (its number, and the group told that
   // this rank's output of the call before the last may be overwritten).
@@ -260,31 +465,74 @@ class embedding_all_to_all {
     return best_slice_rows(shape, comm_->size(), order(), *machine, options_.gpu_initiated, expected_bag_length()).rows;
   }
 
-  // The path the options or the machine model choose (without either, operator() measures: trial_).
-  [[nodiscard]] bool decide() const {
-    if (options_.choice != path::automatic) return options_.choice == path::fused;
-    const auto times = predict(plan_, *backend_.machine(), options_.gpu_initiated, expected_bag_length());
+  // Whether to fuse, as `choice` says or, for path::automatic, as the machine model predicts (`predict`
+  // gives both paths' times; without a model the operator measures instead: path_trial).
+  template <class Predict>
+  [[nodiscard]] bool decide(path choice, Predict&& predict) const {
+    if (choice != path::automatic) return choice == path::fused;
+    const auto times = predict(*backend_.machine(), expected_bag_length());
     return times.fused <= times.baseline;
+  }
+
+  // The backward's buffers, made at its first call (collective, as every backward call is): a forward
+  // alone never pays for them.
+  slice_exchange<T, Backend>& backward_exchange() {
+    if (!gradients_)
+      gradients_.emplace(backend_, static_cast<std::size_t>(plan_.gradient_floats(rank())), plan_.backward_flags_at(rank()),
+                         gradient_tag, "embedding_all_to_all::backward");
+    return *gradients_;
   }
 
   void check(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) const {
     const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
-    const auto D = static_cast<std::size_t>(plan_.shape().dimension);
-    const auto B = static_cast<std::size_t>(plan_.shape().global_batch);
-    auto fail = [&](const std::string& detail) { throw argument_error(comm_->world_rank(), name, detail); };
-    if (tables.size() != local || bags.size() != local)
-      fail("this rank owns " + std::to_string(local) + " tables; got " + std::to_string(tables.size()) + " tables and " +
-           std::to_string(bags.size()) + " bag sets");
+    if (tables.size() != local)
+      fail(name, "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(tables.size()) + " tables");
+    check_bags(name, bags);
     for (std::size_t t = 0; t < local; ++t) {
+      const auto D = static_cast<std::size_t>(plan_.dimension_of(plan_.first_table(rank()) + static_cast<int>(t)));
       if (tables[t].size() % D != 0)
-        fail("table " + std::to_string(t) + " has " + std::to_string(tables[t].size()) +
-             " elements, not a multiple of the dimension " + std::to_string(D));
+        fail(name, "table " + std::to_string(t) + " has " + std::to_string(tables[t].size()) +
+                       " elements, not a multiple of its dimension " + std::to_string(D));
+    }
+  }
+  template <class Rows>
+  void check_backward(std::span<const T> output_gradient, std::span<const embedding_bags> bags,
+                      std::span<Rows* const> gradients) const {
+    constexpr std::string_view operation = "embedding_all_to_all::backward";
+    const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
+    if (output_gradient.size() != static_cast<std::size_t>(plan_.output_floats(rank())))
+      fail(operation, "the output's gradient must have the output's " + std::to_string(plan_.output_floats(rank())) +
+                          " elements; got " + std::to_string(output_gradient.size()));
+    check_bags(operation, bags);
+    if (gradients.size() != local)
+      fail(operation, "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(gradients.size()) +
+                          " gradients");
+    for (std::size_t t = 0; t < local; ++t) {
+      const int D = plan_.dimension_of(plan_.first_table(rank()) + static_cast<int>(t));
+      if (gradients[t] == nullptr || gradients[t]->dimension() != D)
+        fail(operation, "the gradient of table " + std::to_string(t) + " must have rows of its dimension " +
+                            std::to_string(D));
+    }
+  }
+  void check_bags(std::string_view operation, std::span<const embedding_bags> bags) const {
+    const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
+    const auto B = static_cast<std::size_t>(plan_.shape().global_batch);
+    if (bags.size() != local)
+      fail(operation, "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(bags.size()) + " bag sets");
+    for (std::size_t t = 0; t < local; ++t) {
       const auto& o = bags[t].offsets;
       if (o.size() != B + 1 || o.front() != 0 || !std::is_sorted(o.begin(), o.end()) ||
           o.back() > static_cast<std::int64_t>(bags[t].indices.size()))
-        fail("the offsets of table " + std::to_string(t) + " must be " + std::to_string(B + 1) +
-             " non-decreasing entries from 0 to at most the " + std::to_string(bags[t].indices.size()) + " indices");
+        fail(operation, "the offsets of table " + std::to_string(t) + " must be " + std::to_string(B + 1) +
+                            " non-decreasing entries from 0 to at most the " + std::to_string(bags[t].indices.size()) +
+                            " indices");
+      if (!bags[t].lengths.empty() && bags[t].lengths.size() != B)
+        fail(operation, "the lengths of table " + std::to_string(t) + " must be " + std::to_string(B) + " entries; got " +
+                            std::to_string(bags[t].lengths.size()));
     }
+  }
+  [[noreturn]] void fail(std::string_view operation, const std::string& detail) const {
+    throw argument_error(comm_->world_rank(), operation, detail);
   }
 
   Comm* comm_;
@@ -293,9 +541,10 @@ class embedding_all_to_all {
   embedding_plan plan_;   // after backend_: the automatic order depends on its deliveries
   done_bitmask done_;     // per slice of this rank's order, a bit per row; marked by this rank's thread alone
   slice_exchange<T, Backend> outputs_;  // every rank's two outputs and their flags
+  std::optional<slice_exchange<T, Backend>> gradients_;  // every rank's two gradient buffers: backward_exchange()
   std::vector<T> send_buffer_, receive_buffer_;  // for detail::kept()
-  bool fuses_ = true;
-  std::optional<path_trial> trial_;
+  bool fuses_ = true, fuses_backward_ = true;
+  std::optional<path_trial> trial_, backward_trial_;
 };
 
 }  // namespace shardwise::fused

@@ -19,11 +19,15 @@
 //   fused_kernel(plan) … end_fused_kernel(kernel) the fused persistent kernel, told each task in the
 //                         plan's order (task(slice, task, lookups)); its end waits for every rank's
 //                         slices
+//   fused_backward_kernel(plan) … end_fused_kernel(kernel)  the fused backward kernel, told each slice
+//                         it sends (send(slice)) and each bag's gradient it adds (add(table, source,
+//                         flag, lookups)) in the plan's orders
 //
 // host_backend serves every communicator that runs on CPUs (threads, MPI): ranks that share memory
 // (comm/shared_memory.hpp) store into each other's buffers, the others exchange messages, and the
 // kernels take no modelled time. Simulated GPUs have theirs in fused/embedding_modelled_backend.hpp.
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,10 +67,16 @@ concept embedding_backend =
       kernel.run_task(work, name);
       backend.end_kernel(kernel, name);
     } &&
-    requires(B& backend, const embedding_plan& plan,
-             decltype(std::declval<B&>().fused_kernel(std::declval<const embedding_plan&>())) kernel,
+    requires(B& backend, decltype(std::declval<B&>().fused_kernel(std::declval<const embedding_plan&>())) kernel,
              const embedding_slice& slice, std::int64_t task) {
       kernel.task(slice, task, task);
+      backend.end_fused_kernel(kernel);
+    } &&
+    requires(B& backend,
+             decltype(std::declval<B&>().fused_backward_kernel(std::declval<const embedding_plan&>())) kernel,
+             const embedding_slice& slice, int table, std::size_t flag, std::int64_t lookups) {
+      kernel.send(slice);
+      kernel.add(table, table, flag, lookups);
       backend.end_fused_kernel(kernel);
     };
 
@@ -74,6 +84,8 @@ concept embedding_backend =
 struct untimed_kernel {
   void run_task(const sim::work&, std::string_view = {}) const noexcept {}
   void task(const embedding_slice&, std::int64_t, std::int64_t) const noexcept {}
+  void send(const embedding_slice&) const noexcept {}
+  void add(int, int, std::size_t, std::int64_t) const noexcept {}
 };
 
 template <communicator Comm>
@@ -99,6 +111,7 @@ class host_backend {
   void end_kernel(const untimed_kernel&, const std::string&) const noexcept {}
   void launch(const sim::work&, const std::string&) const noexcept {}
   [[nodiscard]] untimed_kernel fused_kernel(const embedding_plan&) const noexcept { return {}; }
+  [[nodiscard]] untimed_kernel fused_backward_kernel(const embedding_plan&) const noexcept { return {}; }
   void end_fused_kernel(const untimed_kernel&) const noexcept {}
 
  private:

@@ -81,8 +81,11 @@ class modelled_backend {
                               start + comm_->machine().device.launch_latency),
             start};
   }
+  // The host waits for the kernel: its results are what the call returns (the backward's last kernels
+  // leave the gradients the optimizer reads next).
   void end_kernel(timed_kernel& kernel, const std::string& name) const {
     comm_->stream().occupy(name, kernel.start, kernel.model.finish({}, {}));
+    comm_->stream().synchronize();
   }
   void launch(const sim::work& w, const std::string& name) const {
     comm_->stream().launch(w, name);
@@ -93,9 +96,14 @@ class modelled_backend {
     return fused_kernel_model(plan, comm_->world_rank(), comm_->machine(), gpu_initiated_, comm_->stream().available(),
                               comm_->timeline());
   }
+  [[nodiscard]] fused_backward_model fused_backward_kernel(const embedding_plan& plan) const {
+    return fused_backward_model(plan, comm_->world_rank(), comm_->machine(), gpu_initiated_, comm_->stream().available(),
+                                comm_->timeline());
+  }
   // Every rank's messages to every rank (untimed), delivered together; the kernel holds the stream
   // until its end and the host waits for it, as the baseline's blocking all-to-all does.
-  void end_fused_kernel(fused_kernel_model& model) {
+  template <class Kernel>
+  void end_fused_kernel(Kernel& model) {
     constexpr std::size_t fields = 7;
     std::vector<double> mine;
     for (const auto& m : model.kernel().messages())
@@ -122,7 +130,7 @@ class modelled_backend {
     const auto arrivals =
         deliver_all(comm_->machine().network, all, gpu_initiated_.message_overhead, comm_->rank() == 0 ? comm_->timeline() : nullptr);
     const double start = comm_->stream().available();
-    const double end = model.kernel().finish(all, arrivals);
+    const double end = model.finish(all, arrivals);
     comm_->stream().occupy(model.name(), start, end,
                            {{"slice rows", std::to_string(model.plan().slice_rows())},
                             {"order", std::string(name_of(model.plan().order()))}});
