@@ -25,7 +25,8 @@
 //                        scatter-add over the whole global batch
 //   fused_backward()     send the slices other ranks' tables need first (stored into the owner's buffer,
 //                        put, or sent, with a flag), then add this rank's own rows, then each other
-//                        rank's rows as its slices arrive, source by source in the plan's order
+//                        rank's rows as its slices arrive, source by source in the plan's order (table
+//                        by table, each table's sources in turn, in the table_by_table order)
 //   backward()           as operator() chooses, on its own (options.backward_choice)
 // Both add each table's rows in the same order, so the tables' gradients are the same bits.
 #include <algorithm>
@@ -73,10 +74,13 @@ inline std::size_t total(const std::vector<int>& counts) {
 }  // namespace detail
 
 template <communicator Comm, class T = float, class Backend = default_embedding_backend_t<Comm>>
-requires embedding_backend<Backend>
 class embedding_all_to_all {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "shardwise::fused::embedding_all_to_all: tables hold float or double");
+  static_assert(embedding_backend<Backend>,
+                "shardwise::fused::embedding_all_to_all: the backend must model fused::embedding_backend (its "
+                "communicators, group_of, delivery_to, machine, models_time, and the kernels: "
+                "fused/embedding_backend.hpp)");
   static constexpr std::string_view name = "embedding_all_to_all";
   static constexpr int slice_tag = 0x6e6d;
   static constexpr int gradient_tag = 0x6e6e;

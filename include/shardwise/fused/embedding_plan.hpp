@@ -34,7 +34,9 @@
 // 1 + (t − first_table(o))·backward_slices() + first_slice(d) + k. Owner o then adds the rows into its
 // tables' gradients source by source in gradient_source(o, 0), gradient_source(o, 1), …: its own rows
 // (no transfer), then those of o − 1, o − 2, … (the order they arrive in, since rank o − 1 sends to o
-// first). Every path adds each table's rows in this one order, so their gradients are the same bits.
+// first); in the table_by_table order, table after table, each table's sources in that order, which
+// keeps a table's gradient in cache where nothing is in flight to wait for. Every path adds each
+// table's rows in this one order, so their gradients are the same bits.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -222,17 +224,24 @@ class embedding_plan {
     return all;
   }
   // Calls add(source, slice, row) for each row whose gradient `owner` adds into its tables, in its
-  // order: the sources as gradient_source gives them, each one's rows table by table, slice by slice.
+  // order: the sources as gradient_source gives them, each one's rows table by table, slice by slice;
+  // in the table_by_table order, table after table, each one's sources in that order (the tables'
+  // gradients stay in cache). Either way each table's rows come in the same order.
   template <class Add>
   void for_each_gradient_row(int owner, Add&& add) const {
-    for (int k = 0; k < ranks_; ++k) {
-      const int source = gradient_source(owner, k);
+    const auto rows_of = [&](int t, int source) {
+      for (std::int64_t s = 0; s < slices_to(source); ++s) {
+        const auto slice = gradient_slice(t, source, s);
+        for (std::int64_t row = slice.first_row; row < slice.first_row + slice.rows; ++row) add(source, slice, row);
+      }
+    };
+    if (order_ == slice_order::table_by_table) {
       for (int t = first_table(owner); t < first_table(owner + 1); ++t)
-        for (std::int64_t s = 0; s < slices_to(source); ++s) {
-          const auto slice = gradient_slice(t, source, s);
-          for (std::int64_t row = slice.first_row; row < slice.first_row + slice.rows; ++row) add(source, slice, row);
-        }
+        for (int k = 0; k < ranks_; ++k) rows_of(t, gradient_source(owner, k));
+      return;
     }
+    for (int k = 0; k < ranks_; ++k)
+      for (int t = first_table(owner); t < first_table(owner + 1); ++t) rows_of(t, gradient_source(owner, k));
   }
 
  private:
