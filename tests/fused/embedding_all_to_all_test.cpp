@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fused/embedding_data.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 #include "support/backends.hpp"
 
 namespace {

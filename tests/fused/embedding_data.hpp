@@ -1,6 +1,7 @@
 #pragma once
 // Embedding tables and bags every rank can build alike, and the serial computation of the whole
-// output with Eigen: the reference the fused and baseline operators are compared with, bit for bit.
+// output with Eigen: the reference the fused and baseline operators are compared with, bit for bit;
+// the gradient of an output and the tables' gradients it gives, serially.
 #include <Eigen/Core>
 #include <cstdint>
 #include <span>
@@ -10,14 +11,17 @@
 
 namespace shardwise::testing {
 
-using embedding_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using basic_embedding_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using embedding_matrix = basic_embedding_matrix<float>;
 
 // Table t has 3 + 2t rows of inexact values, so the order of a sum shows in its bits.
-inline embedding_matrix embedding_table(int t, int dimension) {
-  embedding_matrix table(3 + 2 * t, dimension);
+template <class T = float>
+basic_embedding_matrix<T> embedding_table(int t, int dimension) {
+  basic_embedding_matrix<T> table(3 + 2 * t, dimension);
   for (Eigen::Index i = 0; i < table.rows(); ++i)
     for (Eigen::Index j = 0; j < table.cols(); ++j)
-      table(i, j) = static_cast<float>((t * 131 + i * 31 + j * 7) % 1000) / 997.0F - 0.5F;
+      table(i, j) = static_cast<T>((t * 131 + i * 31 + j * 7) % 1000) / T(997) - T(0.5);
   return table;
 }
 
@@ -54,15 +58,16 @@ inline embedding_matrix serial_embedding(const fused::embedding_shape& shape, fu
 }
 
 // One rank's inputs: its tables and their bags for one call (the spans point into the owned data).
-struct rank_inputs {
-  std::vector<embedding_matrix> tables;
+template <class T>
+struct basic_rank_inputs {
+  std::vector<basic_embedding_matrix<T>> tables;
   std::vector<bag_data> bags;
-  std::vector<std::span<const float>> table_spans;
+  std::vector<std::span<const T>> table_spans;
   std::vector<fused::embedding_bags> bag_spans;
 
-  rank_inputs(const fused::embedding_plan& plan, int rank, int call) {
+  basic_rank_inputs(const fused::embedding_plan& plan, int rank, int call) {
     for (int t = plan.first_table(rank); t < plan.first_table(rank + 1); ++t) {
-      tables.push_back(embedding_table(t, plan.shape().dimension));
+      tables.push_back(embedding_table<T>(t, plan.dimension_of(t)));
       bags.push_back(embedding_bags_of(t, plan.shape().global_batch, call));
     }
     for (std::size_t k = 0; k < tables.size(); ++k) {
@@ -70,8 +75,35 @@ struct rank_inputs {
       bag_spans.push_back({bags[k].offsets, bags[k].indices});
     }
   }
-  rank_inputs(const rank_inputs&) = delete;
-  rank_inputs& operator=(const rank_inputs&) = delete;
+  basic_rank_inputs(const basic_rank_inputs&) = delete;
+  basic_rank_inputs& operator=(const basic_rank_inputs&) = delete;
 };
+using rank_inputs = basic_rank_inputs<float>;
+
+// Element (row, column) of the gradient of the whole output {global batch, row width} in call `call`.
+template <class T>
+T output_gradient_at(std::int64_t row, std::int64_t column, int call) {
+  return static_cast<T>((row * 37 + column * 11 + call * 7) % 101) / T(97) - T(0.5);
+}
+
+// Table t's gradient from the whole output's gradient (output_gradient_at), serially: each bag's
+// gradient row added into every row it looked up, over the bag's length for a mean (`lengths`: the
+// mean's length of each bag, when not the lookups).
+template <class T>
+basic_embedding_matrix<T> serial_table_gradient(const fused::embedding_plan& plan, int t, std::int64_t rows,
+                                                const bag_data& bags, fused::pooling how, int call,
+                                                const std::vector<std::int64_t>& lengths = {}) {
+  const int D = plan.dimension_of(t);
+  basic_embedding_matrix<T> gradient = basic_embedding_matrix<T>::Zero(rows, D);
+  for (std::int64_t b = 0; b < plan.shape().global_batch; ++b) {
+    const auto begin = bags.offsets[static_cast<std::size_t>(b)], end = bags.offsets[static_cast<std::size_t>(b) + 1];
+    const auto length = lengths.empty() ? end - begin : lengths[static_cast<std::size_t>(b)];
+    Eigen::Matrix<T, 1, Eigen::Dynamic> g(D);
+    for (int j = 0; j < D; ++j) g(j) = output_gradient_at<T>(b, plan.column_of(t) + j, call);
+    if (how == fused::pooling::mean && length > 0) g /= static_cast<T>(length);
+    for (auto i = begin; i < end; ++i) gradient.row(bags.indices[static_cast<std::size_t>(i)]) += g;
+  }
+  return gradient;
+}
 
 }  // namespace shardwise::testing

@@ -9,20 +9,22 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "fused/embedding_data.hpp"
-#include "shardwise/comm/shared/done_bitmask.hpp"
-#include "shardwise/comm/shared/epoch_flags.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
+#include "shardwise/nn/sparse_parameter.hpp"
+#include "shardwise/comm/shared/done_bitmask.hpp"
+#include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
 #include "shardwise/sim/presets.hpp"
-#include "shardwise/sim/sim_gpu.hpp"
 
 namespace {
 
@@ -32,7 +34,7 @@ using namespace std::chrono_literals;
 auto soon(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
 
 TEST(epoch_flags, a_signal_of_an_earlier_call_never_satisfies_a_later_wait) {
-  shardwise::epoch_flags flags(2);
+  epoch_flags flags(2);
   flags.raise(1, 3);
   EXPECT_TRUE(flags.wait(1, 3, soon(1ms)));
   EXPECT_FALSE(flags.wait(1, 4, soon(20ms))) << "epoch 3 satisfied a wait for epoch 4";
@@ -42,7 +44,7 @@ TEST(epoch_flags, a_signal_of_an_earlier_call_never_satisfies_a_later_wait) {
 }
 
 TEST(epoch_flags, a_wait_sleeps_until_another_thread_raises_the_flag) {
-  shardwise::epoch_flags flags(1);
+  epoch_flags flags(1);
   std::jthread raiser([&] {
     std::this_thread::sleep_for(30ms);
     flags.raise(0, 1);
@@ -56,15 +58,15 @@ TEST(done_bitmask, exactly_one_task_finishes_each_slice_call_after_call) {
   const std::vector<std::int64_t> tasks{1, 64, 5, 200};
   // In order on one thread: only a slice's last task finishes it, however many words the slice has,
   // twice (the finishing task cleared the slice), with atomic marks and with the plain ones.
-  for (const auto how : {shardwise::tasks_run::concurrently, shardwise::tasks_run::on_one_thread}) {
-    shardwise::done_bitmask in_turn(tasks, how);
+  for (const auto how : {tasks_run::concurrently, tasks_run::on_one_thread}) {
+    done_bitmask in_turn(tasks, how);
     for (int call = 0; call < 2; ++call)
       for (std::size_t s = 0; s < tasks.size(); ++s)
         for (std::int64_t task = 0; task < tasks[s]; ++task)
           EXPECT_EQ(in_turn.complete(s, task), task + 1 == tasks[s])
               << "call " << call << ", slice of " << tasks[s] << " tasks, task " << task;
   }
-  shardwise::done_bitmask done(tasks);
+  done_bitmask done(tasks);
   // Then racing: workers finish the tasks of every call in any order.
   constexpr int workers = 4, calls = 50;
   std::vector<std::atomic<int>> finished(tasks.size() * calls);
@@ -150,42 +152,96 @@ TEST(persistent_kernel, workgroups_share_the_device_and_a_fence_orders_a_signal_
   EXPECT_DOUBLE_EQ(receiver.finish(kernel.messages(), arrivals), arrivals[1]) << "workgroup 5 % 4 waits for flag 5";
 }
 
-TEST(fused_embedding, on_sim_gpu_the_run_takes_the_time_the_cost_model_predicts) {
-  constexpr int P = 4;
-  const fused::embedding_shape shape{6, 16, 40};
-  constexpr std::int64_t bag_length = 3;
+// Bags of `length` lookups of row 1 for every row of a global batch.
+struct uniform_bags {
+  std::vector<std::int64_t> offsets, indices;
+  uniform_bags(std::int64_t batch, std::int64_t length) : indices(static_cast<std::size_t>(batch * length), 1) {
+    for (std::int64_t b = 0; b <= batch; ++b) offsets.push_back(b * length);
+  }
+  // `tables` times these bags, pointing into this object.
+  [[nodiscard]] std::vector<fused::embedding_bags> of(std::size_t tables) const {
+    return std::vector<fused::embedding_bags>(tables, fused::embedding_bags{offsets, indices});
+  }
+};
+
+// Runs `body(comm, fused, baseline)` on P simulated MI210s in nodes of two, where fused() and baseline()
+// each run one path; then checks each rank's modelled time of the fused path, and the slowest rank's of
+// the baseline, against `predicted`, and that the timeline has `tracks`.
+template <class Body>
+void expect_predicted_times(int P, const fused::embedding_times& predicted, std::initializer_list<const char*> tracks,
+                            Body&& body) {
   auto machine = sim::presets::mi210_nodes(P, 2);
   machine.record_timeline = true;
-  fused::embedding_options options;
-  options.slice_rows = 4;
-  // The order the operator takes on sim_gpu by default (checked in the run below).
-  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
-  const auto predicted = fused::predict(plan, machine, options.gpu_initiated, bag_length);
-  std::vector<double> fused_time(P), baseline_time(P);
+  std::vector<double> fused_time(static_cast<std::size_t>(P)), baseline_time(static_cast<std::size_t>(P));
   const auto report = sim_gpu::run(P, machine, [&](sim_gpu::communicator& comm) {
-    fused::embedding_all_to_all op(comm, shape, options);
-    EXPECT_EQ(op.plan().order(), plan.order());
-    std::vector<shardwise::testing::embedding_matrix> tables;
-    std::vector<std::span<const float>> table_spans;
-    std::vector<std::int64_t> offsets, indices(static_cast<std::size_t>(shape.global_batch * bag_length), 1);
-    for (std::int64_t b = 0; b <= shape.global_batch; ++b) offsets.push_back(b * bag_length);
-    for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t) tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
-    for (const auto& t : tables) table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
-    const std::vector<fused::embedding_bags> bags(tables.size(), fused::embedding_bags{offsets, indices});
-    double start = comm.now();
-    (void)op.fused(table_spans, bags);
-    fused_time[static_cast<std::size_t>(comm.rank())] = comm.now() - start;
-    comm.barrier();
-    start = comm.now();
-    (void)op.baseline(table_spans, bags);
-    baseline_time[static_cast<std::size_t>(comm.rank())] = comm.now() - start;
+    const auto timed = [&](std::vector<double>& into) {
+      return [&comm, &into](auto&& run) {
+        comm.barrier();
+        const double start = comm.now();
+        run();
+        into[static_cast<std::size_t>(comm.rank())] = comm.now() - start;
+      };
+    };
+    body(comm, timed(fused_time), timed(baseline_time));
   });
   for (int r = 0; r < P; ++r)
     EXPECT_NEAR(fused_time[static_cast<std::size_t>(r)], predicted.fused_by_rank[static_cast<std::size_t>(r)], 1e-12) << r;
   EXPECT_NEAR(*std::max_element(baseline_time.begin(), baseline_time.end()), predicted.baseline, 1e-12);
   const auto json = report.timeline->chrome_trace_json();
-  for (const char* track : {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"})
-    EXPECT_NE(json.find(track), std::string::npos) << track;
+  for (const char* track : tracks) EXPECT_NE(json.find(track), std::string::npos) << track;
+}
+
+TEST(fused_embedding, on_sim_gpu_the_run_takes_the_time_the_cost_model_predicts) {
+  constexpr int P = 4;
+  const fused::embedding_shape shape{6, 16, 40};
+  constexpr std::int64_t bag_length = 3;
+  fused::embedding_options options;
+  options.slice_rows = 4;
+  // The order the operator takes on sim_gpu by default (checked in the run below).
+  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
+  const auto predicted = fused::predict(plan, sim::presets::mi210_nodes(P, 2), options.gpu_initiated, bag_length);
+  expect_predicted_times(
+      P, predicted, {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"},
+      [&](sim_gpu::communicator& comm, auto fused_timed, auto baseline_timed) {
+        fused::embedding_all_to_all op(comm, shape, options);
+        EXPECT_EQ(op.plan().order(), plan.order());
+        std::vector<shardwise::testing::embedding_matrix> tables;
+        std::vector<std::span<const float>> table_spans;
+        for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
+          tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
+        for (const auto& t : tables) table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
+        const uniform_bags lookups(shape.global_batch, bag_length);
+        const auto bags = lookups.of(tables.size());
+        fused_timed([&] { (void)op.fused(table_spans, bags); });
+        baseline_timed([&] { (void)op.baseline(table_spans, bags); });
+      });
+}
+
+TEST(fused_embedding, on_sim_gpu_the_backward_takes_the_time_the_cost_model_predicts) {
+  constexpr int P = 4;
+  const fused::embedding_shape shape{6, 16, 40, {16, 8, 16, 32, 16, 8}};
+  constexpr std::int64_t bag_length = 3;
+  fused::embedding_options options;
+  options.slice_rows = 4;
+  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
+  const auto predicted = fused::predict_backward(plan, sim::presets::mi210_nodes(P, 2), options.gpu_initiated, bag_length);
+  EXPECT_LT(predicted.fused, predicted.baseline) << "the slices' puts overlap the scatter-add of the rank's own rows";
+  expect_predicted_times(
+      P, predicted, {"fused all-to-all + scatter-add", "local slices", "scatter-add, table 3"},
+      [&](sim_gpu::communicator& comm, auto fused_timed, auto baseline_timed) {
+        fused::embedding_all_to_all op(comm, shape, options);
+        std::vector<nn::sparse_rows<float>> gradients;
+        std::vector<nn::sparse_rows<float>*> pointers;
+        for (int t = op.plan().first_table(comm.rank()); t < op.plan().first_table(comm.rank() + 1); ++t)
+          gradients.emplace_back(3, op.plan().dimension_of(t));
+        for (auto& g : gradients) pointers.push_back(&g);
+        const uniform_bags lookups(shape.global_batch, bag_length);
+        const auto bags = lookups.of(gradients.size());
+        const std::vector<float> output_gradient(static_cast<std::size_t>(op.plan().output_floats(comm.rank())), 0.5F);
+        const std::span<nn::sparse_rows<float>* const> into(pointers);
+        fused_timed([&] { op.fused_backward(std::span<const float>(output_gradient), bags, into); });
+        baseline_timed([&] { op.baseline_backward(std::span<const float>(output_gradient), bags, into); });
+      });
 }
 
 TEST(fused_embedding, falls_back_to_the_baseline_where_the_model_predicts_no_gain) {

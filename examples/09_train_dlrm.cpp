@@ -1,0 +1,361 @@
+// Example 09: train a DLRM on click data from a planted model, its embedding tables spread over the
+// ranks and everything else data-parallel, with the fused embedding-bag + all-to-all in the forward pass
+// and the fused all-to-all + scatter-add in the backward pass (docs/dlrm.md).
+//
+//   build/examples/09_train_dlrm                          8 ranks as threads
+//   mpiexec -n 4 build/examples/09_train_dlrm --backend mpi
+//
+// The data: data::dlrm_generator (random dense features, Zipf-distributed lookups, labels drawn from a
+// planted model). The model: model::dlrm. The updates: sharded Adam over the replicas for the MLPs
+// (optim/sharded.hpp), row-wise Adagrad on the rows each batch touched for the tables
+// (optim/sparse_update.hpp). Every --eval-every steps: the held-out loss beside the constant
+// predictor's (the click rate's entropy), AUC and accuracy. Every --compare-every steps the step runs
+// twice on the same batch, fused and unfused in turns (the same bits either way), and the progress
+// lines give the median time of each: the whole step, and the embedding + all-to-all in it.
+//
+// Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/data/dlrm_generator.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/model/dlrm.hpp"
+#include "shardwise/optim/adam.hpp"
+#include "shardwise/optim/rowwise_adagrad.hpp"
+#include "shardwise/optim/sharded.hpp"
+#include "shardwise/optim/sparse_update.hpp"
+#ifdef SHARDWISE_TRAIN_WITH_MPI
+#include "shardwise/comm/mpi.hpp"
+#endif
+
+namespace sw = shardwise;
+
+namespace {
+
+// ---- options
+
+struct options {
+  std::string backend = "threads";
+  int ranks = 8;  // threads; under MPI, the processes mpiexec started
+  long steps = 400;
+  long batch = 512;  // samples per step, over all ranks
+  int tables = 8;
+  long rows = 20000;  // per table
+  int row_wise = 2;   // of the tables, how many are cut by rows over the ranks (the largest share)
+  int dimension = 16;
+  long dense_features = 13;
+  long hidden = 64;
+  std::string pooling = "mean";
+  long bag_length = 10;  // bags of 1 .. bag_length lookups
+  float dense_lr = 3e-3f;
+  float sparse_lr = 0.05f;
+  long eval_every = 100;
+  long eval_batches = 8;
+  long compare_every = 10;
+  std::string path = "automatic";  // of the steps that train: automatic, fused or unfused
+  std::uint64_t seed = 1;
+  std::string json;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "09_train_dlrm: %s\n"
+               "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
+               "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
+               "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
+               "         --path automatic|fused|unfused  --seed N  --json FILE\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+// Where an option's value goes: a whole number, a number or a word.
+template <class Number>
+auto read_into(Number& into) {
+  return [&into](std::string_view flag, const std::string& value) {
+    Number n{};
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (error != std::errc() || end != value.data() + value.size())
+      usage("the option " + std::string(flag) + " takes " + (std::is_integral_v<Number> ? "a whole number" : "a number") +
+            ", not \"" + value + "\"");
+    into = n;
+  };
+}
+auto read_into(std::string& into) {
+  return [&into](std::string_view, const std::string& value) { into = value; };
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  const std::map<std::string_view, std::function<void(std::string_view, const std::string&)>> read = {
+      {"--backend", read_into(o.backend)},       {"--ranks", read_into(o.ranks)},
+      {"--steps", read_into(o.steps)},           {"--batch", read_into(o.batch)},
+      {"--tables", read_into(o.tables)},         {"--rows", read_into(o.rows)},
+      {"--row-wise", read_into(o.row_wise)},     {"--dimension", read_into(o.dimension)},
+      {"--dense-features", read_into(o.dense_features)}, {"--hidden", read_into(o.hidden)},
+      {"--pooling", read_into(o.pooling)},       {"--bag-length", read_into(o.bag_length)},
+      {"--dense-lr", read_into(o.dense_lr)},     {"--sparse-lr", read_into(o.sparse_lr)},
+      {"--eval-every", read_into(o.eval_every)}, {"--eval-batches", read_into(o.eval_batches)},
+      {"--compare-every", read_into(o.compare_every)}, {"--path", read_into(o.path)},
+      {"--seed", read_into(o.seed)},             {"--json", read_into(o.json)},
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    const auto option = read.find(flag);
+    if (option == read.end()) usage("unknown option " + std::string(flag));
+    if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
+    option->second(flag, argv[++i]);
+  }
+  if (o.backend != "threads" && o.backend != "mpi") usage("--backend is threads or mpi, not " + o.backend);
+  if (o.pooling != "sum" && o.pooling != "mean") usage("--pooling is sum or mean, not " + o.pooling);
+  if (o.path != "automatic" && o.path != "fused" && o.path != "unfused")
+    usage("--path is automatic, fused or unfused, not " + o.path);
+  if (o.ranks < 1 || o.steps < 1 || o.batch < 1 || o.tables < 1 || o.rows < 1 || o.dimension < 1 || o.hidden < 1 ||
+      o.dense_features < 1 || o.bag_length < 1 || o.eval_every < 1 || o.eval_batches < 1 || o.compare_every < 1)
+    usage("sizes, steps and intervals must be positive");
+  if (o.row_wise < 0 || o.row_wise > o.tables) usage("--row-wise is between 0 and --tables");
+  return o;
+}
+
+sw::fused::path path_of(const std::string& name) {
+  return name == "fused" ? sw::fused::path::fused : name == "unfused" ? sw::fused::path::baseline : sw::fused::path::automatic;
+}
+
+// ---- what the run reports
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The area under the ROC curve: the chance that a random click scores above a random non-click (ties
+// count half), from the ranks of the scores.
+double area_under_curve(const std::vector<double>& scores, const std::vector<double>& labels) {
+  std::vector<std::size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  double positive_ranks = 0, positives = 0;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && scores[order[j]] == scores[order[i]]) ++j;
+    const double rank = (static_cast<double>(i + j) + 1) / 2;  // the tie's mean rank, from 1
+    for (std::size_t k = i; k < j; ++k)
+      if (labels[order[k]] > 0.5) positive_ranks += rank, positives += 1;
+    i = j;
+  }
+  const double negatives = static_cast<double>(scores.size()) - positives;
+  if (positives == 0 || negatives == 0) return 0.5;
+  return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives);
+}
+
+struct held_out {
+  double loss = 0, constant_predictor_loss = 0, auc = 0, accuracy = 0;
+};
+
+// ---- training
+
+template <class Communicator>
+void train(Communicator& world, const options& o) {
+  const bool speaks = world.rank() == 0;
+  const auto say = [&](auto... args) {
+    if (speaks) std::printf(args...);
+    if (speaks) std::fflush(stdout);
+  };
+
+  // 1. The mesh: every rank a data replica with a tensor-parallel grid of one; the tables are spread
+  //    over the data axis.
+  sw::data_parallel_mesh mesh(world, world.size(), {1});
+  auto& data = mesh.data();
+
+  // 2. The data: the planted model's click data, training and held-out streams.
+  sw::data::dlrm_data_config data_config;
+  data_config.dense_features = o.dense_features;
+  data_config.table_rows.assign(static_cast<std::size_t>(o.tables), o.rows);
+  data_config.min_bag_length = 1;
+  data_config.max_bag_length = o.bag_length;
+  data_config.seed = o.seed;
+  const sw::data::dlrm_generator generator(data_config);
+
+  // 3. The model and its two updates.
+  sw::model::dlrm_config config;
+  config.dense_features = o.dense_features;
+  config.bottom = {o.hidden, o.dimension};
+  config.top = {o.hidden, 1};
+  for (int t = 0; t < o.tables; ++t)
+    config.tables.push_back({o.rows, o.dimension,
+                             t < o.row_wise ? sw::fused::table_sharding::row_wise : sw::fused::table_sharding::table_wise});
+  config.pooling = o.pooling == "sum" ? sw::fused::pooling::sum : sw::fused::pooling::mean;
+  config.seed = o.seed;
+  sw::fused::embedding_options embedding_options;
+  embedding_options.choice = embedding_options.backward_choice = path_of(o.path);
+  sw::model::dlrm<float, Communicator> model(mesh, config, o.batch, embedding_options);
+  sw::optim::sharded_update<sw::optim::adam> dense_update(model, data, sw::optim::adam{});
+  sw::optim::sparse_update<sw::optim::rowwise_adagrad> table_update(model);
+  auto& embedding = model.embedding().fused_operator();
+
+  say("shardwise 09: DLRM on %d ranks (%s): %d tables of %ld x %d (%d row-wise), %ld dense features, %s pooling, "
+      "batch %ld\n",
+      world.size(), o.backend.c_str(), o.tables, o.rows, o.dimension, o.row_wise, o.dense_features, o.pooling.c_str(),
+      o.batch);
+
+  const auto batch_of = [&](sw::data::dlrm_stream stream, long index) {
+    return generator.batch<float>(stream, index * o.batch, o.batch, model.first_row(), model.rows(), model.input_tables());
+  };
+  // The held-out loss, AUC and accuracy: the same batches every time, every prediction gathered.
+  const auto evaluate = [&] {
+    held_out result;
+    std::vector<double> scores, labels;
+    for (long b = 0; b < o.eval_batches; ++b) {
+      const auto batch = batch_of(sw::data::dlrm_stream::held_out, b);
+      result.loss += model.forward(batch) / static_cast<double>(o.eval_batches);
+      std::vector<double> mine(static_cast<std::size_t>(2 * o.batch), 0.0);
+      for (long s = 0; s < model.rows(); ++s) {
+        mine[static_cast<std::size_t>(model.first_row() + s)] = model.probabilities()[static_cast<std::size_t>(s)];
+        mine[static_cast<std::size_t>(o.batch + model.first_row() + s)] = batch.labels[static_cast<std::size_t>(s)];
+      }
+      data.all_reduce(std::span<double>(mine));
+      scores.insert(scores.end(), mine.begin(), mine.begin() + o.batch);
+      labels.insert(labels.end(), mine.begin() + o.batch, mine.end());
+    }
+    const double rate = std::accumulate(labels.begin(), labels.end(), 0.0) / static_cast<double>(labels.size());
+    result.constant_predictor_loss =
+        rate <= 0 || rate >= 1 ? 0 : -(rate * std::log(rate) + (1 - rate) * std::log(1 - rate));
+    result.auc = area_under_curve(scores, labels);
+    for (std::size_t i = 0; i < scores.size(); ++i) result.accuracy += (scores[i] > 0.5) == (labels[i] > 0.5) ? 1 : 0;
+    result.accuracy /= static_cast<double>(scores.size());
+    return result;
+  };
+
+  // The slowest rank's seconds for f() from a common start.
+  const auto slowest = [&](auto&& f) {
+    data.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    data.all_reduce(std::span<double>(&seconds, 1), sw::op::max);
+    return seconds;
+  };
+  const auto clear_gradients = [&] {
+    dense_update.zero_gradients();
+    model.for_each_sparse_parameter([](const std::string&, sw::nn::sparse_parameter<float>& p) { p.gradient.clear(); });
+  };
+
+  // 4. The loop. Comparison steps run forward and backward fused and unfused in turns on the same
+  //    batch (the same gradients either way) before the one update.
+  std::vector<double> step_fused, step_unfused, embedding_fused, embedding_unfused;
+  double training_seconds = 0, trained_samples = 0, loss = 0;
+  held_out last;
+  for (long step = 1; step <= o.steps; ++step) {
+    const auto batch = batch_of(sw::data::dlrm_stream::training, step);
+    double update_seconds = 0;
+    if (step % o.compare_every == 0) {
+      // After the comparison, the paths training takes: the automatic choice's, once it has made it.
+      const auto kept = [](bool measuring, bool fuses) {
+        return measuring ? sw::fused::path::automatic : fuses ? sw::fused::path::fused : sw::fused::path::baseline;
+      };
+      const auto forward = kept(embedding.measuring(), embedding.fuses());
+      const auto backward = kept(embedding.measuring_backward(), embedding.fuses_backward());
+      for (const bool fuse : {step / o.compare_every % 2 == 0, step / o.compare_every % 2 != 0}) {
+        const auto way = fuse ? sw::fused::path::fused : sw::fused::path::baseline;
+        embedding.choose_paths(way, way);
+        clear_gradients();
+        const double seconds = slowest([&] {
+          loss = model.forward(batch);
+          model.backward();
+        });
+        double in_embedding = model.seconds_in_embedding().forward + model.seconds_in_embedding().backward;
+        data.all_reduce(std::span<double>(&in_embedding, 1), sw::op::max);
+        (fuse ? step_fused : step_unfused).push_back(seconds);
+        (fuse ? embedding_fused : embedding_unfused).push_back(in_embedding);
+      }
+      embedding.choose_paths(forward, backward);
+      update_seconds = slowest([&] {
+        (void)dense_update.step(data, mesh.tensor_parallel().world(), {o.dense_lr, 0.0f});
+        table_update.step(o.sparse_lr);
+      });
+      step_fused.back() += update_seconds;
+      step_unfused.back() += update_seconds;
+    } else {
+      const double seconds = slowest([&] {
+        loss = model.forward(batch);
+        model.backward();
+        (void)dense_update.step(data, mesh.tensor_parallel().world(), {o.dense_lr, 0.0f});
+        table_update.step(o.sparse_lr);
+      });
+      training_seconds += seconds;
+      trained_samples += static_cast<double>(o.batch);
+    }
+    const bool evaluates = step % o.eval_every == 0 || step == o.steps;
+    if (evaluates) last = evaluate();
+    if (evaluates || step == 1) {
+      const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
+      say("step %5ld/%ld  loss %.4f%s  %8.0f samples/s  step %.2f ms fused, %.2f ms unfused  embedding + all-to-all "
+          "%.2f ms fused, %.2f ms unfused\n",
+          step, o.steps, loss,
+          evaluates ? ("  held-out " + std::to_string(last.loss).substr(0, 6) + " (constant " +
+                       std::to_string(last.constant_predictor_loss).substr(0, 6) + ") AUC " +
+                       std::to_string(last.auc).substr(0, 5) + " accuracy " + std::to_string(last.accuracy).substr(0, 5))
+                          .c_str()
+                    : "",
+          samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused), 1e3 * median(embedding_fused),
+          1e3 * median(embedding_unfused));
+    }
+  }
+
+  const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
+  say("final: held-out loss %.4f, %.0f%% below the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %.0f samples/s; "
+      "step %.2f ms fused against %.2f ms unfused (%.1f%% less), embedding + all-to-all %.2f against %.2f ms\n",
+      last.loss, 100 * (1 - last.loss / last.constant_predictor_loss), last.constant_predictor_loss, last.auc,
+      last.accuracy, samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused),
+      100 * (1 - median(step_fused) / median(step_unfused)), 1e3 * median(embedding_fused),
+      1e3 * median(embedding_unfused));
+  if (speaks && !o.json.empty()) {
+    std::ofstream out(o.json);
+    out.precision(17);
+    out << "{\"ranks\": " << world.size() << ", \"steps\": " << o.steps << ", \"batch\": " << o.batch
+        << ", \"held_out_loss\": " << last.loss << ", \"constant_predictor_loss\": " << last.constant_predictor_loss
+        << ", \"auc\": " << last.auc << ", \"accuracy\": " << last.accuracy << ", \"samples_per_s\": " << samples_per_second
+        << ", \"step_ms_fused\": " << 1e3 * median(step_fused) << ", \"step_ms_unfused\": " << 1e3 * median(step_unfused)
+        << ", \"embedding_ms_fused\": " << 1e3 * median(embedding_fused)
+        << ", \"embedding_ms_unfused\": " << 1e3 * median(embedding_unfused)
+        << ", \"compared_steps\": " << step_fused.size() << "}\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  try {
+    if (o.backend == "mpi") {
+#ifdef SHARDWISE_TRAIN_WITH_MPI
+      sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { train(world, o); });
+#else
+      usage("this build has no MPI: --backend mpi is not available");
+#endif
+    } else {
+      sw::threads::run(o.ranks, [&](sw::communicator auto& world) { train(world, o); });
+    }
+  } catch (const std::exception& failure) {
+    std::fprintf(stderr, "%s\n", failure.what());
+    return 1;
+  }
+  return 0;
+}
