@@ -75,7 +75,7 @@ struct training {
   model::dlrm<float, Comm> dlrm;
   optim::sharded_update<optim::adam> dense;
   optim::sparse_update<optim::rowwise_adagrad> tables;
-  data::dlrm_batch<float> batch;
+  model::dlrm_batch<float> batch;
 
   training(Comm& world, const dlrm_shape& s)
       : mesh(world, world.size(), {1}), dlrm(mesh, config(s, world.size()), s.batch), dense(dlrm, mesh.data(), optim::adam{}),

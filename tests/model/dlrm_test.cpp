@@ -69,7 +69,7 @@ struct serial_dlrm {
   static matrix relu(const matrix& m) { return m.cwiseMax(0.0); }
 
   // The mean loss over the batch, and its gradients when asked.
-  double loss(const data::dlrm_batch<double>& b, gradients* g) const {
+  double loss(const model::dlrm_batch<double>& b, gradients* g) const {
     const auto B = static_cast<Eigen::Index>(b.labels.size());
     const auto F = static_cast<Eigen::Index>(b.dense.size()) / B;
     const matrix x0 = Eigen::Map<const matrix>(b.dense.data(), B, F);

@@ -26,6 +26,7 @@
 
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/model/dlrm_batch.hpp"
 
 namespace shardwise::data {
 
@@ -40,20 +41,6 @@ struct dlrm_data_config {
 };
 
 enum class dlrm_stream : std::uint64_t { training = 1, held_out = 2 };
-
-// One rank's part of a batch of samples [first_sample, first_sample + global_batch) of a stream.
-template <class T>
-struct dlrm_batch {
-  struct bags {
-    std::vector<std::int64_t> offsets{0};  // global batch + 1
-    std::vector<std::int64_t> indices;
-  };
-  std::int64_t first_row = 0;  // this rank's samples: rows [first_row, first_row + rows) of the batch
-  std::int64_t rows = 0;
-  std::vector<T> dense;    // rows × dense_features, row-major
-  std::vector<T> labels;   // rows, 0 or 1
-  std::vector<bags> sparse;  // per table asked for, over the whole global batch
-};
 
 class dlrm_generator {
  public:
@@ -114,9 +101,9 @@ class dlrm_generator {
   // This rank's part of the batch of `global_batch` samples from `first_sample` on: its rows' dense
   // features and labels, and the bags of the whole batch for `tables`.
   template <class T>
-  [[nodiscard]] dlrm_batch<T> batch(dlrm_stream stream, std::int64_t first_sample, std::int64_t global_batch,
+  [[nodiscard]] model::dlrm_batch<T> batch(dlrm_stream stream, std::int64_t first_sample, std::int64_t global_batch,
                                     std::int64_t first_row, std::int64_t rows, std::span<const int> tables) const {
-    dlrm_batch<T> out;
+    model::dlrm_batch<T> out;
     out.first_row = first_row;
     out.rows = rows;
     for (std::int64_t s = first_sample + first_row; s < first_sample + first_row + rows; ++s) {

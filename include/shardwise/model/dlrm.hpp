@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "shardwise/core/error.hpp"
-#include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/fused/embedding_bag.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/model/dlrm_batch.hpp"
 #include "shardwise/nn/binary_cross_entropy.hpp"
 #include "shardwise/nn/dot_interaction.hpp"
 #include "shardwise/nn/relu_mlp.hpp"
@@ -85,7 +85,7 @@ class dlrm {
 
   // The mean loss over the global batch (equal on every rank); keeps what backward needs, and the batch
   // must outlive backward (the embedding reads its bags again).
-  [[nodiscard]] double forward(const data::dlrm_batch<T>& batch) try {
+  [[nodiscard]] double forward(const dlrm_batch<T>& batch) try {
     if (batch.rows != rows() || batch.first_row != first_row() || batch.sparse.size() != input_tables().size())
       throw argument_error(mesh_->data().world_rank(), "model::dlrm::forward",
                            "the batch holds samples from " + std::to_string(batch.first_row) + " (" +
