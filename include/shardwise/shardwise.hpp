@@ -45,7 +45,7 @@
 #include "shardwise/tensor/exchange.hpp"
 #include "shardwise/tensor/norm.hpp"
 #include "shardwise/tensor/reduce.hpp"
-// ---- simulated GPUs (issue 6): the sim_gpu backend, its models, virtual time and timelines
+// ---- simulated GPUs: the sim_gpu backend, its models, virtual time and timelines
 #include "shardwise/sim/algorithm_choice.hpp"
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/cost_only.hpp"
@@ -58,15 +58,15 @@
 #include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/sim/timeline.hpp"
 #include "shardwise/sim/topology.hpp"
-// ---- distributed matrix products (issue 4): 1-D, 2-D and 3-D, forward and transposed forms
+// ---- distributed matrix products: 1-D, 2-D and 3-D, forward and transposed forms
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/matmul_1d.hpp"
 #include "shardwise/ops/matmul_2d.hpp"
 #include "shardwise/ops/matmul_3d.hpp"
-// ---- collective matmul (issue 6): all-gather and reduce-scatter rings overlapped with 1-D products
+// ---- collective matmul: all-gather and reduce-scatter rings overlapped with 1-D products
 #include "shardwise/ops/collective_matmul.hpp"
-// ---- element-wise and row operations (issue 4): A + b, A ∘ b, GeLU, softmax, dropout, layer norm
+// ---- element-wise and row operations: A + b, A ∘ b, GeLU, softmax, dropout, layer norm
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/add_vector.hpp"
@@ -78,7 +78,7 @@
 #include "shardwise/ops/softmax.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
-// ---- GPU-initiated communication and fused embedding-bag + all-to-all (issue 6, second half)
+// ---- GPU-initiated communication and fused embedding-bag + all-to-all
 #include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/comm/shared/symmetric_window.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
@@ -99,3 +99,10 @@
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/optim/model_checkpoint.hpp"
+// ---- training a DLRM: the embedding bag layer, sparse optimizers for its tables, the model, its data
+#include "shardwise/data/dlrm_generator.hpp"
+#include "shardwise/fused/embedding_bag.hpp"
+#include "shardwise/model/dlrm.hpp"
+#include "shardwise/optim/rowwise_adagrad.hpp"
+#include "shardwise/optim/sparse_sgd.hpp"
+#include "shardwise/optim/sparse_update.hpp"
