@@ -148,7 +148,7 @@ class fused_backward_model {
  private:
   struct received {
     std::int64_t flag;
-    work work;
+    shardwise::work work;
   };
   const embedding_plan* plan_;
   int rank_;
