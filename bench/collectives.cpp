@@ -31,8 +31,8 @@ using namespace shardwise;
 enum class collective : int { all_reduce, reduce_scatter, all_gather, all_to_all };
 enum class variant : int { threads, mpi, raw_mpi, copy };
 
-constexpr std::array collectives_measured = {collective::all_reduce, collective::reduce_scatter,
-                                             collective::all_gather, collective::all_to_all};
+constexpr std::array collectives_measured = {collective::all_reduce, collective::reduce_scatter, collective::all_gather,
+                                             collective::all_to_all};
 constexpr std::array<const char*, 4> collective_names = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"};
 constexpr std::array<const char*, 4> variant_names = {"threads", "mpi", "raw_mpi", "copy"};
 

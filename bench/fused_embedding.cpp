@@ -42,11 +42,11 @@
 #include <vector>
 
 #include "benchmark_main.hpp"
-#include "slowest_rank.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "slowest_rank.hpp"
 
 namespace {
 
@@ -99,41 +99,52 @@ void register_model() {
   for (const std::int64_t pooling : {10, 70})
     for (const std::int64_t batch : {256, 512, 1024, 2048, 4096})
       for (const int tables : {16, 64, 256})
-        benchmark::RegisterBenchmark(
-            ("model/" + std::string(pooling == 10 ? "grid/" : "grid_pooling70/") + std::to_string(batch) + "/" +
-             std::to_string(tables)).c_str(),
-            [=](benchmark::State& s) { report_model(s, batch, tables, 32, pooling); })
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
+        benchmark::RegisterBenchmark(("model/" + std::string(pooling == 10 ? "grid/" : "grid_pooling70/") +
+                                      std::to_string(batch) + "/" + std::to_string(tables))
+                                         .c_str(),
+                                     [=](benchmark::State& s) { report_model(s, batch, tables, 32, pooling); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(1);
   for (const std::int64_t slice : {1, 2, 4, 8, 16, 32, 64, 128, 256})
     benchmark::RegisterBenchmark(("model/slices/" + std::to_string(slice)).c_str(),
                                  [=](benchmark::State& s) { report_model(s, 1024, 256, slice, 10); })
-        ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(1);
   for (const std::int64_t batch : {256, 512, 1024, 2048, 4096})
     for (const int tables : {16, 64, 256})
       for (const auto order : {fused::slice_order::communication_aware, fused::slice_order::oblivious})
-        benchmark::RegisterBenchmark(
-            ("model/order/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" +
-             (order == fused::slice_order::oblivious ? "oblivious" : "aware")).c_str(),
-            [=](benchmark::State& s) { report_model(s, batch, tables, 32, 10, order); })
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
+        benchmark::RegisterBenchmark(("model/order/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" +
+                                      (order == fused::slice_order::oblivious ? "oblivious" : "aware"))
+                                         .c_str(),
+                                     [=](benchmark::State& s) { report_model(s, batch, tables, 32, 10, order); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(1);
   for (const modelled_machine nodes : {modelled_machine{8, 1}, modelled_machine{8, 4}})
     for (const std::int64_t batch : {256, 1024, 4096})
       for (const int tables : {16, 64})
-        benchmark::RegisterBenchmark(("model/scale/" + std::to_string(nodes.gpus) + "x" +
-                                      std::to_string(nodes.gpus_per_node) + "/" + std::to_string(batch) + "/" +
-                                      std::to_string(tables)).c_str(),
-                                     [=](benchmark::State& s) {
-                                       report_model(s, batch, tables, 32, 10, fused::slice_order::communication_aware,
-                                                    nodes);
-                                     })
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
+        benchmark::RegisterBenchmark(
+            ("model/scale/" + std::to_string(nodes.gpus) + "x" + std::to_string(nodes.gpus_per_node) + "/" +
+             std::to_string(batch) + "/" + std::to_string(tables))
+                .c_str(),
+            [=](benchmark::State& s) {
+              report_model(s, batch, tables, 32, 10, fused::slice_order::communication_aware, nodes);
+            })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(1);
   for (const std::int64_t batch : {2, 8, 64})
     for (const int tables : {1, 16})
       for (const std::int64_t slice : {1, 4, 32})
-        benchmark::RegisterBenchmark(("model/small/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" +
-                                      std::to_string(slice)).c_str(),
-                                     [=](benchmark::State& s) { report_model(s, batch, tables, slice, 10); })
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1);
+        benchmark::RegisterBenchmark(
+            ("model/small/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(slice))
+                .c_str(),
+            [=](benchmark::State& s) { report_model(s, batch, tables, slice, 10); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(1);
 }
 
 // Wall time on threads and on MPI: every rank builds its tables and bags, then runs the chosen path.
@@ -185,9 +196,8 @@ void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Op
     const bool fused_first = fused_seconds.size() % 2 == 0;
     std::array<double, 2> seconds{};  // fused, baseline
     for (const bool fuse : {fused_first, !fused_first})
-      seconds[fuse ? 0 : 1] = bench::slowest(comm, [&] {
-        benchmark::DoNotOptimize((fuse ? op.fused(tables, bags) : op.baseline(tables, bags)).data());
-      });
+      seconds[fuse ? 0 : 1] = bench::slowest(
+          comm, [&] { benchmark::DoNotOptimize((fuse ? op.fused(tables, bags) : op.baseline(tables, bags)).data()); });
     fused_seconds.push_back(seconds[0]);
     baseline_seconds.push_back(seconds[1]);
     return seconds[0] + seconds[1];
@@ -252,13 +262,17 @@ std::vector<measured_configuration> configurations() {
     for (const int tables : {2, 16, 64, 256})
       for (const std::int64_t batch : {256, 512, 1024, 2048, 4096}) {
         // The shapes measured before the grid was extended (single lookups and MPI keep to them).
-        const bool first_shapes = (batch == 256 || batch == 1024 || batch == 4096) && tables <= 64 && batch * tables <= 65536;
+        const bool first_shapes =
+            (batch == 256 || batch == 1024 || batch == 4096) && tables <= 64 && batch * tables <= 65536;
         if (batch * tables > 262144 || (bag_length == 1 && !first_shapes)) continue;
-        const double bytes = static_cast<double>(batch * measured_ranks * tables * (bag_length + 3) * embedding_dimension) * 4;
+        const double bytes =
+            static_cast<double>(batch * measured_ranks * tables * (bag_length + 3) * embedding_dimension) * 4;
         const auto iterations = static_cast<long long>(std::clamp(2e10 / bytes, 5.0, 50.0));
-        const bool on_mpi = first_shapes && (bag_length == 10 ? tables == 16 || batch == 1024 : tables == 16 && batch == 1024);
-        all.push_back({"/sweep/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(bag_length),
-                       tables, embedding_dimension, batch, bag_length, 2048, iterations, on_mpi});
+        const bool on_mpi =
+            first_shapes && (bag_length == 10 ? tables == 16 || batch == 1024 : tables == 16 && batch == 1024);
+        all.push_back(
+            {"/sweep/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(bag_length),
+             tables, embedding_dimension, batch, bag_length, 2048, iterations, on_mpi});
       }
   return all;
 }
@@ -292,14 +306,18 @@ void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int wor
                                          measure_path(comm, comm.rank() == 0 ? &s : nullptr, paths[p], c);
                                        });
                                      })
-            ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->Iterations(c.iterations);
 #ifdef SHARDWISE_BENCH_MPI
       if (!c.on_mpi || world_size < measured_ranks) continue;
       benchmark::RegisterBenchmark(("mpi/" + std::string(paths[p].name) + c.name).c_str(),
                                    [driver, i, p](benchmark::State& s) {
                                      driver->run(command{static_cast<int>(i), p, measured_ranks}, &s);
                                    })
-          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(c.iterations);
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(c.iterations);
 #endif
     }
 }

@@ -52,8 +52,7 @@ void Cblacs_gridexit(int context);
 void Cblacs_exit(int keep_mpi_running);
 int numroc_(const int* extent, const int* block, const int* coordinate, const int* source, const int* grid_extent);
 void descinit_(int* descriptor, const int* rows, const int* cols, const int* row_block, const int* col_block,
-               const int* row_source, const int* col_source, const int* context, const int* leading_extent,
-               int* info);
+               const int* row_source, const int* col_source, const int* context, const int* leading_extent, int* info);
 void psgemm_(const char* transpose_a, const char* transpose_b, const int* m, const int* n, const int* k,
              const float* alpha, const float* a, const int* a_row, const int* a_col, const int* a_descriptor,
              const float* b, const int* b_row, const int* b_col, const int* b_descriptor, const float* beta, float* c,
@@ -196,9 +195,8 @@ void benchmark_mpi(benchmark::State& state, order_driver* driver, command order)
 
 void benchmark_shardwise_threads(benchmark::State& state) {
   const auto iterations = static_cast<long long>(state.max_iterations);
-  threads::run(8, [&](threads::communicator& comm) {
-    run_shardwise(comm.rank() == 0 ? &state : nullptr, iterations, comm);
-  });
+  threads::run(
+      8, [&](threads::communicator& comm) { run_shardwise(comm.rank() == 0 ? &state : nullptr, iterations, comm); });
   report(state, 8);
 }
 
@@ -252,8 +250,9 @@ bool check_against_reference(order_driver& driver) {
 // Rank 0: the context and the check, then, if every product matched, the benchmarks; false if not.
 bool check_and_register(order_driver& driver, int /*world_size*/) {
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
-    std::fprintf(stderr, "bench_matmul: OPENBLAS_NUM_THREADS is not set; OpenBLAS may start a thread per core in "
-                         "every rank\n");
+    std::fprintf(stderr,
+                 "bench_matmul: OPENBLAS_NUM_THREADS is not set; OpenBLAS may start a thread per core in "
+                 "every rank\n");
 #ifdef EIGEN_USE_BLAS
   benchmark::AddCustomContext("eigen_products", "BLAS (EIGEN_USE_BLAS)");
 #else
@@ -279,10 +278,11 @@ int main(int argc, char** argv) {
   // BLACS adopts the running MPI on every rank, and must let go of it before MPI ends.
   const bench::mpi_options options{.minimum_ranks = 8,
                                    .program = "bench_matmul",
-                                   .on_start = [] {
-                                     int blacs_rank = 0, blacs_ranks = 0;
-                                     Cblacs_pinfo(&blacs_rank, &blacs_ranks);
-                                   },
+                                   .on_start =
+                                       [] {
+                                         int blacs_rank = 0, blacs_ranks = 0;
+                                         Cblacs_pinfo(&blacs_rank, &blacs_ranks);
+                                       },
                                    .on_finish = [] { Cblacs_exit(1); }};
   return bench::run_benchmarks(argc, argv, run_mpi_variant, check_and_register, options);
 }

@@ -24,8 +24,6 @@
 #include <vector>
 
 #include "benchmark_main.hpp"
-#include "slowest_rank.hpp"
-#include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/model/dlrm.hpp"
@@ -34,6 +32,8 @@
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/optim/sparse_update.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
+#include "slowest_rank.hpp"
 
 namespace {
 
@@ -78,16 +78,20 @@ struct training {
   model::dlrm_batch<float> batch;
 
   training(Comm& world, const dlrm_shape& s)
-      : mesh(world, world.size(), {1}), dlrm(mesh, config(s, world.size()), s.batch), dense(dlrm, mesh.data(), optim::adam{}),
+      : mesh(world, world.size(), {1}),
+        dlrm(mesh, config(s, world.size()), s.batch),
+        dense(dlrm, mesh.data(), optim::adam{}),
         tables(dlrm),
-        batch(generator(s, world.size()).template batch<float>(data::dlrm_stream::training, 0, s.batch, dlrm.first_row(), dlrm.rows(),
-                                                     dlrm.input_tables())) {}
+        batch(generator(s, world.size())
+                  .template batch<float>(data::dlrm_stream::training, 0, s.batch, dlrm.first_row(), dlrm.rows(),
+                                         dlrm.input_tables())) {}
 
   static model::dlrm_config config(const dlrm_shape& s, int P) {
     model::dlrm_config c;
     c.bottom = s.bottom;
     c.top = s.top;
-    for (int t = 0; t < s.tables_per_rank * P; ++t) c.tables.push_back({s.rows, s.dimension, fused::table_sharding::table_wise});
+    for (int t = 0; t < s.tables_per_rank * P; ++t)
+      c.tables.push_back({s.rows, s.dimension, fused::table_sharding::table_wise});
     return c;
   }
   static data::dlrm_generator generator(const dlrm_shape& s, int P) {
@@ -173,12 +177,16 @@ int main(int argc, char** argv) {
     for (const auto& shape : threads_shapes)
       benchmark::RegisterBenchmark(("threads/" + shape.name).c_str(),
                                    [shape](benchmark::State& s) { measure_threads(s, shape); })
-          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(9);
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(9);
     for (const int per_node : {1, 4})
       for (const auto& shape : sim_shapes)
         benchmark::RegisterBenchmark(("sim/8x" + std::to_string(per_node) + "/" + shape.name).c_str(),
                                      [shape, per_node](benchmark::State& s) { measure_simulated(s, shape, per_node); })
-            ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->Iterations(1);
     return true;
   });
 }

@@ -7,7 +7,8 @@
 // counters give tokens/s, MFU against the float GEMM rate measured at start-up per core, and this
 // rank's memory: weights, gradients and optimizer state from the update's buffers, and activations
 // measured as the heap growth across the model's first forward pass, what it keeps for backward
-// (glibc's mallinfo2, over all ranks, divided by them). scripts/bench-train-gpt runs it and prints the table of docs/training.md.
+// (glibc's mallinfo2, over all ranks, divided by them). scripts/bench-train-gpt runs it and prints the table of
+// docs/training.md.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -56,7 +57,7 @@ void shardwise_steps(benchmark::State& state, int replicas, int group) {
     sw::threads::run(ranks, [&](sw::communicator auto& world) {
       sw::data_parallel_mesh mesh(world, replicas, sw::coordinates<1>{group});
       sw::model::gpt<float, Family, std::remove_cvref_t<decltype(mesh.tensor_parallel())>> model(mesh.tensor_parallel(),
-                                                                                               config);
+                                                                                                 config);
       sw::optim::sharded_update<sw::optim::adamw> update(model, mesh.data(), {.beta2 = 0.95f, .weight_decay = 0.1f});
       const auto step = [&](long number) {
         const auto b = corpus.training_batch(number, mesh.replica(), replicas, batch / replicas, config.context, 1);
@@ -140,12 +141,15 @@ int main(int argc, char** argv) {
       b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
     };
     // Each ours beside its peer with as many cores.
-    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/1_rank", [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 1); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/1_rank",
+                                       [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 1); }));
     timed(benchmark::RegisterBenchmark("train_gpt/pytorch/1_thread", [](benchmark::State& s) { pytorch_steps(s, 1); }));
-    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/data_2", [](benchmark::State& s) { shardwise_steps<one_d>(s, 2, 1); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/data_2",
+                                       [](benchmark::State& s) { shardwise_steps<one_d>(s, 2, 1); }));
     timed(benchmark::RegisterBenchmark("train_gpt/shardwise/tensor_1d_2",
                                        [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 2); }));
-    timed(benchmark::RegisterBenchmark("train_gpt/pytorch/2_threads", [](benchmark::State& s) { pytorch_steps(s, 2); }));
+    timed(
+        benchmark::RegisterBenchmark("train_gpt/pytorch/2_threads", [](benchmark::State& s) { pytorch_steps(s, 2); }));
     return true;
   });
 }

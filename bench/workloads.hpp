@@ -34,7 +34,8 @@ template <class Steps>
 constexpr workload measured(const char* name, std::array<int, 2> rank_counts, bool ranks_in_name) {
   return {name,
           [](int ranks, benchmark::State& state) {
-            threads::run(ranks, [&](threads::communicator& comm) { Steps{}(comm, comm.rank() == 0 ? &state : nullptr); });
+            threads::run(ranks,
+                         [&](threads::communicator& comm) { Steps{}(comm, comm.rank() == 0 ? &state : nullptr); });
           },
 #ifdef SHARDWISE_BENCH_MPI
           [](mpi::communicator& part, benchmark::State* state) { Steps{}(part, state); },

@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
     // 5. Print in rank order (rank 0 prints a table all ranks sent it, as in example 01). The paper's
     //    count for a p x p x p cube: (p-1)(MN + NK + MK)/p³ elements sent per rank, here with the
     //    blocks as stored (96/4 rows of A, 80/4 columns of B: these shapes divide, so no padding).
-    const std::array<std::int64_t, 4> mine{moved.axes[0].bytes_sent, moved.axes[1].bytes_sent,
-                                           moved.axes[2].bytes_sent, moved.total().bytes_received};
+    const std::array<std::int64_t, 4> mine{moved.axes[0].bytes_sent, moved.axes[1].bytes_sent, moved.axes[2].bytes_sent,
+                                           moved.total().bytes_received};
     std::vector<std::int64_t> table(mine.size() * static_cast<std::size_t>(world.size()));
     world.all_gather(mine, table);
     if (world.rank() == 0) {

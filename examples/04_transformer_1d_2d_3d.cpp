@@ -148,10 +148,11 @@ void sequence_parallel_mlp(Mesh& mesh) {
   //    gradients gather x and dy again instead of keeping them whole: memory traded for bytes.
   const float difference = std::max((y - plain_y).cwiseAbs().maxCoeff(), (dx - plain_dx).cwiseAbs().maxCoeff());
   if (mesh.world().rank() == 0) {
-    std::printf("1-D  sequence-parallel MLP: rank 0 holds %lld of %lld activation rows; largest difference from "
-                "plain 1-D: %.2g\n",
-                static_cast<long long>(x.local().rows()), static_cast<long long>(x_everywhere.local().rows()),
-                double(difference));
+    std::printf(
+        "1-D  sequence-parallel MLP: rank 0 holds %lld of %lld activation rows; largest difference from "
+        "plain 1-D: %.2g\n",
+        static_cast<long long>(x.local().rows()), static_cast<long long>(x_everywhere.local().rows()),
+        double(difference));
     std::printf("1-D  sequence-parallel MLP: rank 0 sent %.1f KiB forward, %.1f KiB backward (plain 1-D: %.1f, %.1f)\n",
                 double(forward_sent) / 1024, double(backward_sent) / 1024, double(plain_forward_sent) / 1024,
                 double(plain_backward_sent) / 1024);

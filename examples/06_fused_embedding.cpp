@@ -57,10 +57,11 @@ void on_launched_ranks(communicator auto& comm) {
   int stored = 0;
   for (int peer = 0; peer < comm.size(); ++peer) stored += op.stores_in_place(peer) ? 1 : 0;
   if (comm.rank() == 0)
-    std::printf("%d ranks: output {%lld rows, %lld floats} on rank 0, fused (slices stored into %d of %d ranks' outputs, "
-                "messages to the rest) %s baseline\n",
-                comm.size(), static_cast<long long>(op.plan().rows_of(0)), static_cast<long long>(op.plan().row_width()),
-                stored, comm.size(), same ? "==" : "!=");
+    std::printf(
+        "%d ranks: output {%lld rows, %lld floats} on rank 0, fused (slices stored into %d of %d ranks' outputs, "
+        "messages to the rest) %s baseline\n",
+        comm.size(), static_cast<long long>(op.plan().rows_of(0)), static_cast<long long>(op.plan().row_width()),
+        stored, comm.size(), same ? "==" : "!=");
   if (!same) throw argument_error(comm.world_rank(), "example 06", "fused and baseline outputs differ");
 }
 
@@ -83,9 +84,10 @@ void on_simulated_gpus() {
     (void)op.baseline(in.tables, in.bags);
     if (comm.rank() == 0) baseline_time = comm.now() - start;
   });
-  std::printf("2 simulated MI210 over InfiniBand, slices of %lld rows: fused %.0f µs, baseline %.0f µs (%.0f%% lower)\n",
-              static_cast<long long>(slice_rows), fused_time * 1e6, baseline_time * 1e6,
-              100 * (1 - fused_time / baseline_time));
+  std::printf(
+      "2 simulated MI210 over InfiniBand, slices of %lld rows: fused %.0f µs, baseline %.0f µs (%.0f%% lower)\n",
+      static_cast<long long>(slice_rows), fused_time * 1e6, baseline_time * 1e6,
+      100 * (1 - fused_time / baseline_time));
   report.timeline->write_chrome_trace("fused_embedding_trace.json");
   std::printf("timeline: fused_embedding_trace.json\n");
 }

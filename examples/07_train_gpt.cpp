@@ -53,7 +53,7 @@ struct options {
   std::string backend = "threads";
   int data_parallel = 2;
   std::string tensor_parallel = "1d:1";  // 1d:P, 2d:RxC or 3d:PxQxR
-  std::vector<int> grid;                  // its extents, from parse()
+  std::vector<int> grid;                 // its extents, from parse()
   sw::model::gpt_config model;
   long steps = 2500;
   long batch = 8;  // samples per step, over all replicas: small batches learn more per token here
@@ -149,35 +149,65 @@ options parse(int argc, char** argv) {
       }
       usage("the option " + std::string(flag) + " takes " + kind + ", not \"" + value + "\"");
     };
-    const auto number = [&] { return read([](const std::string& v, std::size_t* used) { return std::stol(v, used); }, "a whole number"); };
-    const auto real = [&] { return read([](const std::string& v, std::size_t* used) { return std::stof(v, used); }, "a number"); };
+    const auto number = [&] {
+      return read([](const std::string& v, std::size_t* used) { return std::stol(v, used); }, "a whole number");
+    };
+    const auto real = [&] {
+      return read([](const std::string& v, std::size_t* used) { return std::stof(v, used); }, "a number");
+    };
     if (flag == "--backend") o.backend = value;
-    else if (flag == "--dp") o.data_parallel = static_cast<int>(number());
-    else if (flag == "--tp") o.tensor_parallel = value;
-    else if (flag == "--layers") o.model.layers = number();
-    else if (flag == "--hidden") o.model.hidden = number();
-    else if (flag == "--heads") o.model.heads = number();
-    else if (flag == "--context") o.model.context = number();
-    else if (flag == "--steps") o.steps = number();
-    else if (flag == "--batch") o.batch = number();
-    else if (flag == "--micro-batches") o.micro_batches = number();
-    else if (flag == "--optimizer") o.optimizer = value;
-    else if (flag == "--lr") o.learning_rate = real();
-    else if (flag == "--warmup") o.warmup = number();
-    else if (flag == "--weight-decay") o.weight_decay = real();
-    else if (flag == "--clip") o.clip_norm = real();
-    else if (flag == "--eval-every") o.eval_every = number();
-    else if (flag == "--eval-batches") o.eval_batches = number();
-    else if (flag == "--checkpoint") o.checkpoint = value;
-    else if (flag == "--checkpoint-every") o.checkpoint_every = number();
-    else if (flag == "--resume") o.resume = value;
-    else if (flag == "--data") o.data = value;
-    else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number());
-    else if (flag == "--json") o.json = value;
-    else if (flag == "--sample") o.sample_bytes = number();
-    else if (flag == "--fail-at-step") o.fail_at_step = number();
-    else if (flag == "--fail-rank") o.fail_rank = static_cast<int>(number());
-    else usage("unknown option " + std::string(flag));
+    else if (flag == "--dp")
+      o.data_parallel = static_cast<int>(number());
+    else if (flag == "--tp")
+      o.tensor_parallel = value;
+    else if (flag == "--layers")
+      o.model.layers = number();
+    else if (flag == "--hidden")
+      o.model.hidden = number();
+    else if (flag == "--heads")
+      o.model.heads = number();
+    else if (flag == "--context")
+      o.model.context = number();
+    else if (flag == "--steps")
+      o.steps = number();
+    else if (flag == "--batch")
+      o.batch = number();
+    else if (flag == "--micro-batches")
+      o.micro_batches = number();
+    else if (flag == "--optimizer")
+      o.optimizer = value;
+    else if (flag == "--lr")
+      o.learning_rate = real();
+    else if (flag == "--warmup")
+      o.warmup = number();
+    else if (flag == "--weight-decay")
+      o.weight_decay = real();
+    else if (flag == "--clip")
+      o.clip_norm = real();
+    else if (flag == "--eval-every")
+      o.eval_every = number();
+    else if (flag == "--eval-batches")
+      o.eval_batches = number();
+    else if (flag == "--checkpoint")
+      o.checkpoint = value;
+    else if (flag == "--checkpoint-every")
+      o.checkpoint_every = number();
+    else if (flag == "--resume")
+      o.resume = value;
+    else if (flag == "--data")
+      o.data = value;
+    else if (flag == "--seed")
+      o.seed = static_cast<std::uint64_t>(number());
+    else if (flag == "--json")
+      o.json = value;
+    else if (flag == "--sample")
+      o.sample_bytes = number();
+    else if (flag == "--fail-at-step")
+      o.fail_at_step = number();
+    else if (flag == "--fail-rank")
+      o.fail_rank = static_cast<int>(number());
+    else
+      usage("unknown option " + std::string(flag));
   }
   o.model.seed = o.seed;
   if (o.backend != "threads" && o.backend != "mpi") usage("--backend is threads or mpi, not " + o.backend);
@@ -187,8 +217,9 @@ options parse(int argc, char** argv) {
   if (o.steps < 1 || o.batch < 1 || o.micro_batches < 1 || o.eval_every < 1 || o.eval_batches < 1)
     usage("--steps, --batch, --micro-batches, --eval-every and --eval-batches must be positive");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
-    usage("the batch of " + std::to_string(o.batch) + " samples does not split into " + std::to_string(o.data_parallel) +
-          " replicas x " + std::to_string(o.micro_batches) + " micro-batches of equal size");
+    usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
+          std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +
+          " micro-batches of equal size");
   const long micro_batch = o.batch / (o.data_parallel * o.micro_batches);
   o.grid = tensor_parallel_shape(o.tensor_parallel);
   if (o.fail_rank < 0) usage("--fail-rank must be a rank");
@@ -298,8 +329,8 @@ void train(Communicator& world, const options& o) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0;
     for (long m = 0; m < o.micro_batches; ++m) {
-      const auto batch = corpus.training_batch(step, data.rank() * o.micro_batches + m, o.data_parallel * o.micro_batches,
-                                               micro_batch, o.model.context, o.seed);
+      const auto batch = corpus.training_batch(step, data.rank() * o.micro_batches + m,
+                                               o.data_parallel * o.micro_batches, micro_batch, o.model.context, o.seed);
       loss += model.forward(batch.tokens, batch.targets) / static_cast<double>(o.micro_batches);
       model.backward(1.0f / static_cast<float>(o.micro_batches));
     }
@@ -321,9 +352,9 @@ void train(Communicator& world, const options& o) {
     if (evaluates || step == first_step || step % 10 == 0) {
       const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
       const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
-      say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  left %s\n", step,
-          o.steps, train_loss, evaluates ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "",
-          report.gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
+      say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  left %s\n", step, o.steps,
+          train_loss, evaluates ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", report.gradient_norm,
+          schedule(step), tokens_per_second, 100 * mfu,
           duration(static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1))
               .c_str());
     }
@@ -352,7 +383,8 @@ void train(Communicator& world, const options& o) {
         << ", \"tokens\": " << tokens_trained << ", \"tokens_per_s\": " << tokens_per_second
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
         << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss;
-    for (const auto& [name, curve] : {std::pair{"val_curve", &validation_curve}, std::pair{"train_curve", &training_curve}}) {
+    for (const auto& [name, curve] :
+         {std::pair{"val_curve", &validation_curve}, std::pair{"train_curve", &training_curve}}) {
       out << ", \"" << name << "\": [";
       for (std::size_t i = 0; i < curve->size(); ++i)
         out << (i ? ", " : "") << "[" << (*curve)[i][0] << ", " << (*curve)[i][1] << ", " << (*curve)[i][2] << "]";
@@ -377,24 +409,28 @@ void run(Communicator& world, const options& o) {
                                  " needs " + std::to_string(ranks_needed(o)) + " ranks, the run has " +
                                  std::to_string(world.size()));
   if (o.fail_at_step > 0 && o.fail_rank >= world.size())
-    throw sw::argument_error(world.world_rank(), "07_train_gpt",
-                             "--fail-rank " + std::to_string(o.fail_rank) + " is not a rank of this run of " +
-                                 std::to_string(world.size()));
+    throw sw::argument_error(
+        world.world_rank(), "07_train_gpt",
+        "--fail-rank " + std::to_string(o.fail_rank) + " is not a rank of this run of " + std::to_string(world.size()));
   const auto with_optimizer = [&]<class Family>() {
     const auto with_mode = [&]<class Optimizer>() {
-      if (o.replicated)
-        train<Family, Optimizer, sw::optim::weight_update::replicated>(world, o);
+      if (o.replicated) train<Family, Optimizer, sw::optim::weight_update::replicated>(world, o);
       else
         train<Family, Optimizer, sw::optim::weight_update::sharded>(world, o);
     };
     if (o.optimizer == "adamw") with_mode.template operator()<sw::optim::adamw>();
-    else if (o.optimizer == "lamb") with_mode.template operator()<sw::optim::lamb>();
-    else if (o.optimizer == "lars") with_mode.template operator()<sw::optim::lars>();
-    else with_mode.template operator()<sw::optim::sgd>();
+    else if (o.optimizer == "lamb")
+      with_mode.template operator()<sw::optim::lamb>();
+    else if (o.optimizer == "lars")
+      with_mode.template operator()<sw::optim::lars>();
+    else
+      with_mode.template operator()<sw::optim::sgd>();
   };
   if (o.grid.size() == 1) with_optimizer.template operator()<sw::nn::tensor_parallel_1d<sw::padded>>();
-  else if (o.grid.size() == 2) with_optimizer.template operator()<sw::nn::tensor_parallel_2d<sw::padded>>();
-  else with_optimizer.template operator()<sw::nn::tensor_parallel_3d<sw::directions<>, sw::padded>>();
+  else if (o.grid.size() == 2)
+    with_optimizer.template operator()<sw::nn::tensor_parallel_2d<sw::padded>>();
+  else
+    with_optimizer.template operator()<sw::nn::tensor_parallel_3d<sw::directions<>, sw::padded>>();
 }
 
 }  // namespace

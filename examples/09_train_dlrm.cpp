@@ -91,8 +91,8 @@ auto read_into(Number& into) {
     Number n{};
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
     if (error != std::errc() || end != value.data() + value.size())
-      usage("the option " + std::string(flag) + " takes " + (std::is_integral_v<Number> ? "a whole number" : "a number") +
-            ", not \"" + value + "\"");
+      usage("the option " + std::string(flag) + " takes " +
+            (std::is_integral_v<Number> ? "a whole number" : "a number") + ", not \"" + value + "\"");
     into = n;
   };
 }
@@ -103,16 +103,26 @@ auto read_into(std::string& into) {
 options parse(int argc, char** argv) {
   options o;
   const std::map<std::string_view, std::function<void(std::string_view, const std::string&)>> read = {
-      {"--backend", read_into(o.backend)},       {"--ranks", read_into(o.ranks)},
-      {"--steps", read_into(o.steps)},           {"--batch", read_into(o.batch)},
-      {"--tables", read_into(o.tables)},         {"--rows", read_into(o.rows)},
-      {"--row-wise", read_into(o.row_wise)},     {"--dimension", read_into(o.dimension)},
-      {"--dense-features", read_into(o.dense_features)}, {"--hidden", read_into(o.hidden)},
-      {"--pooling", read_into(o.pooling)},       {"--bag-length", read_into(o.bag_length)},
-      {"--dense-lr", read_into(o.dense_lr)},     {"--sparse-lr", read_into(o.sparse_lr)},
-      {"--eval-every", read_into(o.eval_every)}, {"--eval-batches", read_into(o.eval_batches)},
-      {"--compare-every", read_into(o.compare_every)}, {"--path", read_into(o.path)},
-      {"--seed", read_into(o.seed)},             {"--json", read_into(o.json)},
+      {"--backend", read_into(o.backend)},
+      {"--ranks", read_into(o.ranks)},
+      {"--steps", read_into(o.steps)},
+      {"--batch", read_into(o.batch)},
+      {"--tables", read_into(o.tables)},
+      {"--rows", read_into(o.rows)},
+      {"--row-wise", read_into(o.row_wise)},
+      {"--dimension", read_into(o.dimension)},
+      {"--dense-features", read_into(o.dense_features)},
+      {"--hidden", read_into(o.hidden)},
+      {"--pooling", read_into(o.pooling)},
+      {"--bag-length", read_into(o.bag_length)},
+      {"--dense-lr", read_into(o.dense_lr)},
+      {"--sparse-lr", read_into(o.sparse_lr)},
+      {"--eval-every", read_into(o.eval_every)},
+      {"--eval-batches", read_into(o.eval_batches)},
+      {"--compare-every", read_into(o.compare_every)},
+      {"--path", read_into(o.path)},
+      {"--seed", read_into(o.seed)},
+      {"--json", read_into(o.json)},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
@@ -133,7 +143,9 @@ options parse(int argc, char** argv) {
 }
 
 sw::fused::path path_of(const std::string& name) {
-  return name == "fused" ? sw::fused::path::fused : name == "unfused" ? sw::fused::path::baseline : sw::fused::path::automatic;
+  return name == "fused"     ? sw::fused::path::fused
+         : name == "unfused" ? sw::fused::path::baseline
+                             : sw::fused::path::automatic;
 }
 
 // ---- what the run reports
@@ -199,8 +211,9 @@ void train(Communicator& world, const options& o) {
   config.bottom = {o.hidden, o.dimension};
   config.top = {o.hidden, 1};
   for (int t = 0; t < o.tables; ++t)
-    config.tables.push_back({o.rows, o.dimension,
-                             t < o.row_wise ? sw::fused::table_sharding::row_wise : sw::fused::table_sharding::table_wise});
+    config.tables.push_back(
+        {o.rows, o.dimension,
+         t < o.row_wise ? sw::fused::table_sharding::row_wise : sw::fused::table_sharding::table_wise});
   config.pooling = o.pooling == "sum" ? sw::fused::pooling::sum : sw::fused::pooling::mean;
   config.seed = o.seed;
   sw::fused::embedding_options embedding_options;
@@ -216,7 +229,8 @@ void train(Communicator& world, const options& o) {
       o.batch);
 
   const auto batch_of = [&](sw::data::dlrm_stream stream, long index) {
-    return generator.batch<float>(stream, index * o.batch, o.batch, model.first_row(), model.rows(), model.input_tables());
+    return generator.batch<float>(stream, index * o.batch, o.batch, model.first_row(), model.rows(),
+                                  model.input_tables());
   };
   // The held-out loss, AUC and accuracy: the same batches every time, every prediction gathered.
   const auto evaluate = [&] {
@@ -309,11 +323,12 @@ void train(Communicator& world, const options& o) {
       say("step %5ld/%ld  loss %.4f%s  %8.0f samples/s  step %.2f ms fused, %.2f ms unfused  embedding + all-to-all "
           "%.2f ms fused, %.2f ms unfused\n",
           step, o.steps, loss,
-          evaluates ? ("  held-out " + std::to_string(last.loss).substr(0, 6) + " (constant " +
-                       std::to_string(last.constant_predictor_loss).substr(0, 6) + ") AUC " +
-                       std::to_string(last.auc).substr(0, 5) + " accuracy " + std::to_string(last.accuracy).substr(0, 5))
-                          .c_str()
-                    : "",
+          evaluates
+              ? ("  held-out " + std::to_string(last.loss).substr(0, 6) + " (constant " +
+                 std::to_string(last.constant_predictor_loss).substr(0, 6) + ") AUC " +
+                 std::to_string(last.auc).substr(0, 5) + " accuracy " + std::to_string(last.accuracy).substr(0, 5))
+                    .c_str()
+              : "",
           samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused), 1e3 * median(embedding_fused),
           1e3 * median(embedding_unfused));
     }
@@ -331,8 +346,9 @@ void train(Communicator& world, const options& o) {
     out.precision(17);
     out << "{\"ranks\": " << world.size() << ", \"steps\": " << o.steps << ", \"batch\": " << o.batch
         << ", \"held_out_loss\": " << last.loss << ", \"constant_predictor_loss\": " << last.constant_predictor_loss
-        << ", \"auc\": " << last.auc << ", \"accuracy\": " << last.accuracy << ", \"samples_per_s\": " << samples_per_second
-        << ", \"step_ms_fused\": " << 1e3 * median(step_fused) << ", \"step_ms_unfused\": " << 1e3 * median(step_unfused)
+        << ", \"auc\": " << last.auc << ", \"accuracy\": " << last.accuracy
+        << ", \"samples_per_s\": " << samples_per_second << ", \"step_ms_fused\": " << 1e3 * median(step_fused)
+        << ", \"step_ms_unfused\": " << 1e3 * median(step_unfused)
         << ", \"embedding_ms_fused\": " << 1e3 * median(embedding_fused)
         << ", \"embedding_ms_unfused\": " << 1e3 * median(embedding_unfused)
         << ", \"compared_steps\": " << step_fused.size() << "}\n";

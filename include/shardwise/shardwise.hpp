@@ -89,6 +89,8 @@
 #include "shardwise/sim/persistent_kernel.hpp"
 // ---- training a language model: shared storage, vocabulary-parallel embedding and loss, the GPT model
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/data/byte_corpus.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/model/sample.hpp"
 #include "shardwise/nn/embedding.hpp"
@@ -96,8 +98,6 @@
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
-#include "shardwise/data/byte_corpus.hpp"
-#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/optim/model_checkpoint.hpp"
 // ---- training a DLRM: the embedding bag layer, sparse optimizers for its tables, the model, its data
 #include "shardwise/data/dlrm_generator.hpp"

@@ -68,7 +68,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
               "count" + form,
               [&] {
                 if (started) comm.iall_reduce(data).wait();
-                else comm.all_reduce(data);
+                else
+                  comm.all_reduce(data);
               },
               "all_reduce<float>(8 elements, sum)", "all_reduce<float>(9 elements, sum)");
           // Roots.
@@ -77,7 +78,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
               "root" + form,
               [&] {
                 if (started) comm.ibroadcast(message, odd ? 1 : 0).wait();
-                else comm.broadcast(message, odd ? 1 : 0);
+                else
+                  comm.broadcast(message, odd ? 1 : 0);
               },
               "broadcast<int32>(4 elements, root 0)", "broadcast<int32>(4 elements, root 1)");
           // Reductions.
@@ -86,7 +88,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
               "reduction" + form,
               [&] {
                 if (started) comm.ireduce(values, odd ? op::max : op::sum, 0).wait();
-                else comm.reduce(values, odd ? op::max : op::sum, 0);
+                else
+                  comm.reduce(values, odd ? op::max : op::sum, 0);
               },
               "reduce<double>(3 elements, sum, root 0)", "reduce<double>(3 elements, max, root 0)");
           // Element types.
@@ -96,7 +99,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
               "element type" + form,
               [&] {
                 if (odd) started ? comm.iall_reduce(doubles).wait() : comm.all_reduce(doubles);
-                else started ? comm.iall_reduce(floats).wait() : comm.all_reduce(floats);
+                else
+                  started ? comm.iall_reduce(floats).wait() : comm.all_reduce(floats);
               },
               "all_reduce<float>(5 elements, sum)", "all_reduce<double>(5 elements, sum)");
           // Operations.
@@ -105,7 +109,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
               "operation" + form,
               [&] {
                 if (odd) started ? comm.iall_gather(block, blocks).wait() : comm.all_gather(block, blocks);
-                else started ? comm.ibarrier().wait() : comm.barrier();
+                else
+                  started ? comm.ibarrier().wait() : comm.barrier();
               },
               "barrier()", "all_gather<int64>(2 elements)");
         }
@@ -120,7 +125,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
         for (const bool started : {false, true}) {
           try {
             if (started) comm.iall_to_all_v(in, send_counts, out, receive_counts).wait();
-            else comm.all_to_all_v(in, send_counts, out, receive_counts);
+            else
+              comm.all_to_all_v(in, send_counts, out, receive_counts);
             ADD_FAILURE() << "uneven counts that disagree were accepted";
           } catch (const argument_error& e) {
             EXPECT_EQ(std::string(e.what()), expected);
@@ -131,7 +137,8 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
             "split",
             [&] {
               if (odd) (void)comm.split(0, 0);
-              else comm.barrier();
+              else
+                comm.barrier();
             },
             "barrier()", "split()");
       },

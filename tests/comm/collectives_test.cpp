@@ -140,11 +140,12 @@ TYPED_TEST(collectives, reduce_scatter_gives_each_rank_its_block) {
             const auto whole = serial_reduction<T>(reduction, comm.size(), block * ranks);
             const std::vector<T> expected(whole.begin() + static_cast<long>(rank * block),
                                           whole.begin() + static_cast<long>((rank + 1) * block));
-            const std::vector<T> actual =
-                in_place(f) ? std::vector<T>(data.begin() + static_cast<long>(rank * block),
-                                             data.begin() + static_cast<long>((rank + 1) * block))
-                            : out;
-            EXPECT_TRUE(same_elements(actual, expected)) << context<T>("reduce_scatter", reduction, block, f, comm.rank());
+            const std::vector<T> actual = in_place(f)
+                                              ? std::vector<T>(data.begin() + static_cast<long>(rank * block),
+                                                               data.begin() + static_cast<long>((rank + 1) * block))
+                                              : out;
+            EXPECT_TRUE(same_elements(actual, expected))
+                << context<T>("reduce_scatter", reduction, block, f, comm.rank());
           }
     });
   });
@@ -159,7 +160,9 @@ TYPED_TEST(collectives, all_gather_concatenates_in_rank_order) {
           std::vector<T> mine(block);
           for (std::size_t i = 0; i < block; ++i) mine[i] = tagged<T>(comm.rank(), i);
           std::vector<T> out(block * ranks);
-          if (in_place(f)) std::copy(mine.begin(), mine.end(), out.begin() + static_cast<long>(block * static_cast<std::size_t>(comm.rank())));
+          if (in_place(f))
+            std::copy(mine.begin(), mine.end(),
+                      out.begin() + static_cast<long>(block * static_cast<std::size_t>(comm.rank())));
           switch (f) {
             case form::blocking: comm.all_gather(mine, out); break;
             case form::in_place: comm.all_gather(out); break;
@@ -229,10 +232,10 @@ TYPED_TEST(collectives, all_to_all_v_with_uneven_and_empty_blocks) {
         for (const bool started : {false, true}) {
           std::vector<T> out(expected.size());
           if (started) comm.iall_to_all_v(data, send_counts, out, receive_counts).wait();
-          else comm.all_to_all_v(data, send_counts, out, receive_counts);
-          EXPECT_TRUE(same_elements(out, expected))
-              << "all_to_all_v<" << element_name<T>() << "> pattern " << pattern << (started ? " non-blocking" : "")
-              << " on rank " << comm.rank();
+          else
+            comm.all_to_all_v(data, send_counts, out, receive_counts);
+          EXPECT_TRUE(same_elements(out, expected)) << "all_to_all_v<" << element_name<T>() << "> pattern " << pattern
+                                                    << (started ? " non-blocking" : "") << " on rank " << comm.rank();
         }
       }
     });
@@ -248,11 +251,12 @@ TYPED_TEST(collectives, broadcast_from_every_root) {
             std::vector<T> data(n);
             for (std::size_t i = 0; i < n; ++i) data[i] = tagged<T>(comm.rank(), i);
             if (started) comm.ibroadcast(data, root).wait();
-            else comm.broadcast(data, root);
+            else
+              comm.broadcast(data, root);
             std::vector<T> expected(n);
             for (std::size_t i = 0; i < n; ++i) expected[i] = tagged<T>(root, i);
-            EXPECT_TRUE(same_elements(data, expected)) << "broadcast<" << element_name<T>() << "> n = " << n << " root "
-                                                       << root << " on rank " << comm.rank();
+            EXPECT_TRUE(same_elements(data, expected))
+                << "broadcast<" << element_name<T>() << "> n = " << n << " root " << root << " on rank " << comm.rank();
           }
     });
   });
@@ -277,8 +281,8 @@ TYPED_TEST(collectives, large_misaligned_buffers) {
         const std::size_t block = n / ranks;
         comm.reduce_scatter(in, out.first(block), op::max);
         const auto maxima = serial_reduction<float>(op::max, comm.size(), n);
-        EXPECT_TRUE(same_elements<float>(
-            out.first(block), std::span<const float>(maxima).subspan(block * static_cast<std::size_t>(comm.rank()), block)))
+        EXPECT_TRUE(same_elements<float>(out.first(block), std::span<const float>(maxima).subspan(
+                                                               block * static_cast<std::size_t>(comm.rank()), block)))
             << "reduce_scatter";
 
         for (std::size_t i = 0; i < block; ++i) in[i] = tagged<float>(comm.rank(), i);
@@ -291,7 +295,8 @@ TYPED_TEST(collectives, large_misaligned_buffers) {
         comm.all_to_all(in, out);
         for (std::size_t r = 0; r < ranks; ++r)
           for (const std::size_t i : {std::size_t{0}, block - 1})
-            ASSERT_EQ(out[r * block + i], tagged<float>(static_cast<int>(r), static_cast<std::size_t>(comm.rank()) * block + i))
+            ASSERT_EQ(out[r * block + i],
+                      tagged<float>(static_cast<int>(r), static_cast<std::size_t>(comm.rank()) * block + i))
                 << "all_to_all block " << r;
 
         comm.broadcast(in, 0);
@@ -316,7 +321,8 @@ TYPED_TEST(collectives, send_and_recv_around_a_ring) {
         incoming[static_cast<std::size_t>(m)].resize(outgoing[static_cast<std::size_t>(m)].size());
       }
       std::vector<typename std::remove_cvref_t<decltype(comm)>::request> started;
-      for (int m = 0; m < messages; ++m) started.push_back(comm.irecv(incoming[static_cast<std::size_t>(m)], previous, 7));
+      for (int m = 0; m < messages; ++m)
+        started.push_back(comm.irecv(incoming[static_cast<std::size_t>(m)], previous, 7));
       for (int m = 0; m < messages; ++m) started.push_back(comm.isend(outgoing[static_cast<std::size_t>(m)], next, 7));
       for (auto it = started.rbegin(); it != started.rend(); ++it) it->wait();
       for (int m = 0; m < messages; ++m) {
@@ -442,7 +448,8 @@ TYPED_TEST(collectives, wrong_sizes_are_named_errors) {
       } catch (const argument_error& e) {
         const std::string what = e.what();
         EXPECT_EQ(e.operation(), operation);
-        EXPECT_NE(what.find("[rank " + std::to_string(comm.world_rank()) + "] " + operation), std::string::npos) << what;
+        EXPECT_NE(what.find("[rank " + std::to_string(comm.world_rank()) + "] " + operation), std::string::npos)
+            << what;
         EXPECT_NE(what.find(detail), std::string::npos) << what;
       }
     };
@@ -468,7 +475,6 @@ TYPED_TEST(collectives, wrong_sizes_are_named_errors) {
   });
 }
 
-
 // Every call adds its ring-algorithm volume to traffic() (comm/traffic.hpp): written out here per call,
 // with a block of 3 doubles per rank (24 bytes) and P ranks.
 TYPED_TEST(collectives, traffic_counts_each_call_and_its_bytes) {
@@ -486,8 +492,7 @@ TYPED_TEST(collectives, traffic_counts_each_call_and_its_bytes) {
       EXPECT_EQ(comm.traffic() - before, (traffic_count{1, sent, received})) << what << ", rank " << rank;
     };
     expect_call([&] { comm.all_gather(one_block, out_blocks); }, others * block, others * block, "all_gather");
-    expect_call([&] { comm.iall_gather(one_block, out_blocks).wait(); }, others * block, others * block,
-                "iall_gather");
+    expect_call([&] { comm.iall_gather(one_block, out_blocks).wait(); }, others * block, others * block, "iall_gather");
     expect_call([&] { comm.reduce_scatter(blocks, one_block); }, others * block, others * block, "reduce_scatter");
     expect_call([&] { comm.all_to_all(blocks, out_blocks); }, others * block, others * block, "all_to_all");
     // 3P doubles all-reduced: 2 (P-1)/P of them each way.

@@ -96,7 +96,8 @@ TEST(threads_failures, ranks_that_disagree_all_throw) {
     std::vector<int> counts(1);
     try {
       if (comm.rank() == 0) comm.all_gather(std::vector<int>{1}, std::vector<int>(3));
-      else comm.all_reduce(counts, op::max);
+      else
+        comm.all_reduce(counts, op::max);
       ADD_FAILURE() << "different collectives matched on rank " << comm.rank();
     } catch (const argument_error& e) {
       ++errors;

@@ -5,4 +5,6 @@
 
 using mesh_2d = shardwise::process_mesh<shardwise::threads::communicator, 2>;
 
-void misuse(mesh_2d& mesh) { shardwise::nn::mlp<float, shardwise::nn::tensor_parallel_3d<>, mesh_2d> layer(mesh, 8, 32, 1); }
+void misuse(mesh_2d& mesh) {
+  shardwise::nn::mlp<float, shardwise::nn::tensor_parallel_3d<>, mesh_2d> layer(mesh, 8, 32, 1);
+}

@@ -2,6 +2,4 @@
 // name the concept it expected (EXPECT in tests/CMakeLists.txt).
 #include "shardwise/mesh/process_mesh.hpp"
 
-void misuse(int& world) {
-  shardwise::process_mesh mesh(world, {1, 1});
-}
+void misuse(int& world) { shardwise::process_mesh mesh(world, {1, 1}); }

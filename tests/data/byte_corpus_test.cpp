@@ -20,8 +20,9 @@ using shardwise::data::data_error;
 class byte_corpus_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("shardwise-byte-corpus-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::temp_directory_path() /
+            ("shardwise-byte-corpus-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
   }
@@ -67,7 +68,8 @@ TEST_F(byte_corpus_test, batches_are_windows_and_their_next_bytes_keyed_by_step_
     const auto at = std::search(split.begin(), split.end(), first, first + context,
                                 [](std::uint8_t a, std::int32_t b) { return a == b; });
     ASSERT_NE(at, split.end()) << "sample " << s;
-    for (long t = 0; t < context; ++t) EXPECT_EQ(batch.targets[static_cast<std::size_t>(s * context + t)], *(at + t + 1));
+    for (long t = 0; t < context; ++t)
+      EXPECT_EQ(batch.targets[static_cast<std::size_t>(s * context + t)], *(at + t + 1));
   }
   // The same global samples whatever the split into slots: slot 1 of 2 x 4 samples is slots 2 and 3 of 4 x 2.
   const auto a = corpus.training_batch(3, 2, 4, 2, context, 42);

@@ -92,14 +92,21 @@ std::vector<sharing> sharings(const auto& comm) {
 
 void expect_stores_in_place(const auto& op, const auto& comm, const sharing& how, const std::string& what) {
   for (int peer = 0; peer < comm.size(); ++peer)
-    EXPECT_EQ(op.stores_in_place(peer), how.stores(comm, comm.rank(), peer)) << what << ", rank " << comm.rank() << " to " << peer;
+    EXPECT_EQ(op.stores_in_place(peer), how.stores(comm, comm.rank(), peer))
+        << what << ", rank " << comm.rank() << " to " << peer;
 }
 
 const configuration configurations[] = {
     {{11, 8, 37}, 3, fused::slice_order::communication_aware, fused::pooling::sum},
     {{5, 4, 29}, 70, fused::slice_order::oblivious, fused::pooling::mean},  // 8 ranks: some own no table
-    {{3, 80, 130}, 129, fused::slice_order::communication_aware, fused::pooling::mean},  // rows pooled in 32s and a rest
-    {{4, 8, 1100}, 1000, fused::slice_order::communication_aware, fused::pooling::sum},  // done-bitmasks of several words
+    {{3, 80, 130},
+     129,
+     fused::slice_order::communication_aware,
+     fused::pooling::mean},  // rows pooled in 32s and a rest
+    {{4, 8, 1100},
+     1000,
+     fused::slice_order::communication_aware,
+     fused::pooling::sum},  // done-bitmasks of several words
     {{13, 8, 45}, 4, fused::slice_order::table_by_table, fused::pooling::mean},
     {{1, 1, 1}, 1, fused::slice_order::oblivious, fused::pooling::sum},
 };
@@ -107,27 +114,30 @@ const configuration configurations[] = {
 TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call_after_call) {
   TypeParam::run([](communicator auto& comm) {
     for (const auto& how : sharings(comm))
-    for (const auto& c : configurations) {
-      const std::string what = std::to_string(c.shape.tables) + " tables, batch " + std::to_string(c.shape.global_batch) +
-                               ", slices of " + std::to_string(c.slice_rows) + ", " + how.name();
-      auto options = how.options();
-      options.slice_rows = c.slice_rows;
-      options.order = c.order;
-      options.pooling = c.pooling;
-      fused::embedding_all_to_all op(comm, c.shape, options);
-      expect_stores_in_place(op, comm, how, what);
-      for (int call = 0; call < 3; ++call) {
-        const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
-        const auto serial = shardwise::testing::serial_embedding(c.shape, c.pooling, call);
-        const auto fused_out = op.fused(in.table_spans, in.bag_spans);
-        expect_rows_of_serial(serial, op.plan(), comm.rank(), fused_out, what + ", fused call " + std::to_string(call));
-        const std::vector<float> kept(fused_out.begin(), fused_out.end());
-        const auto baseline_out = op.baseline(in.table_spans, in.bag_spans);
-        EXPECT_EQ(std::memcmp(kept.data(), baseline_out.data(), kept.size() * sizeof(float)), 0) << what;
-        expect_rows_of_serial(serial, op.plan(), comm.rank(), op(in.table_spans, in.bag_spans), what + ", operator()");
+      for (const auto& c : configurations) {
+        const std::string what = std::to_string(c.shape.tables) + " tables, batch " +
+                                 std::to_string(c.shape.global_batch) + ", slices of " + std::to_string(c.slice_rows) +
+                                 ", " + how.name();
+        auto options = how.options();
+        options.slice_rows = c.slice_rows;
+        options.order = c.order;
+        options.pooling = c.pooling;
+        fused::embedding_all_to_all op(comm, c.shape, options);
+        expect_stores_in_place(op, comm, how, what);
+        for (int call = 0; call < 3; ++call) {
+          const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
+          const auto serial = shardwise::testing::serial_embedding(c.shape, c.pooling, call);
+          const auto fused_out = op.fused(in.table_spans, in.bag_spans);
+          expect_rows_of_serial(serial, op.plan(), comm.rank(), fused_out,
+                                what + ", fused call " + std::to_string(call));
+          const std::vector<float> kept(fused_out.begin(), fused_out.end());
+          const auto baseline_out = op.baseline(in.table_spans, in.bag_spans);
+          EXPECT_EQ(std::memcmp(kept.data(), baseline_out.data(), kept.size() * sizeof(float)), 0) << what;
+          expect_rows_of_serial(serial, op.plan(), comm.rank(), op(in.table_spans, in.bag_spans),
+                                what + ", operator()");
+        }
+        EXPECT_EQ(op.epoch(), 9U);
       }
-      EXPECT_EQ(op.epoch(), 9U);
-    }
   });
 }
 
@@ -159,8 +169,9 @@ TYPED_TEST(fused_embedding, the_automatic_order_goes_table_by_table_only_where_e
     for (const auto& how : sharings(comm)) {
       const fused::embedding_all_to_all op(comm, configurations[0].shape, how.options());
       expect_stores_in_place(op, comm, how, how.name());
-      EXPECT_EQ(op.plan().order(), how.stores_everywhere(comm) && !simulated(comm) ? fused::slice_order::table_by_table
-                                                                                   : fused::slice_order::communication_aware)
+      EXPECT_EQ(op.plan().order(), how.stores_everywhere(comm) && !simulated(comm)
+                                       ? fused::slice_order::table_by_table
+                                       : fused::slice_order::communication_aware)
           << how.name();
     }
   });
@@ -232,7 +243,8 @@ TYPED_TEST(fused_embedding, a_bad_index_or_offsets_throw_naming_the_values) {
       (void)op.baseline(tables, bags);
       ADD_FAILURE() << "an index outside the table was accepted";
     } catch (const argument_error& e) {
-      EXPECT_NE(std::string(e.what()).find("index 3 (bag 2) is outside a table of 3 rows"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("index 3 (bag 2) is outside a table of 3 rows"), std::string::npos)
+          << e.what();
     }
     const std::vector<std::int64_t> short_offsets{0, 1};
     const fused::embedding_bags too_few[] = {{short_offsets, indices}};

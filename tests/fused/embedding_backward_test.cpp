@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "fused/embedding_data.hpp"
-#include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 #include "support/backends.hpp"
 
 namespace {
@@ -56,7 +56,8 @@ const configuration configurations[] = {
 fused::embedding_shape shape_of(const configuration& c, int ranks) {
   fused::embedding_shape shape{c.tables, c.dimension, c.batch, c.dimensions};
   if (c.owners_given)
-    for (int t = 0; t < c.tables; ++t) shape.owners.push_back(t < 2 ? 0 : std::max(0, ranks - 1 - (c.tables - 1 - t) / 2));
+    for (int t = 0; t < c.tables; ++t)
+      shape.owners.push_back(t < 2 ? 0 : std::max(0, ranks - 1 - (c.tables - 1 - t) / 2));
   return shape;
 }
 
@@ -86,7 +87,8 @@ void expect_serial(const nn::sparse_rows<T>& sparse, const basic_embedding_matri
                    const std::string& what) {
   basic_embedding_matrix<T> dense = basic_embedding_matrix<T>::Zero(serial.rows(), serial.cols());
   for (std::size_t k = 0; k < sparse.touched().size(); ++k)
-    for (Eigen::Index j = 0; j < serial.cols(); ++j) dense(sparse.touched()[k], j) = sparse.values(k)[static_cast<std::size_t>(j)];
+    for (Eigen::Index j = 0; j < serial.cols(); ++j)
+      dense(sparse.touched()[k], j) = sparse.values(k)[static_cast<std::size_t>(j)];
   for (Eigen::Index i = 0; i < serial.rows(); ++i)
     if (sparse.find(i) == nullptr) {
       EXPECT_TRUE(serial.row(i).isZero(0)) << what << ": row " << i << " untouched";
@@ -142,8 +144,8 @@ void expect_backward_equals_serial(Comm& comm, const configuration& c, const fus
       expect_same_bits(fused_gradients[k], baseline_gradients[k], table + ": fused against baseline");
       expect_same_bits(fused_gradients[k], chosen_gradients[k], table + ": backward() against fused");
       expect_serial(fused_gradients[k],
-                    shardwise::testing::serial_table_gradient<T>(plan, t, in.tables[k].rows(), in.bags[k], c.pooling, call,
-                                                                 lengths[k]),
+                    shardwise::testing::serial_table_gradient<T>(plan, t, in.tables[k].rows(), in.bags[k], c.pooling,
+                                                                 call, lengths[k]),
                     tolerance, table);
     }
   }
@@ -173,7 +175,8 @@ TYPED_TEST(fused_embedding_backward, and_in_double) {
   TypeParam::run(
       [](communicator auto& comm) {
         for (const auto& [options, how] : sharings(comm))
-          for (const auto& c : {configurations[1], configurations[2]}) expect_backward_equals_serial<double>(comm, c, options, how);
+          for (const auto& c : {configurations[1], configurations[2]})
+            expect_backward_equals_serial<double>(comm, c, options, how);
       },
       {1, 3, 8});
 }
@@ -187,7 +190,7 @@ TYPED_TEST(fused_embedding_backward, a_gradient_of_the_wrong_size_or_width_is_re
     nn::sparse_rows<float> narrow(in.tables[0].rows(), 1), right(in.tables[0].rows(), 2);
     nn::sparse_rows<float>* narrow_one[] = {&narrow};
     nn::sparse_rows<float>* right_one[] = {&right};
-    const std::span<nn::sparse_rows<float>* const> narrow_span(narrow_one), right_span(right_one);
+    const std::span<nn::sparse_rows<float>*const> narrow_span(narrow_one), right_span(right_one);
     EXPECT_THROW(op.fused_backward(std::span<const float>(gradient), in.bag_spans, narrow_span), argument_error);
     gradient.push_back(0);
     EXPECT_THROW(op.baseline_backward(std::span<const float>(gradient), in.bag_spans, right_span), argument_error);

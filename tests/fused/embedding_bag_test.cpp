@@ -89,12 +89,13 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
     options.pooling = how;
     options.choice = options.backward_choice = path;
     options.slice_rows = 2;
-    return std::make_unique<fused::embedding_bag<T, Comm, local_mesh>>(mesh.data(), mesh.tensor_parallel(), tables, batch,
-                                                                        seed, options);
+    return std::make_unique<fused::embedding_bag<T, Comm, local_mesh>>(mesh.data(), mesh.tensor_parallel(), tables,
+                                                                       batch, seed, options);
   };
   auto fused_layer = layer_with(fused::path::fused), baseline_layer = layer_with(fused::path::baseline);
   auto& layer = *fused_layer;
-  const std::string what = std::string(how == fused::pooling::sum ? "sum" : "mean") + ", rank " + std::to_string(comm.rank());
+  const std::string what =
+      std::string(how == fused::pooling::sum ? "sum" : "mean") + ", rank " + std::to_string(comm.rank());
   for (int call = 0; call < 2; ++call) {
     std::vector<bag_data> data;
     std::vector<fused::embedding_bags> bags;
@@ -110,7 +111,8 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
     matrix<T> expected(layer.rows(), layer.width());
     typename fused::embedding_bag<T, Comm, local_mesh>::output_type gradient(mesh.tensor_parallel(), out.extents());
     for (std::int64_t b = 0; b < layer.rows(); ++b)
-      for (std::int64_t c = 0; c < layer.width(); ++c) gradient.local()(b, c) = output_gradient_at<T>(layer.first_row() + b, c);
+      for (std::int64_t c = 0; c < layer.width(); ++c)
+        gradient.local()(b, c) = output_gradient_at<T>(layer.first_row() + b, c);
     std::vector<matrix<T>> expected_gradients;
     for (int t = 0; t < static_cast<int>(tables.size()); ++t) {
       const auto table = whole_table<T>(t);
@@ -133,7 +135,8 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
     layer.backward(gradient);
     baseline_layer->backward(gradient);
     std::vector<nn::sparse_parameter<T>*> unfused_pieces;
-    baseline_layer->for_each_sparse_parameter([&](const std::string&, nn::sparse_parameter<T>& p) { unfused_pieces.push_back(&p); });
+    baseline_layer->for_each_sparse_parameter(
+        [&](const std::string&, nn::sparse_parameter<T>& p) { unfused_pieces.push_back(&p); });
     std::size_t k = 0;
     std::set<std::string> names;
     layer.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<T>& p) {
@@ -145,10 +148,13 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
           << what << ", " << name;
       matrix<T> dense = matrix<T>::Zero(p.value.rows(), p.value.cols());
       for (std::size_t i = 0; i < g.touched().size(); ++i) {
-        EXPECT_EQ(std::memcmp(g.values(i).data(), other.values(i).data(), g.values(i).size_bytes()), 0) << what << ", " << name;
-        for (Eigen::Index j = 0; j < dense.cols(); ++j) dense(g.touched()[i], j) = g.values(i)[static_cast<std::size_t>(j)];
+        EXPECT_EQ(std::memcmp(g.values(i).data(), other.values(i).data(), g.values(i).size_bytes()), 0)
+            << what << ", " << name;
+        for (Eigen::Index j = 0; j < dense.cols(); ++j)
+          dense(g.touched()[i], j) = g.values(i)[static_cast<std::size_t>(j)];
       }
-      const matrix<T> serial = expected_gradients[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows());
+      const matrix<T> serial =
+          expected_gradients[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows());
       EXPECT_LE(relative(dense, serial), tolerance) << what << ", " << name << ", call " << call;
       // The piece's values are the table's rows from first_row on.
       EXPECT_EQ(p.value, whole_table<T>(p.table).middleRows(p.first_row, p.value.rows())) << name;
@@ -157,8 +163,8 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
     });
     EXPECT_EQ(k, unfused_pieces.size());
     for (const auto& name : names)
-      EXPECT_TRUE(name == "tables.0" || name == "tables.2" || name == "tables.4" || name.starts_with("tables.1.rows.") ||
-                  name.starts_with("tables.3.rows."))
+      EXPECT_TRUE(name == "tables.0" || name == "tables.2" || name == "tables.4" ||
+                  name.starts_with("tables.1.rows.") || name.starts_with("tables.3.rows."))
           << name;
   }
 }
@@ -179,8 +185,8 @@ TYPED_TEST(embedding_bag_layer, every_rank_reads_the_tables_it_holds_a_piece_of)
   TypeParam::run([](communicator auto& comm) {
     data_parallel_mesh mesh(comm, comm.size(), {1});
     using local_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
-    fused::embedding_bag<float, std::remove_cvref_t<decltype(comm)>, local_mesh> layer(mesh.data(), mesh.tensor_parallel(),
-                                                                                        tables, batch, seed);
+    fused::embedding_bag<float, std::remove_cvref_t<decltype(comm)>, local_mesh> layer(
+        mesh.data(), mesh.tensor_parallel(), tables, batch, seed);
     // Row-wise tables on every rank; the three table-wise ones cut in runs over the ranks.
     const std::vector<int> inputs(layer.input_tables().begin(), layer.input_tables().end());
     EXPECT_TRUE(std::find(inputs.begin(), inputs.end(), 1) != inputs.end());

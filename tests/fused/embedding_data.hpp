@@ -43,7 +43,8 @@ inline bag_data embedding_bags_of(int t, std::int64_t batch, int call) {
 
 // The whole output {global batch, tables × dimension}, serially.
 inline embedding_matrix serial_embedding(const fused::embedding_shape& shape, fused::pooling how, int call) {
-  embedding_matrix out = embedding_matrix::Zero(shape.global_batch, static_cast<Eigen::Index>(shape.tables) * shape.dimension);
+  embedding_matrix out =
+      embedding_matrix::Zero(shape.global_batch, static_cast<Eigen::Index>(shape.tables) * shape.dimension);
   for (int t = 0; t < shape.tables; ++t) {
     const auto table = embedding_table(t, shape.dimension);
     const auto bags = embedding_bags_of(t, shape.global_batch, call);

@@ -15,16 +15,16 @@
 #include <vector>
 
 #include "fused/embedding_data.hpp"
-#include "shardwise/sim/sim_gpu.hpp"
+#include "shardwise/comm/shared/done_bitmask.hpp"
+#include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
-#include "shardwise/comm/shared/done_bitmask.hpp"
-#include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/persistent_kernel.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
 
 namespace {
 
@@ -185,7 +185,8 @@ void expect_predicted_times(int P, const fused::embedding_times& predicted, std:
     body(comm, timed(fused_time), timed(baseline_time));
   });
   for (int r = 0; r < P; ++r)
-    EXPECT_NEAR(fused_time[static_cast<std::size_t>(r)], predicted.fused_by_rank[static_cast<std::size_t>(r)], 1e-12) << r;
+    EXPECT_NEAR(fused_time[static_cast<std::size_t>(r)], predicted.fused_by_rank[static_cast<std::size_t>(r)], 1e-12)
+        << r;
   EXPECT_NEAR(*std::max_element(baseline_time.begin(), baseline_time.end()), predicted.baseline, 1e-12);
   const auto json = report.timeline->chrome_trace_json();
   for (const char* track : tracks) EXPECT_NE(json.find(track), std::string::npos) << track;
@@ -200,21 +201,22 @@ TEST(fused_embedding, on_sim_gpu_the_run_takes_the_time_the_cost_model_predicts)
   // The order the operator takes on sim_gpu by default (checked in the run below).
   const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
   const auto predicted = fused::predict(plan, sim::presets::mi210_nodes(P, 2), options.gpu_initiated, bag_length);
-  expect_predicted_times(
-      P, predicted, {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"},
-      [&](sim_gpu::communicator& comm, auto fused_timed, auto baseline_timed) {
-        fused::embedding_all_to_all op(comm, shape, options);
-        EXPECT_EQ(op.plan().order(), plan.order());
-        std::vector<shardwise::testing::embedding_matrix> tables;
-        std::vector<std::span<const float>> table_spans;
-        for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
-          tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
-        for (const auto& t : tables) table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
-        const uniform_bags lookups(shape.global_batch, bag_length);
-        const auto bags = lookups.of(tables.size());
-        fused_timed([&] { (void)op.fused(table_spans, bags); });
-        baseline_timed([&] { (void)op.baseline(table_spans, bags); });
-      });
+  expect_predicted_times(P, predicted,
+                         {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"},
+                         [&](sim_gpu::communicator& comm, auto fused_timed, auto baseline_timed) {
+                           fused::embedding_all_to_all op(comm, shape, options);
+                           EXPECT_EQ(op.plan().order(), plan.order());
+                           std::vector<shardwise::testing::embedding_matrix> tables;
+                           std::vector<std::span<const float>> table_spans;
+                           for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
+                             tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
+                           for (const auto& t : tables)
+                             table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
+                           const uniform_bags lookups(shape.global_batch, bag_length);
+                           const auto bags = lookups.of(tables.size());
+                           fused_timed([&] { (void)op.fused(table_spans, bags); });
+                           baseline_timed([&] { (void)op.baseline(table_spans, bags); });
+                         });
 }
 
 TEST(fused_embedding, on_sim_gpu_the_backward_takes_the_time_the_cost_model_predicts) {
@@ -224,7 +226,8 @@ TEST(fused_embedding, on_sim_gpu_the_backward_takes_the_time_the_cost_model_pred
   fused::embedding_options options;
   options.slice_rows = 4;
   const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
-  const auto predicted = fused::predict_backward(plan, sim::presets::mi210_nodes(P, 2), options.gpu_initiated, bag_length);
+  const auto predicted =
+      fused::predict_backward(plan, sim::presets::mi210_nodes(P, 2), options.gpu_initiated, bag_length);
   EXPECT_LT(predicted.fused, predicted.baseline) << "the slices' puts overlap the scatter-add of the rank's own rows";
   expect_predicted_times(
       P, predicted, {"fused all-to-all + scatter-add", "local slices", "scatter-add, table 3"},

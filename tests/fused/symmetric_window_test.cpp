@@ -29,8 +29,8 @@ TYPED_TEST(symmetric_window, put_fence_signal_wait_between_every_pair_of_ranks) 
     const int P = comm.size(), r = comm.rank();
     ASSERT_EQ(shardwise::shared_memory_groups_of(comm), std::vector<int>(static_cast<std::size_t>(P), 0));
     // Sizes differ by rank: each block's flags sit after its own elements.
-    const auto window = shardwise::symmetric_window<float>::create(comm, static_cast<std::size_t>(P + r),
-                                                             static_cast<std::size_t>(P));
+    const auto window =
+        shardwise::symmetric_window<float>::create(comm, static_cast<std::size_t>(P + r), static_cast<std::size_t>(P));
     ASSERT_TRUE(window.has_value());
     EXPECT_EQ(window->local().size(), static_cast<std::size_t>(P + r));
     for (std::uint64_t epoch = 1; epoch <= 3; ++epoch) {

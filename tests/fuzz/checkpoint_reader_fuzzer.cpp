@@ -64,7 +64,8 @@ struct checkpoints {
 // `text` without its checksum line, when it ends in one.
 std::string body_of(const std::string& text) {
   constexpr std::size_t seal = 16;  // "crc32c " + 8 hex digits + newline
-  if (text.size() >= seal && text.compare(text.size() - seal, 7, "crc32c ") == 0) return text.substr(0, text.size() - seal);
+  if (text.size() >= seal && text.compare(text.size() - seal, 7, "crc32c ") == 0)
+    return text.substr(0, text.size() - seal);
   return text;
 }
 
@@ -73,9 +74,9 @@ std::string relisted(std::string manifest, const std::string& file) {
   const std::size_t at = manifest.find("rank-0.bin ");
   if (at == std::string::npos) return manifest;
   const std::size_t end = manifest.find('\n', at);
-  manifest.replace(at, end == std::string::npos ? std::string::npos : end - at,
-                   "rank-0.bin " + std::to_string(file.size()) + " " +
-                       optim::detail::hex32(crc32c(optim::detail::bytes_of(file))));
+  manifest.replace(
+      at, end == std::string::npos ? std::string::npos : end - at,
+      "rank-0.bin " + std::to_string(file.size()) + " " + optim::detail::hex32(crc32c(optim::detail::bytes_of(file))));
   return manifest;
 }
 
@@ -119,8 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const std::string bytes(reinterpret_cast<const char*>(data + at), std::min(length, size - at));
     at += bytes.size();
-    if (operation == 0)
-      file.replace(offset, bytes.size(), bytes);
+    if (operation == 0) file.replace(offset, bytes.size(), bytes);
     else
       file.insert(offset, bytes);
   }
@@ -128,9 +128,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     files[1] = optim::detail::sealed(relisted(files[1], files[2]));
     files[0] = optim::detail::sealed(files[0]);
   }
-  for (std::size_t f = 0; f < files.size(); ++f) std::ofstream(valid.paths[f], std::ios::binary | std::ios::trunc) << files[f];
-  if (model)
-    load_and_check<testing::model_state>(valid.folder);
+  for (std::size_t f = 0; f < files.size(); ++f)
+    std::ofstream(valid.paths[f], std::ios::binary | std::ios::trunc) << files[f];
+  if (model) load_and_check<testing::model_state>(valid.folder);
   else
     load_and_check<testing::flat_state>(valid.folder);
   return 0;

@@ -3,10 +3,10 @@
 // (sizes, ranks, members, reductions against serial sums), and the errors of grids that do not fit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -211,11 +211,20 @@ TYPED_TEST(mesh_test, grids_that_do_not_fit_throw_on_every_rank) {
                           {"process_mesh", wrong_3d_text, "communicator has " + size});
         expect_mesh_error(me, [&] { process_mesh mesh(world, {ranks + 1}); },
                           {std::to_string(ranks + 1), "communicator has " + size});
-        expect_mesh_error(me, [&] { process_mesh mesh(world, {0, ranks}); },
+        expect_mesh_error(me,
+                          [&] {
+                            process_mesh mesh(world, {0, ranks});
+                          },
                           {"0x" + size, "non-positive", "communicator has " + size + " ranks"});
-        expect_mesh_error(me, [&] { process_mesh mesh(world, {-1, -ranks}); },
+        expect_mesh_error(me,
+                          [&] {
+                            process_mesh mesh(world, {-1, -ranks});
+                          },
                           {"-1x-" + size, "non-positive", "communicator has " + size + " ranks"});
-        expect_mesh_error(me, [&] { process_mesh mesh(world, {ranks, 65536, 65536}); },
+        expect_mesh_error(me,
+                          [&] {
+                            process_mesh mesh(world, {ranks, 65536, 65536});
+                          },
                           {"more than 2147483647 ranks", "communicator has " + size});
         if (ranks > 1) {
           const coordinates<2> asked = world.rank() == 0 ? coordinates<2>{1, ranks} : coordinates<2>{ranks, 1};
@@ -302,7 +311,8 @@ TYPED_TEST(mesh_test, groups_of_any_axes_hold_the_ranks_that_share_the_other_coo
           SCOPED_TRACE(trace(shape, world.rank()));
           process_mesh mesh(world, shape);
           const auto mine = mesh.coords();
-          for (const std::vector<int>& axes : std::vector<std::vector<int>>{{0}, {1, 2, 3}, {0, 2}, {3, 1}, {0, 1, 2, 3}}) {
+          for (const std::vector<int>& axes :
+               std::vector<std::vector<int>>{{0}, {1, 2, 3}, {0, 2}, {3, 1}, {0, 1, 2, 3}}) {
             auto& group = axes.size() == 2 ? mesh.group({axes[0], axes[1]})
                                            : mesh.group(std::span<const int>(axes.data(), axes.size()));
             std::vector<int> sorted = axes;
@@ -353,7 +363,8 @@ TYPED_TEST(mesh_test, a_data_parallel_mesh_puts_replicas_beside_the_tensor_paral
           // The replicas of my piece are the ranks at my place in every replica's grid.
           std::vector<int> members(static_cast<std::size_t>(replicas));
           mesh.data().all_gather(std::array{world.rank()}, members);
-          for (int r = 0; r < replicas; ++r) EXPECT_EQ(members[static_cast<std::size_t>(r)], r * group + world.rank() % group);
+          for (int r = 0; r < replicas; ++r)
+            EXPECT_EQ(members[static_cast<std::size_t>(r)], r * group + world.rank() % group);
           auto moved = std::move(mesh);
           EXPECT_EQ(moved.tensor_parallel().world().size(), group) << "the grid survives a move";
         };
@@ -365,7 +376,10 @@ TYPED_TEST(mesh_test, a_data_parallel_mesh_puts_replicas_beside_the_tensor_paral
         }
         check(world.size(), coordinates<1>{1});
         check(1, coordinates<1>{world.size()});
-        expect_mesh_error(world.world_rank(), [&] { data_parallel_mesh mesh(world, 2, coordinates<2>{world.size(), 2}); },
+        expect_mesh_error(world.world_rank(),
+                          [&] {
+                            data_parallel_mesh mesh(world, 2, coordinates<2>{world.size(), 2});
+                          },
                           {"data_parallel_mesh", "need " + std::to_string(4 * world.size()) + " ranks"});
       },
       {1, 3, 8});

@@ -37,7 +37,8 @@ model::dlrm_config config_with(fused::pooling how) {
   c.dense_features = 5;
   c.bottom = {6, 4};
   c.top = {5, 1};
-  c.tables = {{13, 0, fused::table_sharding::row_wise}, {7, 0, fused::table_sharding::table_wise},
+  c.tables = {{13, 0, fused::table_sharding::row_wise},
+              {7, 0, fused::table_sharding::table_wise},
               {5, 0, fused::table_sharding::table_wise}};
   c.pooling = how;
   c.seed = 3;
@@ -89,7 +90,8 @@ struct serial_dlrm {
     for (std::size_t t = 0; t < tables.size(); ++t)
       for (Eigen::Index s = 0; s < B; ++s) {
         const auto& bags = b.sparse[t];
-        const auto begin = bags.offsets[static_cast<std::size_t>(s)], end = bags.offsets[static_cast<std::size_t>(s) + 1];
+        const auto begin = bags.offsets[static_cast<std::size_t>(s)],
+                   end = bags.offsets[static_cast<std::size_t>(s) + 1];
         for (auto i = begin; i < end; ++i) e[t].row(s) += tables[t].row(bags.indices[static_cast<std::size_t>(i)]);
         if (pooling == fused::pooling::mean && end > begin) e[t].row(s) /= static_cast<double>(end - begin);
       }
@@ -122,7 +124,8 @@ struct serial_dlrm {
     // Backward.
     matrix d = dlogit;
     for (int l = top_layers - 1; l >= 0; --l) {
-      if (l + 1 < top_layers) d = d.cwiseProduct((top_pre[static_cast<std::size_t>(l)].array() > 0).cast<double>().matrix());
+      if (l + 1 < top_layers)
+        d = d.cwiseProduct((top_pre[static_cast<std::size_t>(l)].array() > 0).cast<double>().matrix());
       const auto name = "top." + std::to_string(l);
       g->dense[name + ".weight"] = top_in[static_cast<std::size_t>(l)].transpose() * d;
       g->dense[name + ".bias"] = d.colwise().sum();
@@ -151,9 +154,11 @@ struct serial_dlrm {
       auto& table = g->tables.emplace_back(matrix::Zero(tables[t].rows(), D));
       const auto& bags = b.sparse[t];
       for (Eigen::Index s = 0; s < B; ++s) {
-        const auto begin = bags.offsets[static_cast<std::size_t>(s)], end = bags.offsets[static_cast<std::size_t>(s) + 1];
+        const auto begin = bags.offsets[static_cast<std::size_t>(s)],
+                   end = bags.offsets[static_cast<std::size_t>(s) + 1];
         const double divisor = pooling == fused::pooling::mean && end > begin ? static_cast<double>(end - begin) : 1.0;
-        for (auto i = begin; i < end; ++i) table.row(bags.indices[static_cast<std::size_t>(i)]) += dvec[t + 1].row(s) / divisor;
+        for (auto i = begin; i < end; ++i)
+          table.row(bags.indices[static_cast<std::size_t>(i)]) += dvec[t + 1].row(s) / divisor;
       }
     }
     return sum / static_cast<double>(B);
@@ -234,7 +239,8 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
   const double expected = s.loss(whole, &g);
   const double loss = m.forward(mine);
   const double unfused_loss = unfused_model->forward(mine);
-  const std::string what = std::string(how == fused::pooling::sum ? "sum" : "mean") + ", rank " + std::to_string(world.rank());
+  const std::string what =
+      std::string(how == fused::pooling::sum ? "sum" : "mean") + ", rank " + std::to_string(world.rank());
   EXPECT_NEAR(loss, expected, 1e-12 * std::abs(expected)) << what;
   EXPECT_EQ(std::memcmp(&loss, &unfused_loss, sizeof loss), 0) << what << ": fused and unfused losses differ";
   m.backward();
@@ -247,7 +253,8 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
     matrix mine_gradient = p.gradient.local();
     EXPECT_EQ(mine_gradient, unfused_dense[k++]) << what << ": " << name << " differs between the paths";
     mesh.data().all_reduce(std::span<double>(mine_gradient.data(), static_cast<std::size_t>(mine_gradient.size())));
-    EXPECT_LE(relative(mine_gradient / static_cast<double>(world.size()), g.dense.at(name)), 1e-12) << what << ": " << name;
+    EXPECT_LE(relative(mine_gradient / static_cast<double>(world.size()), g.dense.at(name)), 1e-12)
+        << what << ": " << name;
   });
   // Tables: each piece's touched rows.
   std::vector<nn::sparse_parameter<double>*> unfused_pieces;
@@ -264,36 +271,42 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
       for (Eigen::Index j = 0; j < dense.cols(); ++j)
         dense(p.gradient.touched()[i], j) = p.gradient.values(i)[static_cast<std::size_t>(j)];
     }
-    EXPECT_LE(relative(dense, g.tables[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows())), 1e-12)
+    EXPECT_LE(relative(dense, g.tables[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows())),
+              1e-12)
         << what << ": " << name;
   });
 }
 
 TYPED_TEST(dlrm_model, forward_and_backward_equal_the_serial_model) {
-  TypeParam::run([](communicator auto& world) {
-    for (const auto how : {fused::pooling::sum, fused::pooling::mean}) expect_model_equals_serial(world, how);
-  }, {1, 2, 3, 4});
+  TypeParam::run(
+      [](communicator auto& world) {
+        for (const auto how : {fused::pooling::sum, fused::pooling::mean}) expect_model_equals_serial(world, how);
+      },
+      {1, 2, 3, 4});
 }
 
 TYPED_TEST(dlrm_model, steps_of_the_sharded_and_sparse_updates_lower_the_loss) {
-  TypeParam::run([](communicator auto& world) {
-    using Comm = std::remove_cvref_t<decltype(world)>;
-    data_parallel_mesh mesh(world, world.size(), {1});
-    const auto c = config_with(fused::pooling::sum);
-    model::dlrm<float, Comm> m(mesh, c, batch);
-    optim::sharded_update<optim::adam> dense(m, mesh.data(), optim::adam{});
-    optim::sparse_update<optim::rowwise_adagrad> tables(m);
-    const auto b = generator().batch<float>(data::dlrm_stream::training, 0, batch, m.first_row(), m.rows(), m.input_tables());
-    const double first = m.forward(b);
-    double last = first;
-    for (int step = 0; step < 30; ++step) {
-      m.backward();
-      dense.step(mesh.data(), mesh.tensor_parallel().world(), {0.01f, 0.0f});
-      tables.step(0.1f);
-      last = m.forward(b);
-    }
-    EXPECT_LT(last, 0.5 * first) << "30 steps on one batch should fit it";
-  }, {1, 2, 4});
+  TypeParam::run(
+      [](communicator auto& world) {
+        using Comm = std::remove_cvref_t<decltype(world)>;
+        data_parallel_mesh mesh(world, world.size(), {1});
+        const auto c = config_with(fused::pooling::sum);
+        model::dlrm<float, Comm> m(mesh, c, batch);
+        optim::sharded_update<optim::adam> dense(m, mesh.data(), optim::adam{});
+        optim::sparse_update<optim::rowwise_adagrad> tables(m);
+        const auto b =
+            generator().batch<float>(data::dlrm_stream::training, 0, batch, m.first_row(), m.rows(), m.input_tables());
+        const double first = m.forward(b);
+        double last = first;
+        for (int step = 0; step < 30; ++step) {
+          m.backward();
+          dense.step(mesh.data(), mesh.tensor_parallel().world(), {0.01f, 0.0f});
+          tables.step(0.1f);
+          last = m.forward(b);
+        }
+        EXPECT_LT(last, 0.5 * first) << "30 steps on one batch should fit it";
+      },
+      {1, 2, 4});
 }
 
 }  // namespace

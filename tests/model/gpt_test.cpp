@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "shardwise/comm/threads.hpp"
-#include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/model/sample.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -36,8 +36,8 @@ TYPED_TEST_SUITE(gpt_test, shardwise::testing::backends);
 
 // Vocabulary 13: no group of 2, 3, 4 or 8 ranks divides it; on 3 ranks the 1-D family's padded
 // layouts cut the width 16 and the MLP's 32 unevenly too (whole heads of 2 columns stay on one rank).
-const model::gpt_config config{.vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 2, .expansion = 2,
-                               .seed = 3};
+const model::gpt_config config{
+    .vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 2, .expansion = 2, .seed = 3};
 constexpr std::int64_t samples = 8;
 
 std::int32_t token_at(std::int64_t i) { return static_cast<std::int32_t>((i * 7 + i / 3) % config.vocabulary); }
@@ -92,7 +92,8 @@ void expect_equal(const results<T>& got, const results<T>& expected, double tole
     ASSERT_EQ(got.gradients[p].cols(), e.cols()) << got.names[p];
     // Relative, but not to a gradient that is zero in exact arithmetic (the keys' bias: softmax does
     // not change when every score of a row moves alike), where both sides are rounding only.
-    EXPECT_LE((got.gradients[p] - e).norm(), tolerance * std::max<double>(e.norm(), 1e-3)) << "gradient of " << got.names[p];
+    EXPECT_LE((got.gradients[p] - e).norm(), tolerance * std::max<double>(e.norm(), 1e-3))
+        << "gradient of " << got.names[p];
   }
 }
 
@@ -120,8 +121,9 @@ void check_every_mesh(Communicator& world, double tolerance) {
       expect_equal(run_model<T, nn::tensor_parallel_2d<padded>>(mesh, data, first, count), expected, tolerance);
     }
     if (group == 8 || group == 4 || group == 1) {
-      process_mesh mesh(tensor_parallel, group == 8 ? coordinates<3>{2, 2, 2} : group == 4 ? coordinates<3>{1, 2, 2}
-                                                                                          : coordinates<3>{1, 1, 1});
+      process_mesh mesh(tensor_parallel, group == 8   ? coordinates<3>{2, 2, 2}
+                                         : group == 4 ? coordinates<3>{1, 2, 2}
+                                                      : coordinates<3>{1, 1, 1});
       SCOPED_TRACE("3-D " + detail::shape_string(mesh.shape()));
       expect_equal(run_model<T, nn::tensor_parallel_3d<directions<>, padded>>(mesh, data, first, count), expected,
                    tolerance);
@@ -175,15 +177,16 @@ TEST(gpt_config, errors_name_the_sizes) {
 TYPED_TEST(gpt_test, a_tiny_model_learns_a_repeated_sentence) {
   TypeParam::run(
       [](communicator auto& world) {
-        const auto path = std::filesystem::temp_directory_path() /
-                          ("shardwise-gpt-learns-" + std::to_string(world.size()) + ".txt");
+        const auto path =
+            std::filesystem::temp_directory_path() / ("shardwise-gpt-learns-" + std::to_string(world.size()) + ".txt");
         if (world.rank() == 0) {
           std::ofstream out(path);
           for (int i = 0; i < 200; ++i) out << "the quick brown fox jumps over the lazy dog. ";
         }
         world.barrier();
         const data::byte_corpus corpus(path);
-        const model::gpt_config tiny{.vocabulary = 256, .context = 16, .hidden = 32, .heads = 4, .layers = 1, .seed = 2};
+        const model::gpt_config tiny{
+            .vocabulary = 256, .context = 16, .hidden = 32, .heads = 4, .layers = 1, .seed = 2};
         for (const int replicas : {1, world.size()}) {
           data_parallel_mesh mesh(world, replicas, coordinates<1>{world.size() / replicas});
           model::gpt<float, nn::tensor_parallel_1d<>, typename decltype(mesh)::tensor_parallel_mesh_type> gpt(
@@ -228,8 +231,7 @@ TYPED_TEST(gpt_test, a_position_sees_no_later_token) {
         const auto after = all_gather(gpt.hidden_states(tokens));
         for (std::int64_t row = 0; row < before.rows(); ++row) {
           const bool last = row % config.context == config.context - 1;
-          if (last)
-            EXPECT_NE(before.row(row), after.row(row)) << "row " << row;
+          if (last) EXPECT_NE(before.row(row), after.row(row)) << "row " << row;
           else
             EXPECT_EQ(before.row(row), after.row(row)) << "row " << row << " saw a later token";
         }

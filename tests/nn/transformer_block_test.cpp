@@ -77,7 +77,8 @@ void check_family(Mesh& mesh, const nn::block_options& options, std::int64_t bat
   expect_near(got.input_gradient, expected.input_gradient, "input gradient");
   ASSERT_EQ(got.parameter_gradients.size(), expected.parameter_gradients.size());
   for (std::size_t p = 0; p < got.parameter_gradients.size(); ++p)
-    expect_near(got.parameter_gradients[p], expected.parameter_gradients[p], "gradient of parameter " + std::to_string(p));
+    expect_near(got.parameter_gradients[p], expected.parameter_gradients[p],
+                "gradient of parameter " + std::to_string(p));
 }
 
 TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
@@ -87,14 +88,13 @@ TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
         {  // 1-D: heads and the MLP's width over the ranks
           process_mesh mesh(world, {ranks});
           check_family<nn::tensor_parallel_1d<>>(
-              mesh, {.hidden = 4 * ranks, .heads = 2 * ranks, .sequence = 3, .expansion = 2, .causal = true}, 2,
-              "1-D");
+              mesh, {.hidden = 4 * ranks, .heads = 2 * ranks, .sequence = 3, .expansion = 2, .causal = true}, 2, "1-D");
         }
         if (ranks == 4 || ranks == 9) {  // 2-D: samples over grid rows, heads over grid columns
           const int q = ranks == 4 ? 2 : 3;
           process_mesh mesh(world, {q, q});
-          check_family<nn::tensor_parallel_2d<>>(mesh, {.hidden = 2 * q, .heads = q, .sequence = 2, .expansion = 2},
-                                                 q, "2-D");
+          check_family<nn::tensor_parallel_2d<>>(mesh, {.hidden = 2 * q, .heads = q, .sequence = 2, .expansion = 2}, q,
+                                                 "2-D");
         }
         if (ranks == 4 || ranks == 8) {  // 3-D: the cube, and the rectangular 1x2x2 grid
           const int px = ranks == 8 ? 2 : 1;
@@ -118,14 +118,12 @@ TEST(transformer_block_serial, names_parameters_and_accumulates_gradients) {
     std::vector<std::string> names;
     block.for_each_parameter([&](const std::string& name, auto&) { names.push_back(name); }, "blocks.0.");
     const std::vector<std::string> expected{
-        "blocks.0.norm_1.weight",          "blocks.0.norm_1.bias",
-        "blocks.0.attention.query.weight", "blocks.0.attention.query.bias",
-        "blocks.0.attention.key.weight",   "blocks.0.attention.key.bias",
-        "blocks.0.attention.value.weight", "blocks.0.attention.value.bias",
-        "blocks.0.attention.output.weight", "blocks.0.attention.output.bias",
-        "blocks.0.norm_2.weight",          "blocks.0.norm_2.bias",
-        "blocks.0.mlp.expand.weight",      "blocks.0.mlp.expand.bias",
-        "blocks.0.mlp.contract.weight",    "blocks.0.mlp.contract.bias"};
+        "blocks.0.norm_1.weight",          "blocks.0.norm_1.bias",          "blocks.0.attention.query.weight",
+        "blocks.0.attention.query.bias",   "blocks.0.attention.key.weight", "blocks.0.attention.key.bias",
+        "blocks.0.attention.value.weight", "blocks.0.attention.value.bias", "blocks.0.attention.output.weight",
+        "blocks.0.attention.output.bias",  "blocks.0.norm_2.weight",        "blocks.0.norm_2.bias",
+        "blocks.0.mlp.expand.weight",      "blocks.0.mlp.expand.bias",      "blocks.0.mlp.contract.weight",
+        "blocks.0.mlp.contract.bias"};
     EXPECT_EQ(names, expected);
 
     const matrix_extents extents{2 * options.sequence, options.hidden};
@@ -183,7 +181,8 @@ TEST(transformer_block_serial, backward_matches_finite_differences) {
       for (std::int64_t k = 0; k < values.size(); k += 3) {
         const std::int64_t i = k / values.cols();
         const std::int64_t j = k % values.cols();
-        EXPECT_NEAR(expected(i, j), central(values(i, j)), 1e-6) << "parameter " << index << " (" << i << ", " << j << ")";
+        EXPECT_NEAR(expected(i, j), central(values(i, j)), 1e-6)
+            << "parameter " << index << " (" << i << ", " << j << ")";
       }
       ++index;
     });

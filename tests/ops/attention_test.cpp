@@ -109,7 +109,9 @@ void check_attention(Mesh& mesh, std::int64_t batch, std::int64_t heads, const a
   SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", batch " + std::to_string(batch) + ", heads " +
                std::to_string(heads) + (shape.causal ? ", causal" : ""));
   const matrix_extents extents{batch * shape.sequence, heads * shape.head_dim};
-  auto make = [&](int salt) { return from_function<Layout>(mesh, extents, [salt](auto i, auto j) { return input(salt, i, j); }); };
+  auto make = [&](int salt) {
+    return from_function<Layout>(mesh, extents, [salt](auto i, auto j) { return input(salt, i, j); });
+  };
   const auto q = make(0);
   const auto k = make(1);
   const auto v = make(2);
@@ -117,8 +119,9 @@ void check_attention(Mesh& mesh, std::int64_t batch, std::int64_t heads, const a
   attention_saved<double> saved;
   const auto out = attention_forward(q, k, v, shape, saved);
   const auto grad = attention_backward(q, k, v, d_out, shape, saved);
-  const auto expected = serial_attention(full(0, extents.rows, extents.cols), full(1, extents.rows, extents.cols),
-                                         full(2, extents.rows, extents.cols), full(3, extents.rows, extents.cols), shape);
+  const auto expected =
+      serial_attention(full(0, extents.rows, extents.cols), full(1, extents.rows, extents.cols),
+                       full(2, extents.rows, extents.cols), full(3, extents.rows, extents.cols), shape);
   expect_near(all_gather(out), expected.out, "O");
   expect_near(all_gather(grad.q), expected.dq, "dQ");
   expect_near(all_gather(grad.k), expected.dk, "dK");
@@ -181,8 +184,8 @@ TEST(attention_serial_reference, backward_matches_finite_differences) {
     const auto analytic = serial_attention(q, k, v, r, shape);
     auto loss = [&] { return serial_attention(q, k, v, r, shape).out.cwiseProduct(r).sum(); };
     const double h = 1e-6;
-    for (auto [m, grad, name] : {std::tuple{&q, &analytic.dq, "dQ"}, std::tuple{&k, &analytic.dk, "dK"},
-                                 std::tuple{&v, &analytic.dv, "dV"}})
+    for (auto [m, grad, name] :
+         {std::tuple{&q, &analytic.dq, "dQ"}, std::tuple{&k, &analytic.dk, "dK"}, std::tuple{&v, &analytic.dv, "dV"}})
       for (std::int64_t i = 0; i < m->rows(); ++i)
         for (std::int64_t j = 0; j < m->cols(); ++j) {
           const double kept = (*m)(i, j);

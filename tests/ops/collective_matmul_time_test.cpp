@@ -256,11 +256,11 @@ TEST(collective_matmul_time, pipelined_3d_input_gradient_hides_the_gather_of_dc_
       serial({cube_tokens, cube_outputs}, 3) * serial({cube_inputs, cube_outputs}, 2).transpose(),
       [](const auto&, const auto& b, const auto& dc, matmul_options o) { return matmul(dc, transposed(b), o); },
       [](const sim::machine& machine, int bands) {
-        return pipeline_step{block_collective(machine, sim::collective::all_gather, k / 2, n / 4),
-                             block_collective(machine, sim::collective::all_gather, m / 4 / bands, n / 2),
-                             gemm_time(machine, m / 2 / bands, k / 2, n / 4) +
-                                 gemm_time(machine, m / 2 / bands, k / 2, n / 4, true),
-                             block_collective(machine, sim::collective::reduce_scatter, m / 4 / bands, k / 2)};
+        return pipeline_step{
+            block_collective(machine, sim::collective::all_gather, k / 2, n / 4),
+            block_collective(machine, sim::collective::all_gather, m / 4 / bands, n / 2),
+            gemm_time(machine, m / 2 / bands, k / 2, n / 4) + gemm_time(machine, m / 2 / bands, k / 2, n / 4, true),
+            block_collective(machine, sim::collective::reduce_scatter, m / 4 / bands, k / 2)};
       });
 }
 

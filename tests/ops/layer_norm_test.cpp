@@ -57,8 +57,8 @@ TYPED_TEST(layer_norm_test, forward_and_backward_match_serial_eigen) {
           const serial_layer_norm expected(x_whole, gamma_whole, beta_whole, dy_whole);
 
           const auto gamma = distribute<vector_layout>(mesh, gamma_whole);
-          const auto [y, saved] =
-              layer_norm(distribute<Layout>(mesh, x_whole), gamma, distribute<vector_layout>(mesh, beta_whole), epsilon);
+          const auto [y, saved] = layer_norm(distribute<Layout>(mesh, x_whole), gamma,
+                                             distribute<vector_layout>(mesh, beta_whole), epsilon);
           expect_near(y, expected.output, 1e-10, "layer norm");
           expect_near(saved.normalized, expected.normalized, 1e-10, "layer norm, x hat");
           const auto [dx, dgamma, dbeta] = layer_norm_backward(distribute<Layout>(mesh, dy_whole), saved, gamma);
@@ -87,10 +87,11 @@ TYPED_TEST(layer_norm_test, backward_matches_finite_differences) {
                                 weights);
           };
           const auto gamma = distribute<vector_layout>(mesh, gamma_whole);
-          const auto [y, saved] =
-              layer_norm(distribute<Layout>(mesh, x_whole), gamma, distribute<vector_layout>(mesh, beta_whole), epsilon);
+          const auto [y, saved] = layer_norm(distribute<Layout>(mesh, x_whole), gamma,
+                                             distribute<vector_layout>(mesh, beta_whole), epsilon);
           const auto [dx, dgamma, dbeta] = layer_norm_backward(distribute<Layout>(mesh, weights), saved, gamma);
-          expect_near(dx, finite_differences(x_whole, [&](const matrix& at) { return loss(at, gamma_whole, beta_whole); }),
+          expect_near(dx,
+                      finite_differences(x_whole, [&](const matrix& at) { return loss(at, gamma_whole, beta_whole); }),
                       1e-7, "dx against differences");
           expect_near(dgamma,
                       finite_differences(gamma_whole, [&](const matrix& at) { return loss(x_whole, at, beta_whole); }),

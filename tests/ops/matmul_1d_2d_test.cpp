@@ -127,7 +127,7 @@ TYPED_TEST(matmul_1d_2d_test, gradients_match_finite_differences) {
   TypeParam::run(
       [](communicator auto& world) {
         process_mesh line(world, {world.size()});
-        check_gradients_by_finite_differences<replicated<>, row_1d<ragged>>(line, 3, 4, 5);   // column-parallel
+        check_gradients_by_finite_differences<replicated<>, row_1d<ragged>>(line, 3, 4, 5);    // column-parallel
         check_gradients_by_finite_differences<row_1d<padded>, col_1d<padded>>(line, 3, 4, 5);  // row-parallel
         if (world.size() == 4) {
           process_mesh grid(world, {2, 2});

@@ -37,9 +37,9 @@ TYPED_TEST_SUITE(matmul_3d_test, shardwise::testing::backends);
 
 // The layout patterns are cube_3d's, for every directions.
 static_assert(detail::cube_product<cube_3d<>::input, cube_3d<>::weight, false, false>::exists);
-static_assert(std::is_same_v<detail::cube_product<cube_3d<>::swapped::input, cube_3d<>::swapped::weight, false,
-                                                  false>::result,
-                             cube_3d<>::swapped::output>);
+static_assert(
+    std::is_same_v<detail::cube_product<cube_3d<>::swapped::input, cube_3d<>::swapped::weight, false, false>::result,
+                   cube_3d<>::swapped::output>);
 static_assert(!detail::cube_product<cube_3d<>::input, cube_3d<>::swapped::weight, false, false>::exists);
 static_assert(std::is_same_v<cube_3d<>::swapped, cube_3d<directions<2, 0, 1>>>);
 

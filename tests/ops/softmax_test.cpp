@@ -53,8 +53,9 @@ TYPED_TEST(softmax_test, backward_matches_finite_differences) {
           const matrix x_whole = random_matrix({3, 5}, 21);
           const matrix weights = random_matrix({3, 5}, 22);  // dL/dy of L = Σ weights ∘ y
           const auto y = softmax_rows(distribute<Layout>(mesh, x_whole));
-          const matrix differences = finite_differences(
-              x_whole, [&](const matrix& at) { return weighted_sum(softmax_rows(distribute<Layout>(mesh, at)), weights); });
+          const matrix differences = finite_differences(x_whole, [&](const matrix& at) {
+            return weighted_sum(softmax_rows(distribute<Layout>(mesh, at)), weights);
+          });
           expect_near(softmax_rows_backward(distribute<Layout>(mesh, weights), y), differences, 1e-7,
                       "softmax backward against differences");
         });

@@ -163,7 +163,7 @@ TYPED_TEST(checkpoint_files, an_edited_manifest_is_refused_naming_the_file_and_b
 // ---- the fuzz harness
 
 struct fuzz_counts {
-  long damaged = 0;           // copies with a truncated or flipped file, checksums as saved
+  long damaged = 0;  // copies with a truncated or flipped file, checksums as saved
   long damaged_refused = 0;
   long resealed = 0;          // the same damages with the checksums recomputed over them
   long resealed_refused = 0;  // the others loaded, which is allowed: the damage is then a valid checkpoint
@@ -232,8 +232,8 @@ std::vector<damage> damages_of(const fs::path& folder, long& text_bytes, long& b
     for (std::size_t i = 0; i < std::min<std::size_t>(64, original.size()); ++i) positions.push_back(i);
     for (std::uint64_t i = 0; i < 64 && !original.empty(); ++i)
       positions.push_back(static_cast<std::size_t>(deterministic(i, original.size() + 1) % original.size()));
-    const std::string listed = name + " " + std::to_string(original.size()) + " " +
-                               optim::detail::hex32(crc32c(bytes_of(original))) + "\n";
+    const std::string listed =
+        name + " " + std::to_string(original.size()) + " " + optim::detail::hex32(crc32c(bytes_of(original))) + "\n";
     feed(path, original, positions, [&](const std::string& d) {
       std::string body = manifest_body;
       body.replace(body.find(listed), listed.size(),
@@ -287,10 +287,11 @@ fuzz_counts fuzz_reader(C& comm, State& state) {
   state.load(folder);
   EXPECT_EQ(state.differences(2, 0), "");
   if (comm.rank() == 0) {
-    std::printf("checkpoint reader fuzzed (%s, %d ranks; files of %ld text and %ld binary bytes): %ld damaged copies, "
-                "%ld refused; %ld with recomputed checksums, %ld refused, %ld loaded\n",
-                state.kind, comm.size(), text_bytes, binary_bytes, counts.damaged, counts.damaged_refused,
-                counts.resealed, counts.resealed_refused, counts.resealed - counts.resealed_refused);
+    std::printf(
+        "checkpoint reader fuzzed (%s, %d ranks; files of %ld text and %ld binary bytes): %ld damaged copies, "
+        "%ld refused; %ld with recomputed checksums, %ld refused, %ld loaded\n",
+        state.kind, comm.size(), text_bytes, binary_bytes, counts.damaged, counts.damaged_refused, counts.resealed,
+        counts.resealed_refused, counts.resealed - counts.resealed_refused);
     fs::remove_all(folder);
   }
   return counts;

@@ -55,30 +55,39 @@ int main(int argc, char** argv) {
     const std::string_view flag = argv[i];
     const std::string value = argv[i + 1];
     if (flag == "--kind") kind = value;
-    else if (flag == "--directory") directory = value;
-    else if (flag == "--record") record_file = value;
-    else if (flag == "--backend") backend = value;
-    else if (flag == "--ranks") ranks = std::stol(value);
-    else if (flag == "--step") step = std::stol(value);
-    else if (flag == "--seed") seed = std::stol(value);
-    else if (flag == "--kill-at") kill_at = std::stol(value);
-    else if (flag == "--kill-rank") kill_rank = std::stol(value);
+    else if (flag == "--directory")
+      directory = value;
+    else if (flag == "--record")
+      record_file = value;
+    else if (flag == "--backend")
+      backend = value;
+    else if (flag == "--ranks")
+      ranks = std::stol(value);
+    else if (flag == "--step")
+      step = std::stol(value);
+    else if (flag == "--seed")
+      seed = std::stol(value);
+    else if (flag == "--kill-at")
+      kill_at = std::stol(value);
+    else if (flag == "--kill-rank")
+      kill_rank = std::stol(value);
   }
   if ((kind != "flat" && kind != "model") || directory.empty() || (kill_at > 0 && record_file.empty())) {
-    std::fprintf(stderr, "usage: %s --kind flat|model --ranks P --step S --seed N --directory D "
-                         "[--kill-at K --kill-rank R --record FILE] [--backend threads|mpi]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s --kind flat|model --ranks P --step S --seed N --directory D "
+                 "[--kill-at K --kill-rank R --record FILE] [--backend threads|mpi]\n",
+                 argv[0]);
     return 2;
   }
   const auto body = [&](shardwise::communicator auto& world) {
-    if (world.size() != ranks) throw std::runtime_error("started on " + std::to_string(world.size()) + " ranks, not " +
-                                                        std::to_string(ranks));
+    if (world.size() != ranks)
+      throw std::runtime_error("started on " + std::to_string(world.size()) + " ranks, not " + std::to_string(ranks));
     if (backend == "mpi" && world.rank() == kill_rank) points_to_go = kill_at;
     const auto save = [&](auto&& state) {
       state.set(step, static_cast<int>(seed));
       state.save(directory);
     };
-    if (kind == "flat")
-      save(shardwise::testing::flat_state(world));
+    if (kind == "flat") save(shardwise::testing::flat_state(world));
     else
       save(shardwise::testing::model_state(world));
   };

@@ -101,7 +101,8 @@ child_end run_save(const std::vector<std::string>& arguments, const fs::path& re
   if (!end.point.empty()) end.point.pop_back();  // the newline
   const bool succeeded = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   // On threads the process itself dies of SIGKILL; mpiexec reports its rank's death by its status.
-  end.killed = !end.point.empty() && (backend == "mpi" ? !succeeded : WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  end.killed =
+      !end.point.empty() && (backend == "mpi" ? !succeeded : WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   end.completed = end.point.empty() && succeeded;
   end.log = file_text(log);
   return end;
@@ -172,11 +173,11 @@ void kill_at_every_point(const char* kind, const scenario& s, int ranks, int kil
     for (const saved& b : s.before) save_in_process<State>(ranks, directory, b);
     const fs::path record = root / "record", log = root / "log";
     fs::remove(record);
-    const child_end end = run_save({"--kind", kind, "--ranks", std::to_string(ranks), "--step",
-                                    std::to_string(s.killed.step), "--seed", std::to_string(s.killed.seed),
-                                    "--directory", directory.string(), "--kill-at", std::to_string(k), "--kill-rank",
-                                    std::to_string(kill_rank), "--record", record.string()},
-                                   record, log);
+    const child_end end =
+        run_save({"--kind", kind, "--ranks", std::to_string(ranks), "--step", std::to_string(s.killed.step), "--seed",
+                  std::to_string(s.killed.seed), "--directory", directory.string(), "--kill-at", std::to_string(k),
+                  "--kill-rank", std::to_string(kill_rank), "--record", record.string()},
+                 record, log);
     if (end.completed) break;
     if (!end.killed) {
       ADD_FAILURE() << "the save neither died at point " << k << " nor completed:\n" << end.log;
@@ -201,13 +202,14 @@ void kill_at_every_point(const char* kind, const scenario& s, int ranks, int kil
     const load_result latest = loads_as<State>(ranks, directory, {previous, s.killed});
     EXPECT_GE(latest.index, 0) << "latest after a kill at \"" << end.point << "\": " << latest.why;
     if (previous.step != s.killed.step) {
-      const load_result kept = loads_as<State>(ranks, directory / ("step-" + std::to_string(previous.step)), {previous});
+      const load_result kept =
+          loads_as<State>(ranks, directory / ("step-" + std::to_string(previous.step)), {previous});
       EXPECT_EQ(kept.index, 0) << "the previous checkpoint after a kill at \"" << end.point << "\": " << kept.why;
     }
     std::string point = end.point;
     for (std::size_t at; (at = point.find(directory.string() + "/")) != std::string::npos;)
       point.erase(at, directory.string().size() + 1);
-    const char* outcome = latest.index == 1 ? "latest loads the new checkpoint"
+    const char* outcome = latest.index == 1   ? "latest loads the new checkpoint"
                           : latest.index == 0 ? "latest loads the previous checkpoint"
                                               : "latest loads nothing";
     std::printf("  %s: killed at point %d, before \"%s\": %s%s%s\n", label.c_str(), k, point.c_str(), outcome,
@@ -237,8 +239,8 @@ void kill_at_every_point(const char* kind, const scenario& s, int ranks, int kil
 
 template <template <class> class State>
 void kill_saves(const char* kind) {
-  const fs::path root = fs::temp_directory_path() / ("shardwise-checkpoint-kill-" + std::string(kind) + "-" +
-                                                     std::to_string(::getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("shardwise-checkpoint-kill-" + std::string(kind) + "-" + std::to_string(::getpid()));
   tally total;
   for (const int ranks : rank_counts)
     for (const scenario& s : scenarios)
@@ -248,9 +250,10 @@ void kill_saves(const char* kind) {
           kill_at_every_point<State>(kind, s, ranks, kill_rank, root, total);
         }
   fs::remove_all(root);
-  std::printf("%s checkpoints: %d saves killed; latest then loaded the previous checkpoint %d times and the new "
-              "one %d times, bit-exact; %d kills left a *.tmp, which the next save removed\n",
-              kind, total.kills, total.latest_previous, total.latest_new, total.leftovers);
+  std::printf(
+      "%s checkpoints: %d saves killed; latest then loaded the previous checkpoint %d times and the new "
+      "one %d times, bit-exact; %d kills left a *.tmp, which the next save removed\n",
+      kind, total.kills, total.latest_previous, total.latest_new, total.leftovers);
   EXPECT_GT(total.latest_previous, 0);
   EXPECT_GT(total.latest_new, 0);
 }
@@ -271,12 +274,16 @@ int main(int argc, char** argv) {
       break;
     }
     if (word == "--backend" && i + 1 < argc) backend = argv[++i];
-    else if (word == "--ranks") list = &rank_counts;
-    else if (word == "--kill-ranks") list = &kill_ranks;
-    else if (list != nullptr) list->push_back(std::stoi(word));
+    else if (word == "--ranks")
+      list = &rank_counts;
+    else if (word == "--kill-ranks")
+      list = &kill_ranks;
+    else if (list != nullptr)
+      list->push_back(std::stoi(word));
   }
   if ((backend != "threads" && backend != "mpi") || rank_counts.empty() || kill_ranks.empty() || save_command.empty()) {
-    std::fprintf(stderr, "usage: %s [GoogleTest flags] --backend threads|mpi --ranks P... --kill-ranks R... -- COMMAND...\n",
+    std::fprintf(stderr,
+                 "usage: %s [GoogleTest flags] --backend threads|mpi --ranks P... --kill-ranks R... -- COMMAND...\n",
                  argv[0]);
     return 2;
   }

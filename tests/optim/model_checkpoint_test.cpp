@@ -33,8 +33,8 @@ template <class Backend>
 class model_checkpoint : public ::testing::Test {};
 TYPED_TEST_SUITE(model_checkpoint, shardwise::testing::backends);
 
-const model::gpt_config config{.vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 1, .expansion = 2,
-                               .seed = 5};
+const model::gpt_config config{
+    .vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 1, .expansion = 2, .seed = 5};
 constexpr std::int64_t samples = 8;
 
 // Every parameter and each of its state variables, whole, by name.
@@ -53,7 +53,8 @@ struct training {
   void step(long number) {
     const std::int64_t count = samples / mesh.replicas();
     std::vector<std::int32_t> tokens, targets;
-    for (std::int64_t i = mesh.replica() * count * config.context; i < (mesh.replica() + 1) * count * config.context; ++i) {
+    for (std::int64_t i = mesh.replica() * count * config.context; i < (mesh.replica() + 1) * count * config.context;
+         ++i) {
       tokens.push_back(static_cast<std::int32_t>((i * 5 + number * 3 + i / 7) % config.vocabulary));
       targets.push_back(static_cast<std::int32_t>((i * 5 + number * 3 + 1) % config.vocabulary));
     }
@@ -89,8 +90,7 @@ void expect_equal(const global_state& got, const global_state& expected, float t
     if (tolerance != 0 && name.find("key.bias") != std::string::npos) continue;
     const matrix& other = got.at(name);
     ASSERT_EQ(other.rows(), values.rows()) << what << ": " << name;
-    if (tolerance == 0)
-      EXPECT_EQ(other, values) << what << ": " << name;
+    if (tolerance == 0) EXPECT_EQ(other, values) << what << ": " << name;
     else
       EXPECT_LE((other - values).norm(), tolerance * (values.norm() + 1e-3f)) << what << ": " << name;
   }
@@ -134,8 +134,7 @@ TYPED_TEST(model_checkpoint, resumes_bitwise_on_the_same_mesh_and_within_roundin
         };
         elsewhere.template operator()<nn::tensor_parallel_1d<padded>>(1, coordinates<1>{world.size()});
         elsewhere.template operator()<nn::tensor_parallel_1d<padded>>(world.size(), coordinates<1>{1});
-        if (world.size() == 4)
-          elsewhere.template operator()<nn::tensor_parallel_2d<padded>>(1, coordinates<2>{2, 2});
+        if (world.size() == 4) elsewhere.template operator()<nn::tensor_parallel_2d<padded>>(1, coordinates<2>{2, 2});
         if (world.size() == 8) {
           elsewhere.template operator()<nn::tensor_parallel_2d<padded>>(2, coordinates<2>{2, 2});
           elsewhere.template operator()<nn::tensor_parallel_3d<directions<>, padded>>(1, coordinates<3>{2, 2, 2});
@@ -177,8 +176,8 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
           auto wider = config;
           wider.hidden = 24;
           data_parallel_mesh mesh(world, 1, coordinates<1>{world.size()});
-          model::gpt<float, nn::tensor_parallel_1d<padded>, std::remove_cvref_t<decltype(mesh.tensor_parallel())>> other(
-              mesh.tensor_parallel(), wider);
+          model::gpt<float, nn::tensor_parallel_1d<padded>, std::remove_cvref_t<decltype(mesh.tensor_parallel())>>
+              other(mesh.tensor_parallel(), wider);
           optim::sharded_update<optim::adamw> update(other, mesh.data());
           expect_error(update, folder, "parameter \"embedding.token.weight\" is 13x16 there and 13x24 in this model");
         }

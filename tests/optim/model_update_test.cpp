@@ -41,10 +41,12 @@ constexpr float clip_norm = 0.05f;  // below the gradient norms here, so clippin
 float input_value(int step, std::int64_t i, std::int64_t j) {
   return static_cast<float>(std::sin(0.7 * static_cast<double>(i * hidden + j) + step));
 }
-float output_weight(std::int64_t i, std::int64_t j) { return static_cast<float>(std::cos(0.3 * static_cast<double>(i + 2 * j))); }
+float output_weight(std::int64_t i, std::int64_t j) {
+  return static_cast<float>(std::cos(0.3 * static_cast<double>(i + 2 * j)));
+}
 
 struct trained {
-  std::vector<matrix> parameters;       // whole, in the model's order
+  std::vector<matrix> parameters;      // whole, in the model's order
   std::vector<double> gradient_norms;  // reported by each step
 };
 
@@ -149,8 +151,8 @@ TYPED_TEST(model_update, parameters_live_in_the_update_and_are_found_by_name) {
 
 // The GPT in every family: LAMB and LARS (whose trust ratios are norms of whole parameters) and the
 // clipped global gradient norm give one rank's weights after a few steps, on every data x grid split.
-const model::gpt_config gpt_config{.vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 1,
-                                   .expansion = 2, .seed = 9};
+const model::gpt_config gpt_config{
+    .vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 1, .expansion = 2, .seed = 9};
 
 template <class Family, class Optimizer, class Communicator, std::size_t D>
 trained train_gpt(Communicator& world, int replicas, const coordinates<D>& grid, Optimizer hyper_parameters) {
@@ -162,13 +164,15 @@ trained train_gpt(Communicator& world, int replicas, const coordinates<D>& grid,
   trained result;
   for (int step = 0; step < steps; ++step) {
     std::vector<std::int32_t> tokens, targets;
-    for (std::int64_t i = mesh.replica() * count * gpt_config.context; i < (mesh.replica() + 1) * count * gpt_config.context; ++i) {
+    for (std::int64_t i = mesh.replica() * count * gpt_config.context;
+         i < (mesh.replica() + 1) * count * gpt_config.context; ++i) {
       tokens.push_back(static_cast<std::int32_t>((i * 3 + step + i / 5) % gpt_config.vocabulary));
       targets.push_back(static_cast<std::int32_t>((i * 3 + step + 1) % gpt_config.vocabulary));
     }
     (void)gpt.forward(tokens, targets);
     gpt.backward();
-    result.gradient_norms.push_back(update.step(mesh.data(), mesh.tensor_parallel().world(), {0.02f, 0.5f}).gradient_norm);
+    result.gradient_norms.push_back(
+        update.step(mesh.data(), mesh.tensor_parallel().world(), {0.02f, 0.5f}).gradient_norm);
   }
   // Not the keys' bias: it changes no output (softmax ignores a shift of a row's scores), so its
   // gradient is rounding alone, which Adam's and LAMB's normalised steps turn into steps of the rate.
@@ -204,9 +208,10 @@ void expect_every_family_trains_as_one_rank(Communicator& world, Optimizer hyper
       expect_serial(train_gpt<nn::tensor_parallel_2d<padded>>(world, replicas, coordinates<2>{2, 2}, hyper_parameters),
                     "data " + std::to_string(replicas) + " x 2-D 2x2");
     if (group == 8 || group == 4)
-      expect_serial(train_gpt<nn::tensor_parallel_3d<directions<>, padded>>(
-                        world, replicas, group == 8 ? coordinates<3>{2, 2, 2} : coordinates<3>{1, 2, 2}, hyper_parameters),
-                    "data " + std::to_string(replicas) + " x 3-D " + std::to_string(group));
+      expect_serial(
+          train_gpt<nn::tensor_parallel_3d<directions<>, padded>>(
+              world, replicas, group == 8 ? coordinates<3>{2, 2, 2} : coordinates<3>{1, 2, 2}, hyper_parameters),
+          "data " + std::to_string(replicas) + " x 3-D " + std::to_string(group));
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 using namespace shardwise::sim;
 
-constexpr double alpha = 3e-6;    // s per message
+constexpr double alpha = 3e-6;      // s per message
 constexpr double bandwidth = 40e9;  // bytes/s
 constexpr double beta = 1 / bandwidth;
 const device_model gpu{20e12, 1.5e12, 4e-6};
@@ -40,16 +40,16 @@ void expect_within_one_percent(double model, double formula, const std::string& 
 }
 
 TEST(device_model, kernel_time_is_launch_plus_the_slower_of_compute_and_memory) {
-  EXPECT_DOUBLE_EQ(gpu.duration({20e12, 0}), 4e-6 + 1.0);        // compute-bound: one second of FLOPs
-  EXPECT_DOUBLE_EQ(gpu.duration({1e6, 3e12}), 4e-6 + 2.0);        // memory-bound: two seconds of bytes
-  EXPECT_DOUBLE_EQ(gpu.duration({}), 4e-6);                      // an empty kernel still launches
+  EXPECT_DOUBLE_EQ(gpu.duration({20e12, 0}), 4e-6 + 1.0);   // compute-bound: one second of FLOPs
+  EXPECT_DOUBLE_EQ(gpu.duration({1e6, 3e12}), 4e-6 + 2.0);  // memory-bound: two seconds of bytes
+  EXPECT_DOUBLE_EQ(gpu.duration({}), 4e-6);                 // an empty kernel still launches
 }
 
 TEST(topology, routes_take_the_links_the_shape_says) {
   const link_model link{bandwidth, alpha, "l"};
   const auto ring = topology::ring(8, link);
-  EXPECT_EQ(ring.route_between(1, 3).links.size(), 2U);     // clockwise, two hops
-  EXPECT_EQ(ring.route_between(1, 7).links.size(), 2U);     // counter-clockwise is shorter
+  EXPECT_EQ(ring.route_between(1, 3).links.size(), 2U);  // clockwise, two hops
+  EXPECT_EQ(ring.route_between(1, 7).links.size(), 2U);  // counter-clockwise is shorter
   EXPECT_DOUBLE_EQ(ring.route_between(1, 7).latency, 2 * alpha);
   EXPECT_NE(ring.route_between(1, 2).links, ring.route_between(2, 1).links);  // full duplex
 
@@ -88,7 +88,7 @@ TEST(network, transfers_sharing_a_link_share_its_bandwidth) {
   const double late = 1e-4;
   const std::vector<transfer> staggered{{0, 2, n, 0}, {1, 3, n, late}};
   const auto timing = simulate(net, staggered);
-  const double alone = late * 10e9;                   // bytes the first sent before the second began
+  const double alone = late * 10e9;  // bytes the first sent before the second began
   const double first = 5e-6 + late + 2 * (n - alone) / 10e9;
   EXPECT_NEAR(timing.transfers[0].finish, first, 1e-12);
   const double second_at_half = (first - late - 5e-6) * 10e9 / 2;
@@ -131,7 +131,8 @@ TEST(collective_cost, recursive_algorithms_match_their_formulas) {
       expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::all_gather, n, 0}),
                                 steps * alpha + (P - 1) * n * beta, "recursive-doubling all-gather, " + at);
       expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::reduce_scatter, n, 0}),
-                                steps * alpha + (P - 1) * n * (beta + gamma), "recursive-halving reduce-scatter, " + at);
+                                steps * alpha + (P - 1) * n * (beta + gamma),
+                                "recursive-halving reduce-scatter, " + at);
       expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::all_reduce, n, 0}),
                                 steps * (alpha + n * beta + n * gamma), "recursive-doubling all-reduce, " + at);
       expect_within_one_percent(modelled(fully_connected(P, rabenseifner), P, {collective::all_reduce, n, 0}),

@@ -108,7 +108,9 @@ TEST(sim_gpu, an_operations_kernel_holds_the_messages_sent_after_it) {
     const double travel = link.latency + static_cast<double>(message.size() * sizeof(float)) / link.bandwidth;
     const double kernel = gpu.duration({1e10, 0});
     bool computed = false;
-    EXPECT_NEAR(comm.launch({1e10, 0}, [&] { computed = true; }, "GEMM"), kernel, 1e-12);
+    EXPECT_NEAR(comm.launch(
+                    {1e10, 0}, [&] { computed = true; }, "GEMM"),
+                kernel, 1e-12);
     EXPECT_TRUE(computed) << "the kernel's result is there at once";
     EXPECT_NEAR(compute.ready(), kernel, 1e-12) << "on the compute stream";
     EXPECT_DOUBLE_EQ(comm.now(), 0.0) << "launching does not make the host wait";
@@ -151,7 +153,8 @@ TEST(sim_gpu, split_communicators_are_timed_on_their_own_devices) {
     sim::collective_cost costs(m);
     std::vector<int> members;
     for (int r = 0; r < 4; ++r) members.push_back(world.rank() / 4 * 4 + r);
-    const double expected = costs.duration(costs.group_id(members), members, {sim::collective::all_reduce, 4.0 * (1 << 20), 0});
+    const double expected =
+        costs.duration(costs.group_id(members), members, {sim::collective::all_reduce, 4.0 * (1 << 20), 0});
     EXPECT_NEAR(world.now(), split_cost + expected, 1e-12);
   });
 }
@@ -167,7 +170,8 @@ TEST(sim_gpu, writes_a_timeline_with_stream_and_link_tracks) {
   m.record_timeline = true;
   const auto report = sim_gpu::run(4, m, [](sim_gpu::communicator& comm) {
     auto& side = comm.device().create_stream("side");
-    side.launch({1e9, 1e6}, [] {}, "pooling");
+    side.launch(
+        {1e9, 1e6}, [] {}, "pooling");
     std::vector<float> data(1 << 16, 1.0F), out(data.size());
     comm.all_to_all(data, out);
     comm.all_reduce(data);
@@ -214,9 +218,7 @@ TEST(cost_only, gives_the_times_of_the_run_with_data) {
         [&](sim::cost_only::communicator& c, int step) { c.launch([&](int rank) { return work_of(rank, step); }); },
         [](sim::cost_only::communicator& c, std::size_t n) { c.all_reduce<float>(n); },
         [](sim::cost_only::communicator& c, std::size_t b) { c.all_gather<double>(b); },
-        [](sim::cost_only::communicator& c) {
-          return c.split([](int r) { return r % 2; }, [](int r) { return -r; });
-        });
+        [](sim::cost_only::communicator& c) { return c.split([](int r) { return r % 2; }, [](int r) { return -r; }); });
   });
   ASSERT_EQ(with_data.finish_times.size(), cost_only.finish_times.size());
   for (std::size_t r = 0; r < with_data.finish_times.size(); ++r) {

@@ -69,18 +69,22 @@ struct flat_state {
   void set(long step, int seed) {
     for (std::size_t t = 0; t < shapes.size(); ++t) {
       update.set_weights(t, whole(step, seed, t, 0));
-      for (std::size_t k = 0; k < optim::adam::state_names.size(); ++k) update.set_state(k, t, whole(step, seed, t, k + 1));
+      for (std::size_t k = 0; k < optim::adam::state_names.size(); ++k)
+        update.set_state(k, t, whole(step, seed, t, k + 1));
     }
     update.set_steps_done(step);
   }
 
-  void save(const std::filesystem::path& directory, int keep = 2) { optim::save_checkpoint(world, update, directory, keep); }
+  void save(const std::filesystem::path& directory, int keep = 2) {
+    optim::save_checkpoint(world, update, directory, keep);
+  }
   void load(const std::filesystem::path& path) { optim::load_checkpoint(world, update, path); }
 
   // Every rank gathers every variable, whatever it finds, so that the collectives match.
   [[nodiscard]] std::string differences(long step, int seed) {
     std::string found;
-    if (update.steps_done() != step) found = "steps " + std::to_string(update.steps_done()) + ", not " + std::to_string(step);
+    if (update.steps_done() != step)
+      found = "steps " + std::to_string(update.steps_done()) + ", not " + std::to_string(step);
     for (std::size_t t = 0; t < shapes.size(); ++t)
       for (std::size_t v = 0; v <= optim::adam::state_names.size(); ++v) {
         const auto weights = update.weights(t);
@@ -140,7 +144,8 @@ struct model_state {
       };
       const auto weights = from_formula(0);
       std::ranges::copy(weights.data(), p.value.data().begin());
-      for (std::size_t k = 0; k < optim::adamw::state_names.size(); ++k) update.set_state(k, t, from_formula(k + 1).data());
+      for (std::size_t k = 0; k < optim::adamw::state_names.size(); ++k)
+        update.set_state(k, t, from_formula(k + 1).data());
       ++t;
     });
     update.set_steps_done(step);
@@ -153,7 +158,8 @@ struct model_state {
 
   [[nodiscard]] std::string differences(long step, int seed) {
     std::string found;
-    if (update.steps_done() != step) found = "steps " + std::to_string(update.steps_done()) + ", not " + std::to_string(step);
+    if (update.steps_done() != step)
+      found = "steps " + std::to_string(update.steps_done()) + ", not " + std::to_string(step);
     std::size_t t = 0;
     model.for_each_parameter([&](const std::string& name, auto& p) {
       for (std::size_t v = 0; v <= optim::adamw::state_names.size(); ++v) {

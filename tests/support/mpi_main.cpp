@@ -63,7 +63,7 @@ int list_rank_counts(const std::string& file) {
   GTEST_FLAG_SET(filter, filter.empty() ? std::string("-*") : filter);
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   delete listeners.Release(listeners.default_result_printer());  // the listed tests "fail": say nothing
-  [[maybe_unused]] const int failed = RUN_ALL_TESTS();  // every listed test ends in an exception
+  [[maybe_unused]] const int failed = RUN_ALL_TESTS();           // every listed test ends in an exception
   for (const auto& name : tests)
     if (!listing.listed.contains(name)) shardwise::testing::list_rank_counts(name, {});
   return 0;

@@ -15,7 +15,7 @@
 namespace shardwise::testing {
 
 struct rank_count_listing {
-  std::string file;            // empty: run the bodies
+  std::string file;  // empty: run the bodies
   std::set<std::string> listed;
 
   static rank_count_listing& instance() {
@@ -44,8 +44,8 @@ struct rank_counts_listed {};
 inline void list_rank_counts(const std::string& test, std::initializer_list<int> rank_counts) {
   auto& listing = rank_count_listing::instance();
   listing.listed.insert(test);
-  std::ofstream(listing.file, std::ios::app) << test << (rank_counts.size() == 0 ? "" : " ")
-                                             << rank_counts_text(rank_counts, " ") << '\n';
+  std::ofstream(listing.file, std::ios::app)
+      << test << (rank_counts.size() == 0 ? "" : " ") << rank_counts_text(rank_counts, " ") << '\n';
 }
 
 }  // namespace shardwise::testing

@@ -287,13 +287,19 @@ TYPED_TEST(dtensor_test, a_layout_that_breaks_the_contract_is_refused) {
         process_mesh mesh(world, {world.size()});
         const std::string rank = "[rank " + std::to_string(world.world_rank()) + "] check_layout: ";
         using columns_held_twice = test_layout<breach::shared_block>;
-        EXPECT_EQ(message_of<layout_error>([&] { (void)from_function<columns_held_twice>(mesh, {10, 7}, value); }),
-                  rank + "element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the layout does not "
-                         "declare replication (a 10x7 matrix on 4 ranks)");
+        EXPECT_EQ(message_of<layout_error>([&] {
+                    (void)from_function<columns_held_twice>(mesh, {10, 7}, value);
+                  }),
+                  rank +
+                      "element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the layout does not "
+                      "declare replication (a 10x7 matrix on 4 ranks)");
         using huge_storage = test_layout<breach::stored_too_much>;
-        EXPECT_EQ(message_of<layout_error>([&] { (void)dtensor<float, huge_storage, decltype(mesh)>(mesh, {3, 8}); }),
-                  rank + "rank 0 block 0 stores 1099511627776x1099511627776 elements, more than fit in 64 bits (a "
-                         "3x8 matrix on 4 ranks)");
+        EXPECT_EQ(message_of<layout_error>([&] {
+                    (void)dtensor<float, huge_storage, decltype(mesh)>(mesh, {3, 8});
+                  }),
+                  rank +
+                      "rank 0 block 0 stores 1099511627776x1099511627776 elements, more than fit in 64 bits (a "
+                      "3x8 matrix on 4 ranks)");
       },
       {4});
 }

@@ -59,8 +59,7 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
 
         // A layout that cannot cut the shape: the error of the new layout's mapping, in redistribute's terms.
         expect_error<argument_error>(
-            me, [&] { (void)redistribute<col_1d<>>(t); },
-            "redistribute(row_1d<> → col_1d<>, " + shape + "): layout: ",
+            me, [&] { (void)redistribute<col_1d<>>(t); }, "redistribute(row_1d<> → col_1d<>, " + shape + "): layout: ",
             "7 rows do not split into " + ranks + " equal parts");
         // A root that is no rank: the step is the call itself, so it is named once.
         expect_error<argument_error>(
@@ -76,8 +75,8 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
         const auto x = from_function<col_1d<padded>>(line, {6, 5}, value);
         const auto w = from_function<row_1d<padded>>(line, {4, 3}, value);
         expect_error<argument_error>(
-            me, [&] { (void)all_gather_matmul(x, w); }, "all_gather_matmul(col_1d<padded> 6x5, row_1d<padded> 4x3): ",
-            "the inner dimensions 5 and 4 differ");
+            me, [&] { (void)all_gather_matmul(x, w); },
+            "all_gather_matmul(col_1d<padded> 6x5, row_1d<padded> 4x3): ", "the inner dimensions 5 and 4 differ");
         process_mesh cube(world, balanced_shape<3>(p));
         using cube_layouts = cube_3d<directions<>, padded>;
         const auto a = from_function<cube_layouts::input>(cube, {6, 5}, value);
@@ -106,8 +105,7 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
             me, [&] { (void)layer_norm(rows, gamma, gamma, -1.0); }, "layer_norm(row_1d<padded> " + shape + ", ",
             "epsilon -1.000000 must be positive");
         expect_error<argument_error>(
-            me, [&] { (void)dropout(t, 1.5, 7); }, "dropout(row_1d<> " + shape + "): rate 1.500000",
-            "outside [0, 1)");
+            me, [&] { (void)dropout(t, 1.5, 7); }, "dropout(row_1d<> " + shape + "): rate 1.500000", "outside [0, 1)");
 
         // A layer's misuse, and an update stepped on a communicator it was not built for.
         nn::linear<double, col_1d<padded>, row_1d<padded>, decltype(line)> layer(line, 5, 3, 1);
@@ -200,15 +198,15 @@ TEST(threads_run_errors, a_failed_pipelined_product_surfaces_as_the_failing_rank
 
 // Through nested calls (a layer, its product's ring of messages) each error names its rank once.
 TEST(threads_run_errors, a_failure_in_nested_calls_names_each_call_and_each_rank_once) {
-  expect_rank_2_every_time(500, "send",
-                           "[rank 2] nn::linear::forward(col_1d<padded> 8x6): "
-                           "all_gather_matmul(col_1d<padded> 8x6, row_1d<padded> 6x4): send: injected fault",
-                           false, [](auto& world) {
-                             process_mesh line(world, {4});
-                             nn::linear<double, col_1d<padded>, row_1d<padded>, std::remove_cvref_t<decltype(line)>>
-                                 layer(line, 6, 4, 1);
-                             (void)layer.forward(from_function<col_1d<padded>>(line, {8, 6}, value));
-                           });
+  expect_rank_2_every_time(
+      500, "send",
+      "[rank 2] nn::linear::forward(col_1d<padded> 8x6): "
+      "all_gather_matmul(col_1d<padded> 8x6, row_1d<padded> 6x4): send: injected fault",
+      false, [](auto& world) {
+        process_mesh line(world, {4});
+        nn::linear<double, col_1d<padded>, row_1d<padded>, std::remove_cvref_t<decltype(line)>> layer(line, 6, 4, 1);
+        (void)layer.forward(from_function<col_1d<padded>>(line, {8, 6}, value));
+      });
 }
 
 }  // namespace

@@ -112,12 +112,10 @@ struct product_form {
 // Megatron's column-parallel Y = X·W, its dX = dY·Wᵀ (a partial sum) and dW = Xᵀ·dY; the row-parallel
 // Y = X·W (a partial sum), its dX and dW.
 template <class P>
-using megatron_forms = type_list<product_form<replicated<>, row_1d<P>, false, false>,
-                                 product_form<row_1d<P>, row_1d<P>, false, true>,
-                                 product_form<replicated<>, row_1d<P>, true, false>,
-                                 product_form<row_1d<P>, col_1d<P>, false, false>,
-                                 product_form<replicated<>, col_1d<P>, false, true>,
-                                 product_form<row_1d<P>, replicated<>, true, false>>;
+using megatron_forms =
+    type_list<product_form<replicated<>, row_1d<P>, false, false>, product_form<row_1d<P>, row_1d<P>, false, true>,
+              product_form<replicated<>, row_1d<P>, true, false>, product_form<row_1d<P>, col_1d<P>, false, false>,
+              product_form<replicated<>, col_1d<P>, false, true>, product_form<row_1d<P>, replicated<>, true, false>>;
 template <class P>
 using summa_forms = type_list<product_form<block_2d<P>, block_2d<P>, false, false, true>,
                               product_form<block_2d<P>, block_2d<P>, false, true, true>,
@@ -147,15 +145,15 @@ template <>
 struct catalogue<1> {
   using layouts = type_list<replicated<>, row_1d<>, row_1d<padded>, row_1d<ragged>, col_1d<>, col_1d<padded>,
                             col_1d<ragged>, cyclic_rows>;
-  using products = join<megatron_forms<padded>, megatron_forms<ragged>,
-                        type_list<product_form<replicated<>, row_1d<>, false, false>,
-                                  product_form<row_1d<>, col_1d<>, false, false>>>;
+  using products = join<
+      megatron_forms<padded>, megatron_forms<ragged>,
+      type_list<product_form<replicated<>, row_1d<>, false, false>, product_form<row_1d<>, col_1d<>, false, false>>>;
 };
 template <>
 struct catalogue<2> {
-  using layouts = type_list<replicated<ragged>, row_1d<padded>, col_1d<ragged>, block_2d<>, block_2d<padded>,
-                            block_2d<ragged>, split<rows_over<1, 0>, cols_over<>, padded>,
-                            block_cyclic_2d<2, 3>, block_cyclic_2d<1>, cyclic_rows>;
+  using layouts =
+      type_list<replicated<ragged>, row_1d<padded>, col_1d<ragged>, block_2d<>, block_2d<padded>, block_2d<ragged>,
+                split<rows_over<1, 0>, cols_over<>, padded>, block_cyclic_2d<2, 3>, block_cyclic_2d<1>, cyclic_rows>;
   using products = join<summa_forms<exact>, summa_forms<padded>, summa_forms<ragged>,
                         type_list<product_form<replicated<>, row_1d<ragged>, false, false>,
                                   product_form<row_1d<padded>, col_1d<padded>, false, false>>>;
@@ -174,8 +172,8 @@ struct catalogue<3> {
 // ---- the cases
 
 enum class shape_kind { row_vector, column_vector, primes, fewer_elements_than_ranks, empty, divisible, any };
-constexpr std::array<const char*, 7> kind_names{"1xN",   "Nx1",          "primes", "fewer elements than ranks",
-                                                "empty", "divisible by P", "any"};
+constexpr std::array<const char*, 7> kind_names{
+    "1xN", "Nx1", "primes", "fewer elements than ranks", "empty", "divisible by P", "any"};
 
 struct fuzz_case {
   std::int64_t index = 0;
@@ -266,10 +264,10 @@ auto multiply(const Left& left, const Right& right, matmul_options options) {
 
 // The layout the form's product comes in, sums reduced (on a mesh of any communicator: the same).
 template <class Form, std::size_t D>
-using result_layout = typename decltype(checks::final_value(multiply<Form>(
-    std::declval<const dtensor<double, typename Form::left, process_mesh<threads::communicator, D>>&>(),
-    std::declval<const dtensor<double, typename Form::right, process_mesh<threads::communicator, D>>&>(),
-    matmul_options{})))::layout_type;
+using result_layout = typename decltype(checks::final_value(
+    multiply<Form>(std::declval<const dtensor<double, typename Form::left, process_mesh<threads::communicator, D>>&>(),
+                   std::declval<const dtensor<double, typename Form::right, process_mesh<threads::communicator, D>>&>(),
+                   matmul_options{})))::layout_type;
 
 // Whether the operands' and the result's layouts all take their shapes on the grid (an exact output may
 // refuse m rows its operands cut differently), and SUMMA's grid is square.
@@ -436,8 +434,9 @@ TYPED_TEST(layout_fuzz, distributed_results_equal_serial_eigen) {
   const campaign_world here = this_world();
   const auto seed = static_cast<std::uint64_t>(from_environment("SHARDWISE_FUZZ_SEED", 20261122));
   const std::int64_t first = from_environment("SHARDWISE_FUZZ_FIRST", 0);
-  const std::int64_t cases =
-      from_environment("SHARDWISE_FUZZ_CASES", here.fixed_ranks == 0 ? 3000 : here.fixed_ranks <= 4 ? 1500 : 800);
+  const std::int64_t cases = from_environment("SHARDWISE_FUZZ_CASES", here.fixed_ranks == 0   ? 3000
+                                                                      : here.fixed_ranks <= 4 ? 1500
+                                                                                              : 800);
   const std::string reproduce = "SHARDWISE_FUZZ_SEED=" + std::to_string(seed) + " SHARDWISE_FUZZ_FIRST=";
 
   std::map<std::string, std::int64_t> drawn;
@@ -452,8 +451,7 @@ TYPED_TEST(layout_fuzz, distributed_results_equal_serial_eigen) {
         if (c.dimensions == 3) run_case<3>(world, c);
       };
       // Under MPI the cases take the world's size, one of the two CTest launches.
-      if (here.fixed_ranks == 0)
-        TypeParam::run(body, {c.ranks});
+      if (here.fixed_ranks == 0) TypeParam::run(body, {c.ranks});
       else
         TypeParam::run(body, {4, 8});
     } catch (const std::exception& e) {

@@ -106,7 +106,7 @@ TYPED_TEST(redistribute_test, one_dimensional_paths) {
         on_counted_mesh<1>(world, [](auto& mesh, const matrix_extents& divisible) {
           check<col_1d<>, replicated<>>(mesh, divisible, path::all_gather, 0);
           check<row_1d<>, replicated<>>(mesh, divisible, path::all_gather, 0);
-          check<row_1d<padded>, replicated<>>(mesh, {5, 7}, path::all_gather, 0);   // padded pieces always tile
+          check<row_1d<padded>, replicated<>>(mesh, {5, 7}, path::all_gather, 0);  // padded pieces always tile
           check<row_1d<ragged>, replicated<>>(mesh, {5, 7}, path::all_to_all_v);   // stored unequally
           check<replicated<>, col_1d<ragged>>(mesh, {7, 5}, path::local);
           check<col_1d<>, row_1d<>>(mesh, divisible, path::all_to_all_v);
@@ -219,9 +219,8 @@ void check_sum(Mesh& mesh, const matrix_extents& shape, const std::optional<coll
   const auto sums = redistribute<To>(addends);
   if (expected) expect_calls(mesh, *expected);
   const double total = sum_factor<Partial>(mesh);
-  EXPECT_EQ(storage(sums), storage(from_function<To>(mesh, shape, [&](std::int64_t i, std::int64_t j) {
-              return value(i, j) * total;
-            })));
+  EXPECT_EQ(storage(sums), storage(from_function<To>(
+                               mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * total; })));
 }
 
 // One reduce_scatter along `axis`, an all_reduce along each of `summed`.
@@ -250,7 +249,7 @@ TYPED_TEST(redistribute_test, one_dimensional_partial_sums) {
           check_sum<addends, row_1d<>>(mesh, divisible, reduce_scatter_along(0));
           check_sum<addends, col_1d<padded>>(mesh, {7, 5}, reduce_scatter_along(0));  // padded pieces always tile
           check_sum<addends, row_1d<padded>>(mesh, {5, 7}, reduce_scatter_along(0));
-          check_sum<addends, col_1d<ragged>>(mesh, {7, 5}, all_reduce_along({0}));    // stored unequally
+          check_sum<addends, col_1d<ragged>>(mesh, {7, 5}, all_reduce_along({0}));  // stored unequally
           check_sum<addends, replicated<>>(mesh, divisible, all_reduce_along({0}));
           check_sum<addends, col_1d<padded>>(mesh, {1, 3}, reduce_scatter_along(0));  // fewer rows than ranks
         });
@@ -263,7 +262,7 @@ TYPED_TEST(redistribute_test, two_dimensional_partial_sums) {
       [](communicator auto& world) {
         on_counted_mesh<2>(world, [](auto& mesh, const matrix_extents& divisible) {
           const int p = mesh.world().size();
-          using rows_cut = partial_sum<col_1d<>, 1>;                         // rows over axis 0, summed over 1
+          using rows_cut = partial_sum<col_1d<>, 1>;                          // rows over axis 0, summed over 1
           using cols_cut = partial_sum<split<rows_over<>, cols_over<1>>, 0>;  // columns over axis 1, summed over 0
           check_sum<rows_cut, block_2d<>>(mesh, divisible, reduce_scatter_along(1));
           check_sum<cols_cut, block_2d<>>(mesh, divisible, reduce_scatter_along(0));
@@ -293,7 +292,7 @@ TYPED_TEST(redistribute_test, three_dimensional_partial_sums) {
       [](communicator auto& world) {
         on_counted_mesh<3>(world, [](auto& mesh, const matrix_extents& divisible) {
           using cube = cube_3d<>;
-          using product = partial_sum<split<rows_over<0>, cols_over<1>>, 2>;     // C = A·B, summed along z
+          using product = partial_sum<split<rows_over<0>, cols_over<1>>, 2>;          // C = A·B, summed along z
           using input_gradient = partial_sum<split<rows_over<0>, cols_over<2>>, 1>;   // dA, along y
           using weight_gradient = partial_sum<split<rows_over<2>, cols_over<1>>, 0>;  // dB, along x
           check_sum<product, cube::output>(mesh, divisible, reduce_scatter_along(2));

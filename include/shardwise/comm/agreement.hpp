@@ -115,8 +115,7 @@ signature signature_of(const calls::reduce<T>& c, int world_rank) {
 }
 template <class T>
 signature signature_of(const calls::reduce_scatter<T>& c, int world_rank) {
-  return make_signature<calls::reduce_scatter<T>>(world_rank, static_cast<std::int64_t>(c.out.size()), -1,
-                                                  c.reduction);
+  return make_signature<calls::reduce_scatter<T>>(world_rank, static_cast<std::int64_t>(c.out.size()), -1, c.reduction);
 }
 template <class T>
 signature signature_of(const calls::all_gather<T>& c, int world_rank) {
@@ -137,9 +136,7 @@ signature signature_of(const calls::broadcast<T>& c, int world_rank) {
 inline signature signature_of(const calls::barrier&, int world_rank) {
   return make_signature<calls::barrier>(world_rank);
 }
-inline signature signature_of(const calls::split&, int world_rank) {
-  return make_signature<calls::split>(world_rank);
-}
+inline signature signature_of(const calls::split&, int world_rank) { return make_signature<calls::split>(world_rank); }
 
 // Collective calls have a signature; sends and receives, matched pair by pair, do not.
 template <class Call>
@@ -172,8 +169,7 @@ template <class Sent, class Expected, class WorldRank>
       if (sent(s, r) != expected(r, s))
         return "rank " + std::to_string(world_rank_of(s)) + " sends " + std::to_string(sent(s, r)) +
                (sent(s, r) == 1 ? " element" : " elements") + " to rank " + std::to_string(world_rank_of(r)) +
-               ", which expects " +
-               std::to_string(expected(r, s)) + " from it";
+               ", which expects " + std::to_string(expected(r, s)) + " from it";
   return std::nullopt;
 }
 

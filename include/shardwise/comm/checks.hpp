@@ -22,8 +22,8 @@ template <class Call>
 template <class Call>
 void check_rank(int world_rank, std::string_view role, int value, int size) {
   if (value < 0 || value >= size) {
-    fail<Call>(world_rank, std::string(role) + " " + std::to_string(value) + " is not a rank of this communicator (size " +
-                               std::to_string(size) + ")");
+    fail<Call>(world_rank, std::string(role) + " " + std::to_string(value) +
+                               " is not a rank of this communicator (size " + std::to_string(size) + ")");
   }
 }
 template <class Call>
@@ -35,8 +35,8 @@ std::size_t check_counts(int world_rank, std::string_view role, std::span<const 
   std::size_t total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
     if (counts[r] < 0) {
-      fail<Call>(world_rank, std::string(role) + "[" + std::to_string(r) + "] is negative (" +
-                                 std::to_string(counts[r]) + ")");
+      fail<Call>(world_rank,
+                 std::string(role) + "[" + std::to_string(r) + "] is negative (" + std::to_string(counts[r]) + ")");
     }
     total += static_cast<std::size_t>(counts[r]);
   }
@@ -70,10 +70,9 @@ void validate(const calls::reduce_scatter<T>& call, int, int size, int world_ran
 template <class T>
 void validate(const calls::all_gather<T>& call, int, int size, int world_rank) {
   if (call.out.size() != call.in.size() * static_cast<std::size_t>(size))
-    detail::fail<calls::all_gather<T>>(world_rank,
-                                       detail::sizes("input", call.in.size(), "output", call.out.size()) +
-                                           "; the output must be exactly size() = " + std::to_string(size) +
-                                           " input blocks");
+    detail::fail<calls::all_gather<T>>(world_rank, detail::sizes("input", call.in.size(), "output", call.out.size()) +
+                                                       "; the output must be exactly size() = " + std::to_string(size) +
+                                                       " input blocks");
 }
 
 template <class T>

@@ -19,8 +19,7 @@ template <class R>
 concept input_buffer = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
 
 template <class R>
-concept output_buffer =
-    input_buffer<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+concept output_buffer = input_buffer<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 template <class R>
 using element_of = std::remove_cv_t<std::ranges::range_value_t<R>>;

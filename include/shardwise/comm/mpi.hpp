@@ -28,8 +28,8 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -64,8 +64,10 @@ inline void check(int code, int world_rank, std::string_view operation) {
 template <class T>
 MPI_Datatype datatype() {
   if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return MPI_INT32_T;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return MPI_INT32_T;
   else {
     static_assert(std::is_same_v<T, std::int64_t>, "shardwise::mpi: no MPI datatype for this element type");
     return MPI_INT64_T;
@@ -140,8 +142,12 @@ class agreement_exchange {
  public:
   template <class Call>
   agreement_exchange(const Call& call, int rank, int size, int world_rank)
-      : name_(Call::name), rank_(rank), size_(size), world_rank_(world_rank),
-        mine_(agreement::signature_of(call, world_rank)), all_(static_cast<std::size_t>(size)) {
+      : name_(Call::name),
+        rank_(rank),
+        size_(size),
+        world_rank_(world_rank),
+        mine_(agreement::signature_of(call, world_rank)),
+        all_(static_cast<std::size_t>(size)) {
     if constexpr (requires { call.send_counts; }) {
       counts_.assign(call.send_counts.begin(), call.send_counts.end());
       counts_.insert(counts_.end(), call.receive_counts.begin(), call.receive_counts.end());
@@ -171,9 +177,8 @@ class agreement_exchange {
         if (done == 0) return false;
       }
       if (round_ == 2) break;
-      if (auto problem = agreement::disagreement(rank_, size_, [&](int s) -> const agreement::signature& {
-            return all_[static_cast<std::size_t>(s)];
-          }))
+      if (auto problem = agreement::disagreement(
+              rank_, size_, [&](int s) -> const agreement::signature& { return all_[static_cast<std::size_t>(s)]; }))
         throw argument_error(world_rank_, name_, *problem);
       if (counts_.empty()) return true;
       all_counts_.resize(counts_.size() * static_cast<std::size_t>(size_));
@@ -196,8 +201,8 @@ class agreement_exchange {
  private:
   void post(MPI_Comm comm, bool started, const void* mine, int bytes, void* all, int each) {
     ++round_;
-    check(blocking_or_started(started ? &pending_ : nullptr, MPI_Allgather, MPI_Iallgather, mine, bytes, MPI_BYTE,
-                              all, each, MPI_BYTE, comm),
+    check(blocking_or_started(started ? &pending_ : nullptr, MPI_Allgather, MPI_Iallgather, mine, bytes, MPI_BYTE, all,
+                              each, MPI_BYTE, comm),
           world_rank_, name_);
   }
 
@@ -225,7 +230,7 @@ struct deferred_start {
   deferred_start(const Call& call, int rank, int size, int world_rank) : exchange(call, rank, size, world_rank) {}
   agreement_exchange exchange;
   std::function<completion(communicator&, MPI_Request*)> launch;  // starts the collective itself
-  MPI_Request handle = MPI_REQUEST_NULL;  // the collective, once started
+  MPI_Request handle = MPI_REQUEST_NULL;                          // the collective, once started
   completion complete;
   std::exception_ptr failure;  // why it never started
   bool settled = false;        // started, or failed
@@ -572,9 +577,8 @@ class communicator : public communicator_interface<communicator> {
       // MPI_IN_PLACE is the root's alone; other ranks always send their input.
       const bool in_place = rank_ == call.root && call.in.data() == call.out.data();
       check(detail::blocking_or_started(pending, MPI_Reduce, MPI_Ireduce, in_place ? MPI_IN_PLACE : call.in.data(),
-                                        call.out.data(), elements(call.in.size(), call.name),
-                                        detail::datatype<T>(), detail::operation_of(call.reduction), call.root,
-                                        comm_),
+                                        call.out.data(), elements(call.in.size(), call.name), detail::datatype<T>(),
+                                        detail::operation_of(call.reduction), call.root, comm_),
             call.name);
       return {};
     }
@@ -629,8 +633,8 @@ class communicator : public communicator_interface<communicator> {
     // Rank r starts block r − 1; after step s it holds the partial sum of block r − s − 2 (mod P).
     const T* sending = block_of(left);
     for (int step = 0; step < size_ - 1; ++step) {
-      check(MPI_Sendrecv(sending, count, detail::datatype<T>(), right, 0, arrived, count,
-                         detail::datatype<T>(), left, 0, ring_comm(call.name), MPI_STATUS_IGNORE),
+      check(MPI_Sendrecv(sending, count, detail::datatype<T>(), right, 0, arrived, count, detail::datatype<T>(), left,
+                         0, ring_comm(call.name), MPI_STATUS_IGNORE),
             call.name);
       const T* const mine = block_of((rank_ + 2 * size_ - step - 2) % size_);
       // The last step's block is this rank's own: it goes to the output (in place, onto `mine` itself,
@@ -654,9 +658,8 @@ class communicator : public communicator_interface<communicator> {
   detail::completion issue(const calls::all_gather<T>& call, MPI_Request* pending) {
     const bool in_place = call.in.data() == call.out.data() + static_cast<std::size_t>(rank_) * call.in.size();
     const int block = bytes<T>(call.in.size(), call.name);
-    check(detail::blocking_or_started(pending, MPI_Allgather, MPI_Iallgather,
-                                      in_place ? MPI_IN_PLACE : call.in.data(), block, MPI_BYTE, call.out.data(),
-                                      block, MPI_BYTE, comm_),
+    check(detail::blocking_or_started(pending, MPI_Allgather, MPI_Iallgather, in_place ? MPI_IN_PLACE : call.in.data(),
+                                      block, MPI_BYTE, call.out.data(), block, MPI_BYTE, comm_),
           call.name);
     return {};
   }
@@ -710,10 +713,10 @@ class communicator : public communicator_interface<communicator> {
 
   template <class T>
   detail::completion issue(const calls::send<T>& call, MPI_Request* pending) {
-    check(detail::blocking_or_started(pending, MPI_Send, MPI_Isend, call.data.data(),
-                                      bytes<T>(call.data.size(), call.name), MPI_BYTE, call.destination, call.tag,
-                                      comm_),
-          call.name);
+    check(
+        detail::blocking_or_started(pending, MPI_Send, MPI_Isend, call.data.data(),
+                                    bytes<T>(call.data.size(), call.name), MPI_BYTE, call.destination, call.tag, comm_),
+        call.name);
     return {};
   }
 
@@ -737,9 +740,9 @@ class communicator : public communicator_interface<communicator> {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  MPI_Comm ring_ = MPI_COMM_NULL;  // see ring_comm()
-  MPI_Comm agreement_ = MPI_COMM_NULL;  // the agreement check's exchanges (see agree())
-  std::vector<std::byte> ring_scratch_;  // see ring_reduce_scatter()
+  MPI_Comm ring_ = MPI_COMM_NULL;                    // see ring_comm()
+  MPI_Comm agreement_ = MPI_COMM_NULL;               // the agreement check's exchanges (see agree())
+  std::vector<std::byte> ring_scratch_;              // see ring_reduce_scatter()
   std::shared_ptr<detail::deferred_starts> starts_;  // started collectives waiting for their exchange
   int rank_ = 0;
   int size_ = 0;
@@ -767,8 +770,8 @@ namespace detail {
 struct node_ranks {
   MPI_Comm node = MPI_COMM_NULL;
   explicit node_ranks(communicator& comm) {
-    check(MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &node), comm.world_rank(),
-          "MPI_Comm_split_type");
+    check(MPI_Comm_split_type(comm.native(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &node),
+          comm.world_rank(), "MPI_Comm_split_type");
   }
   node_ranks(const node_ranks&) = delete;
   node_ranks& operator=(const node_ranks&) = delete;

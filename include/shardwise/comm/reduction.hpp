@@ -23,9 +23,12 @@ enum class op { sum, prod, min, max };
 template <op Reduction, class A>
 [[nodiscard]] constexpr A combine(A left, A right) noexcept {
   if constexpr (Reduction == op::sum) return left + right;
-  else if constexpr (Reduction == op::prod) return left * right;
-  else if constexpr (Reduction == op::min) return std::min(left, right);
-  else return std::max(left, right);
+  else if constexpr (Reduction == op::prod)
+    return left * right;
+  else if constexpr (Reduction == op::min)
+    return std::min(left, right);
+  else
+    return std::max(left, right);
 }
 
 // Calls f with std::integral_constant<op, reduction> so a run-time op selects a compiled loop.

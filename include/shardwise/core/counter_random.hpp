@@ -17,8 +17,8 @@ namespace shardwise {
 
 // A uniform double in [0, 1) for element (row, column) under `seed`: the hash's top 53 bits.
 [[nodiscard]] constexpr double uniform_at(std::uint64_t seed, std::int64_t row, std::int64_t column) noexcept {
-  const std::uint64_t key = splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(row)) ^
-                                       static_cast<std::uint64_t>(column));
+  const std::uint64_t key =
+      splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(row)) ^ static_cast<std::uint64_t>(column));
   return static_cast<double>(key >> 11U) * 0x1.0p-53;
 }
 

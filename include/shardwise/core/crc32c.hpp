@@ -20,8 +20,7 @@ inline constexpr auto crc32c_tables = [] {
     tables[0][b] = crc;
   }
   for (std::size_t k = 1; k < 8; ++k)
-    for (std::size_t b = 0; b < 256; ++b)
-      tables[k][b] = (tables[k - 1][b] >> 8U) ^ tables[0][tables[k - 1][b] & 0xFFU];
+    for (std::size_t b = 0; b < 256; ++b) tables[k][b] = (tables[k - 1][b] >> 8U) ^ tables[0][tables[k - 1][b] & 0xFFU];
   return tables;
 }();
 }  // namespace detail

@@ -16,7 +16,7 @@ concept communicable = std::is_trivially_copyable_v<T> && !std::is_const_v<T>;
 // Types a reduction (sum, prod, min, max) is defined on. bf16 is reduced in float.
 template <class T>
 concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int32_t> ||
-                    std::same_as<T, std::int64_t> || std::same_as<T, bf16>;
+    std::same_as<T, std::int64_t> || std::same_as<T, bf16>;
 
 // The type partial results are held in while reducing T.
 template <reducible T>
@@ -26,11 +26,16 @@ using accumulator_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
 template <class T>
 [[nodiscard]] std::string element_name() {
   if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, bf16>) return "bf16";
-  else return std::to_string(sizeof(T)) + "-byte type";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, bf16>)
+    return "bf16";
+  else
+    return std::to_string(sizeof(T)) + "-byte type";
 }
 
 }  // namespace shardwise

@@ -32,7 +32,8 @@ class shared_buffer {
   [[nodiscard]] static shared_buffer zeros(std::size_t count) {
     static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
     shared_buffer buffer;
-    T* elements = static_cast<T*>(::operator new[](std::max<std::size_t>(count, 1) * sizeof(T), std::align_val_t{alignment}));
+    T* elements =
+        static_cast<T*>(::operator new[](std::max<std::size_t>(count, 1) * sizeof(T), std::align_val_t{alignment}));
     std::uninitialized_value_construct_n(elements, count);
     buffer.owner_ = std::shared_ptr<T[]>(elements, [](T* p) { ::operator delete[](p, std::align_val_t{alignment}); });
     buffer.data_ = elements;

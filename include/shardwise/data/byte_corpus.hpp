@@ -46,7 +46,8 @@ class byte_corpus {
       : path_(path), rank_(rank), bytes_(read(path, rank)) {
     if (!(validation_fraction > 0 && validation_fraction < 1))
       fail("the validation fraction " + std::to_string(validation_fraction) + " is not between 0 and 1");
-    validation_begin_ = bytes_.size() - static_cast<std::size_t>(static_cast<double>(bytes_.size()) * validation_fraction);
+    validation_begin_ =
+        bytes_.size() - static_cast<std::size_t>(static_cast<double>(bytes_.size()) * validation_fraction);
   }
 
   [[nodiscard]] std::span<const std::uint8_t> training() const noexcept {
@@ -88,7 +89,8 @@ class byte_corpus {
     b.tokens.reserve(static_cast<std::size_t>(samples * context));
     b.targets.reserve(b.tokens.capacity());
     for (long s = 0; s < samples; ++s) {
-      const auto offset = static_cast<std::size_t>(uniform_at(seed, key, slot * samples + s) * static_cast<double>(starts));
+      const auto offset =
+          static_cast<std::size_t>(uniform_at(seed, key, slot * samples + s) * static_cast<double>(starts));
       b.tokens.insert(b.tokens.end(), split.begin() + static_cast<std::ptrdiff_t>(offset),
                       split.begin() + static_cast<std::ptrdiff_t>(offset) + context);
       b.targets.insert(b.targets.end(), split.begin() + static_cast<std::ptrdiff_t>(offset) + 1,

@@ -47,13 +47,13 @@ class dlrm_generator {
   explicit dlrm_generator(dlrm_data_config config) : config_(std::move(config)) {
     if (config_.dense_features < 0 || config_.min_bag_length < 0 || config_.max_bag_length < config_.min_bag_length ||
         config_.zipf_exponent < 0)
-      throw argument_error(-1, "data::dlrm_generator",
-                           "needs dense_features >= 0, 0 <= min_bag_length <= max_bag_length and zipf_exponent >= 0; got " +
-                               std::to_string(config_.dense_features) + ", " + std::to_string(config_.min_bag_length) +
-                               ", " + std::to_string(config_.max_bag_length) + ", " + std::to_string(config_.zipf_exponent));
+      throw argument_error(
+          -1, "data::dlrm_generator",
+          "needs dense_features >= 0, 0 <= min_bag_length <= max_bag_length and zipf_exponent >= 0; got " +
+              std::to_string(config_.dense_features) + ", " + std::to_string(config_.min_bag_length) + ", " +
+              std::to_string(config_.max_bag_length) + ", " + std::to_string(config_.zipf_exponent));
     for (const auto rows : config_.table_rows) {
-      if (rows < 1)
-        throw argument_error(-1, "data::dlrm_generator", "a table of " + std::to_string(rows) + " rows");
+      if (rows < 1) throw argument_error(-1, "data::dlrm_generator", "a table of " + std::to_string(rows) + " rows");
       // The Zipf distribution's cumulative weights, normalised at the end.
       auto& cdf = cumulative_.emplace_back(static_cast<std::size_t>(rows));
       double sum = 0;
@@ -71,7 +71,8 @@ class dlrm_generator {
   }
   [[nodiscard]] std::int64_t bag_length(dlrm_stream stream, std::int64_t sample, int table) const {
     const auto span = config_.max_bag_length - config_.min_bag_length + 1;
-    return config_.min_bag_length + static_cast<std::int64_t>(draw(stream, sample, 1 + table, -1) * static_cast<double>(span));
+    return config_.min_bag_length +
+           static_cast<std::int64_t>(draw(stream, sample, 1 + table, -1) * static_cast<double>(span));
   }
   [[nodiscard]] std::int64_t index(dlrm_stream stream, std::int64_t sample, int table, std::int64_t i) const {
     const auto& cdf = cumulative_[static_cast<std::size_t>(table)];
@@ -102,12 +103,14 @@ class dlrm_generator {
   // features and labels, and the bags of the whole batch for `tables`.
   template <class T>
   [[nodiscard]] model::dlrm_batch<T> batch(dlrm_stream stream, std::int64_t first_sample, std::int64_t global_batch,
-                                    std::int64_t first_row, std::int64_t rows, std::span<const int> tables) const {
+                                           std::int64_t first_row, std::int64_t rows,
+                                           std::span<const int> tables) const {
     model::dlrm_batch<T> out;
     out.first_row = first_row;
     out.rows = rows;
     for (std::int64_t s = first_sample + first_row; s < first_sample + first_row + rows; ++s) {
-      for (std::int64_t f = 0; f < config_.dense_features; ++f) out.dense.push_back(static_cast<T>(dense(stream, s, f)));
+      for (std::int64_t f = 0; f < config_.dense_features; ++f)
+        out.dense.push_back(static_cast<T>(dense(stream, s, f)));
       out.labels.push_back(static_cast<T>(label(stream, s)));
     }
     for (const int t : tables) {

@@ -90,7 +90,9 @@ class embedding_all_to_all {
 
   // Collective: every rank constructs it with the same shape and options.
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
-      : comm_(&comm), options_(std::move(options)), backend_(comm, options_),
+      : comm_(&comm),
+        options_(std::move(options)),
+        backend_(comm, options_),
         plan_(shape, comm.size(), chosen_slice_rows(shape), order(), comm.world_rank()),
         done_(plan_.tasks_per_slice(comm.rank()), tasks_run::on_one_thread),
         outputs_(backend_, static_cast<std::size_t>(plan_.output_floats(comm.rank())), plan_.flags_at(comm.rank()),
@@ -105,8 +107,9 @@ class embedding_all_to_all {
   // leave as messages, or on sim_gpu as puts from a staging buffer to another node).
   [[nodiscard]] bool stores_in_place(int peer) const {
     if (peer < 0 || peer >= comm_->size())
-      throw argument_error(comm_->world_rank(), "embedding_all_to_all::stores_in_place",
-                           "peer " + std::to_string(peer) + " is not one of the " + std::to_string(comm_->size()) + " ranks");
+      throw argument_error(
+          comm_->world_rank(), "embedding_all_to_all::stores_in_place",
+          "peer " + std::to_string(peer) + " is not one of the " + std::to_string(comm_->size()) + " ranks");
     return backend_.delivery_to(peer) == delivery::store;
   }
   // Whether operator() takes the fused path (while it is still measuring, the path of its next call).
@@ -125,13 +128,15 @@ class embedding_all_to_all {
     trial_.reset();
     backward_trial_.reset();
     if (forward == path::automatic && backend_.machine() == nullptr) trial_.emplace();
-    else fuses_ = decide(forward, [&](const sim::machine& m, std::int64_t bag) {
-      return predict(plan_, m, options_.gpu_initiated, bag);
-    });
+    else
+      fuses_ = decide(forward, [&](const sim::machine& m, std::int64_t bag) {
+        return predict(plan_, m, options_.gpu_initiated, bag);
+      });
     if (backward == path::automatic && backend_.machine() == nullptr) backward_trial_.emplace();
-    else fuses_backward_ = decide(backward, [&](const sim::machine& m, std::int64_t bag) {
-      return predict_backward(plan_, m, options_.gpu_initiated, bag);
-    });
+    else
+      fuses_backward_ = decide(backward, [&](const sim::machine& m, std::int64_t bag) {
+        return predict_backward(plan_, m, options_.gpu_initiated, bag);
+      });
   }
   // Calls made so far (the epoch the last fused call's flags carry).
   [[nodiscard]] std::uint64_t epoch() const noexcept { return outputs_.epoch(); }
@@ -141,7 +146,8 @@ class embedding_all_to_all {
   // dimension}, valid until this rank's next call.
   std::span<const T> operator()(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
     if (!trial_) return fuses_ ? fused(tables, bags) : baseline(tables, bags);
-    const auto out = trial_->call(*comm_, [&](bool fuse) { return fuse ? fused(tables, bags) : baseline(tables, bags); });
+    const auto out =
+        trial_->call(*comm_, [&](bool fuse) { return fuse ? fused(tables, bags) : baseline(tables, bags); });
     if (trial_->done()) {
       fuses_ = trial_->chose_first();
       trial_.reset();
@@ -280,15 +286,18 @@ class embedding_all_to_all {
   // lookups the forward pooled; `gradients`: one per table of this rank, added into (each row a bag looked
   // up gets that bag's gradient, over its length for a mean). Collective, as the forward.
   template <gradient_rows<T> Rows>
-  void backward(std::span<const T> output_gradient, std::span<const embedding_bags> bags, std::span<Rows* const> gradients) {
+  void backward(std::span<const T> output_gradient, std::span<const embedding_bags> bags,
+                std::span<Rows* const> gradients) {
     if (!backward_trial_) {
       if (fuses_backward_) fused_backward(output_gradient, bags, gradients);
-      else baseline_backward(output_gradient, bags, gradients);
+      else
+        baseline_backward(output_gradient, bags, gradients);
       return;
     }
     (void)backward_trial_->call(*comm_, [&](bool fuse) {
       if (fuse) fused_backward(output_gradient, bags, gradients);
-      else baseline_backward(output_gradient, bags, gradients);
+      else
+        baseline_backward(output_gradient, bags, gradients);
       return 0;
     });
     if (backward_trial_->done()) {
@@ -312,14 +321,15 @@ class embedding_all_to_all {
       const auto D = static_cast<std::size_t>(plan_.dimension_of(t));
       for (std::int64_t b = 0; b < plan_.rows_of(r); ++b, at += D)
         std::copy_n(output_gradient.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * row_width +
-                                                                           static_cast<std::size_t>(plan_.column_of(t))),
+                                                                          static_cast<std::size_t>(plan_.column_of(t))),
                     D, packed.begin() + static_cast<std::ptrdiff_t>(at));
     }
     backend_.launch(unpack_work(plan_, r), "pack all-to-all");
     comm_->all_to_all_v(std::span<const T>(packed), send_counts, received, receive_counts);
     std::vector<std::size_t> block_of(static_cast<std::size_t>(P) + 1, 0);
     for (int s = 0; s < P; ++s)
-      block_of[static_cast<std::size_t>(s) + 1] = block_of[static_cast<std::size_t>(s)] + static_cast<std::size_t>(receive_counts[static_cast<std::size_t>(s)]);
+      block_of[static_cast<std::size_t>(s) + 1] =
+          block_of[static_cast<std::size_t>(s)] + static_cast<std::size_t>(receive_counts[static_cast<std::size_t>(s)]);
     // Each table's scatter-add over the global batch, its sources in the plan's order.
     for (int t = 0; t < plan_.tables_of(r); ++t) {
       const int table = plan_.first_table(r) + t;
@@ -330,7 +340,8 @@ class embedding_all_to_all {
       for (int k = 0; k < P; ++k) {
         const int s = plan_.gradient_source(r, k);
         const T* block = received.data() + block_of[static_cast<std::size_t>(s)] +
-                         static_cast<std::size_t>(plan_.rows_of(s) * (plan_.column_of(table) - plan_.column_of(plan_.first_table(r))));
+                         static_cast<std::size_t>(plan_.rows_of(s) *
+                                                  (plan_.column_of(table) - plan_.column_of(plan_.first_table(r))));
         for (std::int64_t i = 0; i < plan_.rows_of(s); ++i) {
           const std::int64_t row = plan_.first_row(s) + i;
           add_bag_gradient(gradient, bag, row, options_.pooling, block + i * D, comm_->world_rank());
@@ -384,7 +395,8 @@ class embedding_all_to_all {
       if (how != delivery::store) at += elements(slice);
       for (std::int64_t i = 0; i < slice.rows; ++i)
         std::copy_n(output_gradient.begin() +
-                        static_cast<std::ptrdiff_t>(static_cast<std::size_t>(slice.first_row - plan_.first_row(r) + i) * row_width +
+                        static_cast<std::ptrdiff_t>(static_cast<std::size_t>(slice.first_row - plan_.first_row(r) + i) *
+                                                        row_width +
                                                     static_cast<std::size_t>(plan_.column_of(slice.table))),
                     D, into + static_cast<std::size_t>(i) * D);
       kernel.send(slice);
@@ -419,7 +431,8 @@ class embedding_all_to_all {
         gradient = buffer.data() + plan_.gradient_offset(slice.table, row);
       }
       const auto& bag = bags[static_cast<std::size_t>(t)];
-      add_bag_gradient(*gradients[static_cast<std::size_t>(t)], bag, row, options_.pooling, gradient, comm_->world_rank());
+      add_bag_gradient(*gradients[static_cast<std::size_t>(t)], bag, row, options_.pooling, gradient,
+                       comm_->world_rank());
       kernel.add(slice.table, source, slice.flag, lookups(bag, row));
     });
     exchange.wait_receives();
@@ -457,10 +470,13 @@ class embedding_all_to_all {
   [[nodiscard]] slice_order order() const {
     if (options_.order != slice_order::automatic) return options_.order;
     bool stores_everywhere = !Backend::models_time;
-    for (int p = 0; p < comm_->size(); ++p) stores_everywhere = stores_everywhere && backend_.delivery_to(p) == delivery::store;
+    for (int p = 0; p < comm_->size(); ++p)
+      stores_everywhere = stores_everywhere && backend_.delivery_to(p) == delivery::store;
     return stores_everywhere ? slice_order::table_by_table : slice_order::communication_aware;
   }
-  [[nodiscard]] std::int64_t expected_bag_length() const { return std::max<std::int64_t>(1, options_.expected_bag_length); }
+  [[nodiscard]] std::int64_t expected_bag_length() const {
+    return std::max<std::int64_t>(1, options_.expected_bag_length);
+  }
 
   [[nodiscard]] std::int64_t chosen_slice_rows(const embedding_shape& shape) const {
     if (options_.slice_rows != automatic_slice_rows) return options_.slice_rows;
@@ -482,15 +498,16 @@ class embedding_all_to_all {
   // alone never pays for them.
   slice_exchange<T, Backend>& backward_exchange() {
     if (!gradients_)
-      gradients_.emplace(backend_, static_cast<std::size_t>(plan_.gradient_floats(rank())), plan_.backward_flags_at(rank()),
-                         gradient_tag, "embedding_all_to_all::backward");
+      gradients_.emplace(backend_, static_cast<std::size_t>(plan_.gradient_floats(rank())),
+                         plan_.backward_flags_at(rank()), gradient_tag, "embedding_all_to_all::backward");
     return *gradients_;
   }
 
   void check(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) const {
     const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
     if (tables.size() != local)
-      fail(name, "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(tables.size()) + " tables");
+      fail(name,
+           "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(tables.size()) + " tables");
     check_bags(name, bags);
     for (std::size_t t = 0; t < local; ++t) {
       const auto D = static_cast<std::size_t>(plan_.dimension_of(plan_.first_table(rank()) + static_cast<int>(t)));
@@ -514,15 +531,16 @@ class embedding_all_to_all {
     for (std::size_t t = 0; t < local; ++t) {
       const int D = plan_.dimension_of(plan_.first_table(rank()) + static_cast<int>(t));
       if (gradients[t] == nullptr || gradients[t]->dimension() != D)
-        fail(operation, "the gradient of table " + std::to_string(t) + " must have rows of its dimension " +
-                            std::to_string(D));
+        fail(operation,
+             "the gradient of table " + std::to_string(t) + " must have rows of its dimension " + std::to_string(D));
     }
   }
   void check_bags(std::string_view operation, std::span<const embedding_bags> bags) const {
     const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
     const auto B = static_cast<std::size_t>(plan_.shape().global_batch);
     if (bags.size() != local)
-      fail(operation, "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(bags.size()) + " bag sets");
+      fail(operation,
+           "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(bags.size()) + " bag sets");
     for (std::size_t t = 0; t < local; ++t) {
       const auto& o = bags[t].offsets;
       if (o.size() != B + 1 || o.front() != 0 || !std::is_sorted(o.begin(), o.end()) ||
@@ -531,8 +549,8 @@ class embedding_all_to_all {
                             " non-decreasing entries from 0 to at most the " + std::to_string(bags[t].indices.size()) +
                             " indices");
       if (!bags[t].lengths.empty() && bags[t].lengths.size() != B)
-        fail(operation, "the lengths of table " + std::to_string(t) + " must be " + std::to_string(B) + " entries; got " +
-                            std::to_string(bags[t].lengths.size()));
+        fail(operation, "the lengths of table " + std::to_string(t) + " must be " + std::to_string(B) +
+                            " entries; got " + std::to_string(bags[t].lengths.size()));
     }
   }
   [[noreturn]] void fail(std::string_view operation, const std::string& detail) const {
@@ -542,11 +560,11 @@ class embedding_all_to_all {
   Comm* comm_;
   embedding_options options_;
   Backend backend_;
-  embedding_plan plan_;   // after backend_: the automatic order depends on its deliveries
-  done_bitmask done_;     // per slice of this rank's order, a bit per row; marked by this rank's thread alone
-  slice_exchange<T, Backend> outputs_;  // every rank's two outputs and their flags
+  embedding_plan plan_;  // after backend_: the automatic order depends on its deliveries
+  done_bitmask done_;    // per slice of this rank's order, a bit per row; marked by this rank's thread alone
+  slice_exchange<T, Backend> outputs_;                   // every rank's two outputs and their flags
   std::optional<slice_exchange<T, Backend>> gradients_;  // every rank's two gradient buffers: backward_exchange()
-  std::vector<T> send_buffer_, receive_buffer_;  // for detail::kept()
+  std::vector<T> send_buffer_, receive_buffer_;          // for detail::kept()
   bool fuses_ = true, fuses_backward_ = true;
   std::optional<path_trial> trial_, backward_trial_;
 };

@@ -53,9 +53,11 @@ struct embedding_table {
 // Row `row`, column `column` of table `table` as a layer seeded `seed` starts: uniform in ±√(1/rows),
 // as DLRM initialises its tables, whatever the ranks and the sharding.
 template <class T>
-[[nodiscard]] T initial_embedding(std::uint64_t seed, int table, std::int64_t rows, std::int64_t row, std::int64_t column) {
+[[nodiscard]] T initial_embedding(std::uint64_t seed, int table, std::int64_t rows, std::int64_t row,
+                                  std::int64_t column) {
   const double bound = std::sqrt(1.0 / static_cast<double>(rows));
-  return static_cast<T>((2 * uniform_at(splitmix64(seed + static_cast<std::uint64_t>(table)), row, column) - 1) * bound);
+  return static_cast<T>((2 * uniform_at(splitmix64(seed + static_cast<std::uint64_t>(table)), row, column) - 1) *
+                        bound);
 }
 
 template <class T, class Comm, class Mesh>
@@ -68,7 +70,10 @@ class embedding_bag {
   // Collective over `group`: every rank passes the same tables, batch and options.
   embedding_bag(Comm& group, Mesh& mesh, std::vector<embedding_table> tables, std::int64_t global_batch,
                 std::uint64_t seed, embedding_options options = {})
-      : group_(&group), mesh_(&mesh), tables_(checked(group, mesh, std::move(tables))), shards_(shards_of(group, tables_)) {
+      : group_(&group),
+        mesh_(&mesh),
+        tables_(checked(group, mesh, std::move(tables))),
+        shards_(shards_of(group, tables_)) {
     for (const auto& t : tables_) width_ += t.dimension;
     embedding_shape shape{static_cast<int>(shards_.size()), tables_.front().dimension, global_batch};
     for (const auto& s : shards_) {
@@ -122,7 +127,8 @@ class embedding_bag {
       const int D = tables_[static_cast<std::size_t>(t)].dimension;
       auto& first = started[static_cast<std::size_t>(t)];
       for (std::int64_t b = 0; b < rows(); ++b) {
-        const T* piece = pooled.data() + static_cast<std::size_t>(b) * pooled_width + static_cast<std::size_t>(plan.column_of(static_cast<int>(s)));
+        const T* piece = pooled.data() + static_cast<std::size_t>(b) * pooled_width +
+                         static_cast<std::size_t>(plan.column_of(static_cast<int>(s)));
         T* into = &y(b, column_of(t));
         for (int j = 0; j < D; ++j) into[j] = first ? into[j] + piece[j] : piece[j];
       }
@@ -149,12 +155,14 @@ class embedding_bag {
       const int D = tables_[static_cast<std::size_t>(t)].dimension;
       for (std::int64_t b = 0; b < rows(); ++b)
         std::copy_n(dy.row(b).data() + column_of(t), D,
-                    piece_gradient_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * pooled_width +
-                                                                           static_cast<std::size_t>(plan.column_of(static_cast<int>(s)))));
+                    piece_gradient_.begin() +
+                        static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * pooled_width +
+                                                    static_cast<std::size_t>(plan.column_of(static_cast<int>(s)))));
     }
     std::vector<nn::sparse_rows<T>*> gradients;
     for (auto& p : pieces_) gradients.push_back(&p.gradient);
-    operator_->backward(std::span<const T>(piece_gradient_), piece_bags_, std::span<nn::sparse_rows<T>* const>(gradients));
+    operator_->backward(std::span<const T>(piece_gradient_), piece_bags_,
+                        std::span<nn::sparse_rows<T>* const>(gradients));
   } catch (...) {
     rethrow_within_call(group_->world_rank(), call_text("fused::embedding_bag::backward", describe(output_gradient)));
   }
@@ -179,7 +187,9 @@ class embedding_bag {
   };
 
   static std::vector<embedding_table> checked(Comm& group, Mesh& mesh, std::vector<embedding_table> tables) {
-    const auto fail = [&](const std::string& what) { throw argument_error(group.world_rank(), "fused::embedding_bag", what); };
+    const auto fail = [&](const std::string& what) {
+      throw argument_error(group.world_rank(), "fused::embedding_bag", what);
+    };
     if (mesh.world().size() != 1)
       fail("the output's mesh must be one rank (a data_parallel_mesh's tensor_parallel() of grid {1}); it has " +
            std::to_string(mesh.world().size()));
@@ -245,8 +255,8 @@ class embedding_bag {
           const auto index = given.indices[static_cast<std::size_t>(i)];
           if (index < 0 || index >= tables_[static_cast<std::size_t>(p.table)].rows)
             throw argument_error(group_->world_rank(), "fused::embedding_bag::forward",
-                                 "index " + std::to_string(index) + " (bag " + std::to_string(b) + ") is outside table " +
-                                     std::to_string(p.table) + " of " +
+                                 "index " + std::to_string(index) + " (bag " + std::to_string(b) +
+                                     ") is outside table " + std::to_string(p.table) + " of " +
                                      std::to_string(tables_[static_cast<std::size_t>(p.table)].rows) + " rows");
           if (index >= p.first_row && index < end) f.indices.push_back(index - p.first_row);
         }
@@ -269,7 +279,7 @@ class embedding_bag {
   std::unique_ptr<operator_type> operator_;
   std::vector<nn::sparse_parameter<T>> pieces_;  // this rank's shards, in order
   std::vector<int> input_tables_;
-  std::vector<filtered_bags> filtered_;   // per piece, for row-wise pieces
+  std::vector<filtered_bags> filtered_;     // per piece, for row-wise pieces
   std::vector<embedding_bags> piece_bags_;  // per piece, the operator's bags of the last forward
   std::vector<T> piece_gradient_;
   bool forwarded_ = false;

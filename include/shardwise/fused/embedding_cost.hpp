@@ -66,7 +66,8 @@ class fused_kernel_model {
  public:
   fused_kernel_model(const embedding_plan& plan, int rank, const sim::machine& machine,
                      const sim::gpu_initiated_model& model, double start, sim::timeline* trace = nullptr)
-      : plan_(&plan), rank_(rank),
+      : plan_(&plan),
+        rank_(rank),
         kernel_(rank, machine.device, model, model.resident_workgroups, start + machine.device.launch_latency, trace) {}
 
   // Task `task_index` of `slice`: one bag of `lookups` indices.
@@ -77,7 +78,8 @@ class fused_kernel_model {
     if (task_index == 0 || kernel_.clock(wg) >= kernel_.clock(last_)) last_ = wg;
     if (task_index + 1 < slice.rows || !remote) return;
     // The done-bitmask is full: the workgroup that finished last sends the slice and its flag.
-    kernel_.put(last_, slice.destination, static_cast<double>(slice.rows * plan_->dimension_of(slice.table)) * sizeof(float));
+    kernel_.put(last_, slice.destination,
+                static_cast<double>(slice.rows * plan_->dimension_of(slice.table)) * sizeof(float));
     kernel_.fence(last_);
     kernel_.signal(last_, slice.destination, static_cast<std::int64_t>(slice.flag));
   }
@@ -87,7 +89,9 @@ class fused_kernel_model {
   // What the kernel is called on the stream's track.
   [[nodiscard]] static std::string name() { return "fused embedding + all-to-all"; }
   // The kernel's end, given every GPU's messages and their arrivals (deliver_all).
-  double finish(std::span<const gpu_message> all, std::span<const double> arrivals) { return kernel_.finish(all, arrivals); }
+  double finish(std::span<const gpu_message> all, std::span<const double> arrivals) {
+    return kernel_.finish(all, arrivals);
+  }
 
  private:
   const embedding_plan* plan_;
@@ -102,14 +106,18 @@ class fused_backward_model {
  public:
   fused_backward_model(const embedding_plan& plan, int rank, const sim::machine& machine,
                        const sim::gpu_initiated_model& model, double start, sim::timeline* trace = nullptr)
-      : plan_(&plan), rank_(rank), device_(machine.device), model_(model),
+      : plan_(&plan),
+        rank_(rank),
+        device_(machine.device),
+        model_(model),
         kernel_(rank, machine.device, model, model.resident_workgroups, start + machine.device.launch_latency, trace) {}
 
   // A slice of this rank's output gradient leaves for its table's owner: the workgroups take the puts
   // in turn, each with its flag behind a fence.
   void send(const embedding_slice& slice) {
     const int wg = static_cast<int>(sent_++ % static_cast<std::size_t>(kernel_.workgroups()));
-    kernel_.put(wg, slice.destination, static_cast<double>(slice.rows * plan_->dimension_of(slice.table)) * sizeof(float));
+    kernel_.put(wg, slice.destination,
+                static_cast<double>(slice.rows * plan_->dimension_of(slice.table)) * sizeof(float));
     kernel_.fence(wg);
     kernel_.signal(wg, slice.destination, static_cast<std::int64_t>(slice.flag));
   }
@@ -117,7 +125,8 @@ class fused_backward_model {
   void add(int table, int source, std::size_t flag, std::int64_t lookups) {
     const auto w = scatter_work(lookups, plan_->dimension_of(table));
     if (source == rank_) kernel_.run_task(w, "local slices");
-    else received_.push_back({static_cast<std::int64_t>(flag), w});
+    else
+      received_.push_back({static_cast<std::int64_t>(flag), w});
   }
 
   [[nodiscard]] persistent_kernel& kernel() noexcept { return kernel_; }
@@ -206,7 +215,8 @@ template <class Kernel, class TaskWork, class Sent, class Run>
   for (int r = 0; r < P; ++r) {
     double mine = 0;
     for (int table = plan.first_table(r); table < plan.first_table(r + 1); ++table)
-      mine += uniform_kernel_duration(machine.device, model, plan.shape().global_batch, task_work(plan.dimension_of(table)));
+      mine += uniform_kernel_duration(machine.device, model, plan.shape().global_batch,
+                                      task_work(plan.dimension_of(table)));
     kernels_time = std::max(kernels_time, mine);
     copied = std::max(copied, machine.device.duration(unpack_work(plan, r)));
     for (int d = 0; d < P; ++d) sent[static_cast<std::size_t>(r)].push_back(sent_bytes(r, d));

@@ -57,8 +57,8 @@ void prefetch_row(const T* row, std::size_t elements) {
 inline void check_index(std::int64_t index, std::int64_t table_rows, std::int64_t bag, int rank) {
   if (index < 0 || index >= table_rows)
     throw argument_error(rank, "embedding_all_to_all",
-                         "index " + std::to_string(index) + " (bag " + std::to_string(bag) + ") is outside a table of " +
-                             std::to_string(table_rows) + " rows");
+                         "index " + std::to_string(index) + " (bag " + std::to_string(bag) +
+                             ") is outside a table of " + std::to_string(table_rows) + " rows");
 }
 
 // Pools bag `row` of one table into out[0, D), each element summed in lookup order (so the bits are the
@@ -117,8 +117,8 @@ concept gradient_rows = requires(G& gradient, const G& view, std::int64_t index)
 // Adds the gradient of bag `row`'s pooled row, `gradient` (dimension elements), into every row the bag
 // looked up, in lookup order: the gradient itself (sum), or it over the bag's length (mean).
 template <class T, gradient_rows<T> Rows>
-void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int64_t row, pooling how, const T* gradient,
-                      int rank) {
+void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int64_t row, pooling how,
+                      const T* gradient, int rank) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   const int dimension = table_gradient.dimension();
   const std::int64_t table_rows = table_gradient.table_rows();
@@ -130,7 +130,8 @@ void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int
     check_index(index, table_rows, row, rank);
     Eigen::Map<Array> into(table_gradient.row(index), dimension);
     if (divides) into += g / static_cast<T>(length);
-    else into += g;
+    else
+      into += g;
   }
 }
 

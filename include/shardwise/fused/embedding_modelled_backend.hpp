@@ -97,8 +97,8 @@ class modelled_backend {
                               comm_->timeline());
   }
   [[nodiscard]] fused_backward_model fused_backward_kernel(const embedding_plan& plan) const {
-    return fused_backward_model(plan, comm_->world_rank(), comm_->machine(), gpu_initiated_, comm_->stream().available(),
-                                comm_->timeline());
+    return fused_backward_model(plan, comm_->world_rank(), comm_->machine(), gpu_initiated_,
+                                comm_->stream().available(), comm_->timeline());
   }
   // Every rank's messages to every rank (untimed), delivered together; the kernel holds the stream
   // until its end and the host waits for it, as the baseline's blocking all-to-all does.
@@ -107,9 +107,9 @@ class modelled_backend {
     constexpr std::size_t fields = 7;
     std::vector<double> mine;
     for (const auto& m : model.kernel().messages())
-      mine.insert(mine.end(), {static_cast<double>(m.sent.source), static_cast<double>(m.sent.destination), m.sent.bytes,
-                               m.sent.issued, static_cast<double>(m.workgroup), static_cast<double>(m.fences_before),
-                               static_cast<double>(m.flag)});
+      mine.insert(mine.end(), {static_cast<double>(m.sent.source), static_cast<double>(m.sent.destination),
+                               m.sent.bytes, m.sent.issued, static_cast<double>(m.workgroup),
+                               static_cast<double>(m.fences_before), static_cast<double>(m.flag)});
     auto& data = data_communicator();
     const int P = data.size();
     const int count = static_cast<int>(mine.size());
@@ -123,12 +123,14 @@ class modelled_backend {
     data.all_to_all_v(repeated, std::vector<int>(static_cast<std::size_t>(P), count), everyone, counts);
     std::vector<gpu_message> all;
     for (std::size_t i = 0; i < everyone.size(); i += fields)
-      all.push_back({{static_cast<int>(everyone[i]), static_cast<int>(everyone[i + 1]), everyone[i + 2], everyone[i + 3]},
-                     static_cast<int>(everyone[i + 4]), static_cast<int>(everyone[i + 5]),
-                     static_cast<std::int64_t>(everyone[i + 6])});
+      all.push_back(
+          {{static_cast<int>(everyone[i]), static_cast<int>(everyone[i + 1]), everyone[i + 2], everyone[i + 3]},
+           static_cast<int>(everyone[i + 4]),
+           static_cast<int>(everyone[i + 5]),
+           static_cast<std::int64_t>(everyone[i + 6])});
     // Links are drawn once, by rank 0.
-    const auto arrivals =
-        deliver_all(comm_->machine().network, all, gpu_initiated_.message_overhead, comm_->rank() == 0 ? comm_->timeline() : nullptr);
+    const auto arrivals = deliver_all(comm_->machine().network, all, gpu_initiated_.message_overhead,
+                                      comm_->rank() == 0 ? comm_->timeline() : nullptr);
     const double start = comm_->stream().available();
     const double end = model.finish(all, arrivals);
     comm_->stream().occupy(model.name(), start, end,

@@ -29,8 +29,8 @@ struct embedding_options {
   // the cache).
   slice_order order = slice_order::automatic;
   fused::pooling pooling = pooling::sum;
-  path choice = path::automatic;           // of the forward (operator())
-  path backward_choice = path::automatic;  // of the backward (backward())
+  path choice = path::automatic;                                     // of the forward (operator())
+  path backward_choice = path::automatic;                            // of the backward (backward())
   std::chrono::duration<double> timeout = std::chrono::seconds(60);  // for any one call's waits
   // fused() pools straight into the outputs of the peers whose memory this rank reaches (threads; MPI
   // ranks on its node, through an MPI-3 shared-memory window) and raises their flags, and sends slices to

@@ -64,11 +64,11 @@ struct embedding_shape {
 };
 
 struct embedding_slice {
-  int table = 0;             // global table index
-  int destination = 0;       // the rank whose output holds it
+  int table = 0;               // global table index
+  int destination = 0;         // the rank whose output holds it
   std::int64_t first_row = 0;  // in the global batch
   std::int64_t rows = 0;
-  std::size_t flag = 0;      // its ready flag at the destination
+  std::size_t flag = 0;  // its ready flag at the destination
 };
 
 class embedding_plan {
@@ -78,8 +78,9 @@ class embedding_plan {
     const auto fail = [&](const std::string& what) { throw argument_error(rank_for_errors, "embedding_plan", what); };
     if (shape_.tables < 1 || shape_.dimension < 1 || shape_.global_batch < 1 || ranks < 1 || slice_rows < 1)
       fail("needs positive tables, dimension, batch, ranks and slice rows; got " + std::to_string(shape_.tables) +
-           " tables of dimension " + std::to_string(shape_.dimension) + ", batch " + std::to_string(shape_.global_batch) +
-           ", " + std::to_string(ranks) + " ranks, slices of " + std::to_string(slice_rows) + " rows");
+           " tables of dimension " + std::to_string(shape_.dimension) + ", batch " +
+           std::to_string(shape_.global_batch) + ", " + std::to_string(ranks) + " ranks, slices of " +
+           std::to_string(slice_rows) + " rows");
     if (order == slice_order::automatic)
       fail("needs a slice order; automatic is the operator's to resolve (embedding_all_to_all)");
     const auto T = static_cast<std::size_t>(shape_.tables);
@@ -119,7 +120,9 @@ class embedding_plan {
   [[nodiscard]] int tables_of(int rank) const { return first_table(rank + 1) - first_table(rank); }
   // The rank that owns `table`.
   [[nodiscard]] int owner_of(int table) const {
-    return static_cast<int>(std::upper_bound(first_tables_.begin(), first_tables_.end(), table) - first_tables_.begin()) - 1;
+    return static_cast<int>(std::upper_bound(first_tables_.begin(), first_tables_.end(), table) -
+                            first_tables_.begin()) -
+           1;
   }
   // The width of `rank`'s tables side by side.
   [[nodiscard]] std::int64_t width_of(int rank) const {
@@ -200,10 +203,13 @@ class embedding_plan {
   [[nodiscard]] std::int64_t gradient_floats(int owner) const { return shape_.global_batch * width_of(owner); }
   // Where the gradient of row `row` of table `table` lands in its owner's buffer.
   [[nodiscard]] std::int64_t gradient_offset(int table, std::int64_t row) const {
-    return shape_.global_batch * (column_of(table) - column_of(first_table(owner_of(table)))) + row * dimension_of(table);
+    return shape_.global_batch * (column_of(table) - column_of(first_table(owner_of(table)))) +
+           row * dimension_of(table);
   }
   // The k-th source whose rows `owner` adds into its tables: itself, then owner − 1, owner − 2, ….
-  [[nodiscard]] int gradient_source(int owner, int k) const noexcept { return ((owner - k) % ranks_ + ranks_) % ranks_; }
+  [[nodiscard]] int gradient_source(int owner, int k) const noexcept {
+    return ((owner - k) % ranks_ + ranks_) % ranks_;
+  }
   // Slice k of `source`'s rows for `table`: its rows and its flag at the table's owner.
   [[nodiscard]] embedding_slice gradient_slice(int table, int source, std::int64_t k) const {
     const int owner = owner_of(table);
@@ -249,8 +255,8 @@ class embedding_plan {
   int ranks_;
   std::int64_t slice_rows_;
   slice_order order_;
-  std::vector<std::int64_t> columns_;  // per table and one past the last: where its columns begin
-  std::vector<int> first_tables_;      // per rank and one past the last
+  std::vector<std::int64_t> columns_;       // per table and one past the last: where its columns begin
+  std::vector<int> first_tables_;           // per rank and one past the last
   std::vector<std::int64_t> first_slices_;  // per rank and one past the last: its rows' first slice of a table
 };
 

@@ -40,7 +40,8 @@ class path_trial {
     const bool first = first_path_next();
     const auto start = std::chrono::steady_clock::now();
     auto result = run(first);
-    seconds_[static_cast<std::size_t>(calls_)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds_[static_cast<std::size_t>(calls_)] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++calls_;
     if (calls_ % 2 != 0 || calls_ < 2 * least_calls) return result;
     // Every rank decides from the same reduced times, so all stop, and choose, together.

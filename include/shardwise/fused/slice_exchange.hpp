@@ -45,7 +45,10 @@ class slice_exchange {
   // Collective over the backend's ranks: this rank's buffer of `elements` (two of them, used by turns)
   // and `flags` flags, flag 0 among them. Messages carry `tag`; errors name `operation`.
   slice_exchange(Backend& backend, std::size_t elements, std::size_t flags, int tag, std::string_view operation)
-      : backend_(&backend), tag_(tag), operation_(operation), elements_(elements),
+      : backend_(&backend),
+        tag_(tag),
+        operation_(operation),
+        elements_(elements),
         group_(backend.data_communicator().split(backend.group_of(backend.data_communicator().rank()),
                                                  backend.data_communicator().rank())) {
     const int P = backend.data_communicator().size(), r = backend.data_communicator().rank();
@@ -53,7 +56,8 @@ class slice_exchange {
       group_rank_.push_back(backend.group_of(p) == backend.group_of(r) ? in_group++ : -1);
     entered_.assign(static_cast<std::size_t>(P), 0);
     auto window = symmetric_window<T>::create(group_, buffers * elements, flags);
-    if (!window) throw error(backend.world_rank(), operation_, "the ranks of a group share memory, but mapping it failed");
+    if (!window)
+      throw error(backend.world_rank(), operation_, "the ranks of a group share memory, but mapping it failed");
     window_.emplace(std::move(*window));
   }
   slice_exchange(const slice_exchange&) = delete;
@@ -68,7 +72,8 @@ class slice_exchange {
   void begin_call(std::chrono::duration<double> timeout) {
     ++epoch_;
     window_->flags().raise(0, epoch_);
-    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+    deadline_ =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
     std::fill(entered_.begin(), entered_.end(), 0);
   }
   // This rank's buffer of the current call.
@@ -94,7 +99,8 @@ class slice_exchange {
   // then) when the call's time runs out.
   template <std::invocable Describe>
   void wait(std::size_t flag, Describe&& what) const {
-    window_->flags().wait_or_throw(flag, epoch_, deadline_, backend_->world_rank(), operation_, std::forward<Describe>(what));
+    window_->flags().wait_or_throw(flag, epoch_, deadline_, backend_->world_rank(), operation_,
+                                   std::forward<Describe>(what));
   }
 
   // Messages: receives in each sender's order (messages between two ranks with one tag match in order).
@@ -123,9 +129,11 @@ class slice_exchange {
   void free_of(int peer) {
     auto& entered = entered_[static_cast<std::size_t>(peer)];
     if (entered) return;
-    window_->peer_flags(group_rank(peer)).wait_or_throw(0, epoch_ - 1, deadline_, backend_->world_rank(), operation_, [&] {
-      return "rank " + std::to_string(peer) + " to enter call " + std::to_string(epoch_ - 1) + " and free its buffer";
-    });
+    window_->peer_flags(group_rank(peer))
+        .wait_or_throw(0, epoch_ - 1, deadline_, backend_->world_rank(), operation_, [&] {
+          return "rank " + std::to_string(peer) + " to enter call " + std::to_string(epoch_ - 1) +
+                 " and free its buffer";
+        });
     entered = 1;
   }
 

@@ -225,9 +225,9 @@ class layout_checker {
 
   // Two distinct blocks that both cross `row` and share columns.
   [[noreturn]] void overlap(std::int64_t row, const held& a, const held& b) const {
-    const std::string at =
-        element(row, std::max(a.block.col_offset, b.block.col_offset)) + " is held by " + holder(b) + " (" +
-        rows_and_columns(b.block) + ") and " + holder(a) + " (" + rows_and_columns(a.block) + ")";
+    const std::string at = element(row, std::max(a.block.col_offset, b.block.col_offset)) + " is held by " + holder(b) +
+                           " (" + rows_and_columns(b.block) + ") and " + holder(a) + " (" + rows_and_columns(a.block) +
+                           ")";
     if (a.rank == b.rank) fail(at + "; blocks of one rank must be disjoint");
     if (!M::is_replicated) fail(at + ", and the layout does not declare replication");
     fail(at + "; blocks of different ranks must be equal or disjoint");
@@ -253,9 +253,8 @@ class layout_checker {
            named + ", which holds it at (" + std::to_string(i - b.row_offset) + ", " +
            std::to_string(j - b.col_offset) + ")");
     // The holders of (i, j) are those of b; distinct_ has the lowest of them, in the order of the blocks.
-    const int lowest = std::ranges::lower_bound(distinct_, rectangle(b), {}, [](const held& d) {
-                         return rectangle(d.block);
-                       })->rank;
+    const int lowest =
+        std::ranges::lower_bound(distinct_, rectangle(b), {}, [](const held& d) { return rectangle(d.block); })->rank;
     if (at.rank != lowest)
       fail(call + " names rank " + std::to_string(at.rank) + ", but the lowest rank holding " + element(i, j) +
            " is rank " + std::to_string(lowest));

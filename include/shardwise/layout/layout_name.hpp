@@ -42,9 +42,12 @@ struct layout_naming {
 template <class Padding>
 std::string padding_name() {
   if constexpr (std::is_same_v<Padding, padded>) return "padded";
-  else if constexpr (std::is_same_v<Padding, ragged>) return "ragged";
-  else if constexpr (std::is_same_v<Padding, exact>) return "";
-  else return type_name<Padding>();
+  else if constexpr (std::is_same_v<Padding, ragged>)
+    return "ragged";
+  else if constexpr (std::is_same_v<Padding, exact>)
+    return "";
+  else
+    return type_name<Padding>();
 }
 
 template <std::size_t N>

@@ -37,8 +37,7 @@ class data_parallel_mesh {
   // mesh_error naming both.
   data_parallel_mesh(Communicator& world, int replicas, const coordinates<TensorDimensions>& grid)
       : full_(std::make_unique<full_mesh_type>(world, joined(world, replicas, grid))),
-        tensor_parallel_(std::make_unique<tensor_parallel_mesh_type>(
-            full_->group(tensor_axes()), grid)) {}
+        tensor_parallel_(std::make_unique<tensor_parallel_mesh_type>(full_->group(tensor_axes()), grid)) {}
 
   // The ranks holding the same pieces in every replica, ordered by replica.
   [[nodiscard]] Communicator& data() { return full_->axis(0); }
@@ -50,7 +49,7 @@ class data_parallel_mesh {
 
  private:
   static coordinates<TensorDimensions + 1> joined(Communicator& world, int replicas,
-                                                   const coordinates<TensorDimensions>& grid) {
+                                                  const coordinates<TensorDimensions>& grid) {
     coordinates<TensorDimensions + 1> shape{};
     shape[0] = replicas;
     std::copy(grid.begin(), grid.end(), shape.begin() + 1);
@@ -59,8 +58,8 @@ class data_parallel_mesh {
       throw mesh_error(world.world_rank(), "data_parallel_mesh",
                        std::to_string(replicas) + " data replicas of the tensor-parallel grid " +
                            detail::shape_string(grid) + " need " +
-                           std::to_string(static_cast<long long>(replicas) * grid_ranks) + " ranks, the communicator has " +
-                           std::to_string(world.size()));
+                           std::to_string(static_cast<long long>(replicas) * grid_ranks) +
+                           " ranks, the communicator has " + std::to_string(world.size()));
     return shape;
   }
 

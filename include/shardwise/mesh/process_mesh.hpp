@@ -133,8 +133,8 @@ class process_mesh {
   // The ranks that differ from this one only in coordinate a (see the top of this file).
   [[nodiscard]] Communicator& axis(int a) {
     if (a < 0 || a >= static_cast<int>(Dimensions))
-      fail("process_mesh::axis", "axis " + std::to_string(a) + " does not exist in the " +
-                                     std::to_string(Dimensions) + "-D grid " + detail::shape_string(shape_));
+      fail("process_mesh::axis", "axis " + std::to_string(a) + " does not exist in the " + std::to_string(Dimensions) +
+                                     "-D grid " + detail::shape_string(shape_));
     return axes_[static_cast<std::size_t>(a)];
   }
 

@@ -76,14 +76,13 @@ template <std::size_t Dimensions>
 // extent), listed largest first as MPI_Dims_create does: 8 -> 2x2x2, 12 -> 3x2x2, 16 -> 4x2x2, 7 -> 7x1x1.
 template <std::size_t Dimensions>
 [[nodiscard]] coordinates<Dimensions> balanced_shape(int ranks) {
-  if (ranks < 1)
-    throw mesh_error(-1, "balanced_shape", "needs at least one rank, got " + std::to_string(ranks));
+  if (ranks < 1) throw mesh_error(-1, "balanced_shape", "needs at least one rank, got " + std::to_string(ranks));
   auto shapes = grid_shapes<Dimensions>(ranks);
   auto cost = [](const coordinates<Dimensions>& shape) {
     return std::pair{std::accumulate(shape.begin(), shape.end(), 0LL), *std::max_element(shape.begin(), shape.end())};
   };
-  auto best = *std::min_element(shapes.begin(), shapes.end(),
-                                [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
+  auto best =
+      *std::min_element(shapes.begin(), shapes.end(), [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
   std::sort(best.begin(), best.end(), std::greater<>());
   return best;
 }

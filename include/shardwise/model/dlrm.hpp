@@ -65,7 +65,8 @@ class dlrm {
 
   // Collective over the mesh: every rank passes the same config, batch and options.
   dlrm(mesh_type& mesh, dlrm_config config, std::int64_t global_batch, fused::embedding_options options = {})
-      : mesh_(&mesh), config_(checked(mesh, std::move(config))),
+      : mesh_(&mesh),
+        config_(checked(mesh, std::move(config))),
         bottom_(mesh.tensor_parallel(), widths(config_.dense_features, config_.bottom), true, config_.seed * 1000),
         embedding_(mesh.data(), mesh.tensor_parallel(), config_.tables, global_batch, config_.seed * 1000 + 100,
                    with_pooling(std::move(options), config_.pooling)),
@@ -105,7 +106,8 @@ class dlrm {
     mesh_->data().all_reduce(std::span<double>(&loss, 1));
     return loss / static_cast<double>(global_batch());
   } catch (...) {
-    rethrow_within_call(mesh_->data().world_rank(), call_text("model::dlrm::forward", std::to_string(batch.rows) + " samples"));
+    rethrow_within_call(mesh_->data().world_rank(),
+                        call_text("model::dlrm::forward", std::to_string(batch.rows) + " samples"));
   }
 
   // Adds the gradients of forward's loss: the tables' own, the dense parameters' times the replicas.
@@ -140,7 +142,9 @@ class dlrm {
 
  private:
   static dlrm_config checked(mesh_type& mesh, dlrm_config c) {
-    const auto fail = [&](const std::string& what) { throw argument_error(mesh.data().world_rank(), "model::dlrm", what); };
+    const auto fail = [&](const std::string& what) {
+      throw argument_error(mesh.data().world_rank(), "model::dlrm", what);
+    };
     if (mesh.tensor_parallel().world().size() != 1)
       fail("the tensor-parallel grid must be {1}: the dense layers are data-parallel, the tables model-parallel");
     if (c.dense_features < 1 || c.bottom.empty() || c.top.empty() || c.top.back() != 1 || c.tables.empty())

@@ -16,8 +16,8 @@ struct dlrm_batch {
   };
   std::int64_t first_row = 0;  // this rank's samples: rows [first_row, first_row + rows) of the batch
   std::int64_t rows = 0;
-  std::vector<T> dense;    // rows × dense_features, row-major
-  std::vector<T> labels;   // rows, 0 or 1
+  std::vector<T> dense;      // rows × dense_features, row-major
+  std::vector<T> labels;     // rows, 0 or 1
   std::vector<bags> sparse;  // per table asked for, over the whole global batch
 };
 

@@ -48,8 +48,8 @@ struct gpt_config {
 // Parameters of a model of this config, all elements counted once.
 [[nodiscard]] inline std::int64_t parameter_count(const gpt_config& c) {
   const std::int64_t h = c.hidden;
-  const std::int64_t block = 2 * 2 * h                              // two layer norms
-                             + 4 * (h * h + h)                      // Q, K, V, O
+  const std::int64_t block = 2 * 2 * h                                                               // two layer norms
+                             + 4 * (h * h + h)                                                       // Q, K, V, O
                              + (h * c.expansion * h + c.expansion * h) + (c.expansion * h * h + h);  // MLP
   return c.vocabulary * h + c.context * h + c.layers * block + 2 * h;
 }
@@ -59,8 +59,9 @@ struct gpt_config {
 // attention's 12 · layers · hidden · context.
 [[nodiscard]] inline double training_flops_per_token(const gpt_config& c) {
   const double h = static_cast<double>(c.hidden);
-  const double product_weights = static_cast<double>(c.layers) * (4 * h * h + 2 * static_cast<double>(c.expansion) * h * h) +
-                                 static_cast<double>(c.vocabulary) * h;
+  const double product_weights =
+      static_cast<double>(c.layers) * (4 * h * h + 2 * static_cast<double>(c.expansion) * h * h) +
+      static_cast<double>(c.vocabulary) * h;
   return 6 * product_weights + 12 * static_cast<double>(c.layers) * h * static_cast<double>(c.context);
 }
 

@@ -33,7 +33,8 @@ template <class T, class Family, class Mesh, class Token>
   const auto table = all_gather(model.embedding().token_table().value);  // vocabulary x hidden
   std::vector<std::int32_t> window(static_cast<std::size_t>(samples * context));
   for (long drawn = 0; drawn < count; ++drawn) {
-    const auto known = static_cast<std::int64_t>(std::min<std::size_t>(texts[0].size(), static_cast<std::size_t>(context)));
+    const auto known =
+        static_cast<std::int64_t>(std::min<std::size_t>(texts[0].size(), static_cast<std::size_t>(context)));
     for (std::int64_t s = 0; s < samples; ++s) {
       const auto& text = texts[static_cast<std::size_t>(s)];
       std::fill_n(window.begin() + s * context, context, 0);

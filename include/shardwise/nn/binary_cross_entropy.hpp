@@ -28,9 +28,9 @@ class binary_cross_entropy {
     const auto z = logits.local();
     if (logits.cols() != 1 || static_cast<std::size_t>(z.rows()) != labels.size())
       throw argument_error(world_rank_of(logits), "nn::binary_cross_entropy::forward",
-                           "needs one logit per sample and a label for each of this rank's " + std::to_string(z.rows()) +
-                               " samples; got " + std::to_string(logits.cols()) + " columns and " +
-                               std::to_string(labels.size()) + " labels");
+                           "needs one logit per sample and a label for each of this rank's " +
+                               std::to_string(z.rows()) + " samples; got " + std::to_string(logits.cols()) +
+                               " columns and " + std::to_string(labels.size()) + " labels");
     double sum = 0;
     probabilities_.resize(labels.size());
     for (std::size_t s = 0; s < labels.size(); ++s) {

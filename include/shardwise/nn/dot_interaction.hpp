@@ -72,7 +72,8 @@ class dot_interaction {
     embeddings_.emplace(embeddings);
     return out;
   } catch (...) {
-    rethrow_within_call(world_rank_of(dense), call_text("nn::dot_interaction::forward", describe(dense), describe(embeddings)));
+    rethrow_within_call(world_rank_of(dense),
+                        call_text("nn::dot_interaction::forward", describe(dense), describe(embeddings)));
   }
 
   [[nodiscard]] gradients backward(const tensor_type& output_gradient) try {
@@ -80,7 +81,8 @@ class dot_interaction {
       throw argument_error(world_rank_of(output_gradient), "nn::dot_interaction::backward",
                            "backward before forward: the interaction keeps its inputs from forward");
     const std::int64_t D = dense_->cols(), tables = embeddings_->cols() / D;
-    gradients g{tensor_type(dense_->mesh(), dense_->extents()), tensor_type(embeddings_->mesh(), embeddings_->extents())};
+    gradients g{tensor_type(dense_->mesh(), dense_->extents()),
+                tensor_type(embeddings_->mesh(), embeddings_->extents())};
     for (int b = 0; b < output_gradient.block_count(); ++b) {
       const auto x = dense_->local(b);
       const auto e = embeddings_->local(b);

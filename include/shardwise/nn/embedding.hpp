@@ -46,8 +46,9 @@ class embedding {
     Mesh& mesh = token_.value.mesh();
     if (sequence < 1 || sequence > position_.value.rows() || tokens.size() % static_cast<std::size_t>(sequence) != 0)
       throw argument_error(mesh.world().world_rank(), "nn::embedding::forward",
-                           std::to_string(tokens.size()) + " tokens do not form samples of " + std::to_string(sequence) +
-                               " (at most the " + std::to_string(position_.value.rows()) + " positions of the table)");
+                           std::to_string(tokens.size()) + " tokens do not form samples of " +
+                               std::to_string(sequence) + " (at most the " + std::to_string(position_.value.rows()) +
+                               " positions of the table)");
     tokens_.assign(tokens.begin(), tokens.end());
     sequence_ = sequence;
     whole_matrix<T> x = whole_matrix<T>::Zero(static_cast<Eigen::Index>(tokens.size()), token_.value.cols());
@@ -57,9 +58,9 @@ class embedding {
     for (Eigen::Index t = 0; t < x.rows(); ++t) x.row(t) += positions.row(t % sequence);
     return slice<typename Family::input>(mesh, x);
   } catch (...) {
-    rethrow_within_call(world_rank_of(token_.value), call_text("nn::embedding::forward",
-                                                               std::to_string(tokens.size()) + " tokens",
-                                                               "sequence " + std::to_string(sequence)));
+    rethrow_within_call(world_rank_of(token_.value),
+                        call_text("nn::embedding::forward", std::to_string(tokens.size()) + " tokens",
+                                  "sequence " + std::to_string(sequence)));
   }
 
   // Adds the tables' gradients.

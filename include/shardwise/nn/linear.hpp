@@ -49,8 +49,8 @@ auto final_sum(Tensor&& t) {
 // layer asks for the row-parallel sum with its rows cut, else matmul with a pending sum all-reduced.
 template <class InputLayout, class WeightLayout, class OutputLayout>
 struct linear_product {
-  static constexpr bool gathers_input = shardwise::detail::all_gather_product<InputLayout, WeightLayout, false,
-                                                                             false>::gathers_left;
+  static constexpr bool gathers_input =
+      shardwise::detail::all_gather_product<InputLayout, WeightLayout, false, false>::gathers_left;
   static constexpr bool scatters_output = [] {
     using rule = shardwise::detail::reduce_scatter_product<InputLayout, WeightLayout, false, false>;
     if constexpr (rule::exists) {

@@ -26,10 +26,9 @@ struct parameter {
 
   // Zero gradient, value uniform in [-bound, bound) from `seed`.
   parameter(Mesh& mesh, matrix_extents extents, std::uint64_t seed, T bound)
-      : value(from_function<Layout>(mesh, extents,
-                                    [&](std::int64_t i, std::int64_t j) {
-                                      return static_cast<T>((2 * uniform_at(seed, i, j) - 1) * bound);
-                                    })),
+      : value(from_function<Layout>(
+            mesh, extents,
+            [&](std::int64_t i, std::int64_t j) { return static_cast<T>((2 * uniform_at(seed, i, j) - 1) * bound); })),
         gradient(mesh, extents) {}
   // Every element `fill` (layer norm's gamma = 1, beta = 0).
   parameter(Mesh& mesh, matrix_extents extents, T fill)

@@ -39,11 +39,11 @@ class relu_mlp {
   relu_mlp(Mesh& mesh, const std::vector<std::int64_t>& widths, bool relu_last, std::uint64_t seed)
       : relu_last_(relu_last) {
     if (widths.size() < 2)
-      throw argument_error(mesh.world().world_rank(), "nn::relu_mlp",
-                           "needs an input width and at least one layer's; got " + std::to_string(widths.size()) + " widths");
+      throw argument_error(
+          mesh.world().world_rank(), "nn::relu_mlp",
+          "needs an input width and at least one layer's; got " + std::to_string(widths.size()) + " widths");
     layers_.reserve(widths.size() - 1);
-    for (std::size_t l = 0; l + 1 < widths.size(); ++l)
-      layers_.emplace_back(mesh, widths[l], widths[l + 1], seed + l);
+    for (std::size_t l = 0; l + 1 < widths.size(); ++l) layers_.emplace_back(mesh, widths[l], widths[l + 1], seed + l);
     outputs_.resize(layers_.size());
   }
 

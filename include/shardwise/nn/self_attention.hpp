@@ -20,7 +20,7 @@
 namespace shardwise::nn {
 
 struct attention_options {
-  std::int64_t hidden = 0;    // model width; heads * head_dim
+  std::int64_t hidden = 0;  // model width; heads * head_dim
   std::int64_t heads = 1;
   std::int64_t sequence = 1;  // rows per sample
   bool causal = false;

@@ -45,12 +45,14 @@ class sparse_rows {
   [[nodiscard]] std::span<const std::int64_t> touched() const noexcept { return touched_; }
   // The summed gradient of touched()[k].
   [[nodiscard]] std::span<const T> values(std::size_t k) const {
-    return std::span<const T>(values_).subspan(k * static_cast<std::size_t>(dimension_), static_cast<std::size_t>(dimension_));
+    return std::span<const T>(values_).subspan(k * static_cast<std::size_t>(dimension_),
+                                               static_cast<std::size_t>(dimension_));
   }
   // Whether row `index` has been touched, and its gradient if so (null otherwise).
   [[nodiscard]] const T* find(std::int64_t index) const {
     const auto slot = slot_[static_cast<std::size_t>(index)];
-    return slot == untouched ? nullptr : values_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(dimension_);
+    return slot == untouched ? nullptr
+                             : values_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(dimension_);
   }
 
   // Forgets the touched rows: the cost of the rows touched, not of the table.
@@ -79,7 +81,9 @@ struct sparse_parameter {
   sparse_rows<T> gradient;
 
   sparse_parameter(int table_index, std::int64_t first, matrix_type values)
-      : table(table_index), first_row(first), value(std::move(values)),
+      : table(table_index),
+        first_row(first),
+        value(std::move(values)),
         gradient(value.rows(), static_cast<int>(value.cols())) {}
 
   [[nodiscard]] std::span<const T> values() const noexcept {

@@ -125,12 +125,9 @@ struct attention_gradients {
 // dQ, dK, dV from dO, with P from the forward pass:
 //   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dQ = dS K / √d,  dK = dSᵀ Q / √d.
 template <class T, class Layout, class Mesh>
-[[nodiscard]] attention_gradients<T, Layout, Mesh> attention_backward(const dtensor<T, Layout, Mesh>& q,
-                                                                      const dtensor<T, Layout, Mesh>& k,
-                                                                      const dtensor<T, Layout, Mesh>& v,
-                                                                      const dtensor<T, Layout, Mesh>& d_out,
-                                                                      const attention_shape& shape,
-                                                                      const attention_saved<T>& saved) try {
+[[nodiscard]] attention_gradients<T, Layout, Mesh> attention_backward(
+    const dtensor<T, Layout, Mesh>& q, const dtensor<T, Layout, Mesh>& k, const dtensor<T, Layout, Mesh>& v,
+    const dtensor<T, Layout, Mesh>& d_out, const attention_shape& shape, const attention_saved<T>& saved) try {
   detail::check_attention_blocks(q, shape, "attention_backward");
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));

@@ -104,10 +104,10 @@ struct all_gather_product<Left, Right, TransposeLeft, TransposeRight> {
   // The gathered rows are the product's inner dimension k (each piece adds its share of the sum), or
   // else its rows m (each piece makes rows of the result).
   static constexpr bool gathers_inner = !(gathers_left && !TransposeLeft);
-  using result = typename megatron_product<
-      std::conditional_t<gathers_left, replicated<typename Left::padding>, Left>,
-      std::conditional_t<gathers_right, replicated<typename Right::padding>, Right>, TransposeLeft,
-      TransposeRight>::result;
+  using result =
+      typename megatron_product<std::conditional_t<gathers_left, replicated<typename Left::padding>, Left>,
+                                std::conditional_t<gathers_right, replicated<typename Right::padding>, Right>,
+                                TransposeLeft, TransposeRight>::result;
 };
 
 template <class Left, class Right, bool TransposeLeft, bool TransposeRight>
@@ -116,8 +116,8 @@ struct reduce_scatter_product {
 };
 
 template <split_layout Left, split_layout Right, bool TransposeLeft, bool TransposeRight>
-  requires megatron_product<Left, Right, TransposeLeft, TransposeRight>::exists
-struct reduce_scatter_product<Left, Right, TransposeLeft, TransposeRight> {
+requires megatron_product<Left, Right, TransposeLeft, TransposeRight>::exists struct reduce_scatter_product<
+    Left, Right, TransposeLeft, TransposeRight> {
   static constexpr bool exists =
       is_partial_sum_v<typename megatron_product<Left, Right, TransposeLeft, TransposeRight>::result>;
   using result = col_1d<typename Left::padding>;
@@ -176,9 +176,8 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
 
   for (std::int64_t step = 0; step < parts; ++step) {
     const piece current = piece_of(step);
-    const std::span<const T> data =
-        step == 0 ? gathered.data().first(static_cast<std::size_t>(current.extent * width))
-                  : std::span<const T>(slot(step, current.extent));
+    const std::span<const T> data = step == 0 ? gathered.data().first(static_cast<std::size_t>(current.extent * width))
+                                              : std::span<const T>(slot(step, current.extent));
     typename std::remove_reference_t<decltype(ring)>::request arrival, departure;
     if (step + 1 < parts) {
       arrival = ring.irecv(slot(step + 1, piece_of(step + 1).extent), piece_of.after(), ring_tag);
@@ -186,15 +185,14 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     }
     const strided_map<const T> rows(data.data(), current.extent, width, Eigen::OuterStride<>(width));
     if constexpr (!rule::gathers_inner) {
-      multiply<false, TransposeRight>(ring, result_local.middleRows(current.offset, current.extent), rows,
-                                      right_local, false);
+      multiply<false, TransposeRight>(ring, result_local.middleRows(current.offset, current.extent), rows, right_local,
+                                      false);
     } else if constexpr (rule::gathers_left) {
       multiply<true, TransposeRight>(ring, result_local, rows,
                                      rows_of<TransposeRight>(right_local, current.offset, current.extent), step > 0);
     } else {
-      multiply<TransposeLeft, false>(ring, result_local,
-                                     rows_of<!TransposeLeft>(left_local, current.offset, current.extent), rows,
-                                     step > 0);
+      multiply<TransposeLeft, false>(
+          ring, result_local, rows_of<!TransposeLeft>(left_local, current.offset, current.extent), rows, step > 0);
     }
     arrival.wait();
     departure.wait();
@@ -233,8 +231,9 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     request& departure = departures[static_cast<std::size_t>(step % 2)];
     departure.wait();
     const std::span<T> own = slot(step % 2, destination.extent);
-    auto sum = last ? result.local() : typename dtensor<T, result_layout, Mesh>::block_map(
-                                           own.data(), destination.extent, width, Eigen::OuterStride<>(width));
+    auto sum = last ? result.local()
+                    : typename dtensor<T, result_layout, Mesh>::block_map(own.data(), destination.extent, width,
+                                                                          Eigen::OuterStride<>(width));
     multiply<false, TransposeRight>(
         ring, sum, oriented<TransposeLeft>(rows_of<TransposeLeft>(left_local, destination.offset, destination.extent)),
         right_local, false);

@@ -44,7 +44,8 @@ void for_each_owned_token(const Table& table, std::span<const std::int32_t> toke
 
 // whole.row(t) += table row tokens[t], for the rows this rank owns. `whole` is tokens x hidden.
 template <class T, class Layout, class Mesh>
-void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens, whole_matrix<T>& whole) {
+void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens,
+                    whole_matrix<T>& whole) {
   detail::for_each_owned_token(table, tokens, "embedding lookup", [&](std::size_t t, int b, std::int64_t row) {
     whole.row(static_cast<Eigen::Index>(t)) += table.local(b).row(row);
   });

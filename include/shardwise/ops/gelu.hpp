@@ -51,8 +51,8 @@ enum class gelu_approximation { tanh, none };
 
 template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
-[[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
-                                            gelu_approximation approximation = gelu_approximation::tanh) try {
+    [[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
+                                                gelu_approximation approximation = gelu_approximation::tanh) try {
   return approximation == gelu_approximation::tanh ? transform(input, detail::gelu_tanh<T>::value)
                                                    : transform(input, detail::gelu_exact<T>::value);
 } catch (...) {
@@ -61,10 +61,9 @@ requires(!is_partial_sum_v<Layout>)
 
 // dx from dy and the forward's input x.
 template <std::floating_point T, class Layout, class Mesh>
-requires(!is_partial_sum_v<Layout>)
-[[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(const dtensor<T, Layout, Mesh>& output_gradient,
-                                                     const dtensor<T, Layout, Mesh>& input,
-                                                     gelu_approximation approximation = gelu_approximation::tanh) try {
+requires(!is_partial_sum_v<Layout>) [[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(
+    const dtensor<T, Layout, Mesh>& output_gradient, const dtensor<T, Layout, Mesh>& input,
+    gelu_approximation approximation = gelu_approximation::tanh) try {
   if (approximation == gelu_approximation::tanh)
     return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); });
   return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_exact<T>::derivative(x); });
@@ -74,7 +73,8 @@ requires(!is_partial_sum_v<Layout>)
 
 template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
-void gelu(const dtensor<T, Layout, Mesh>&, gelu_approximation = {}) = delete;  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
+void gelu(const dtensor<T, Layout, Mesh>&,
+          gelu_approximation = {}) = delete;  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
 template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
 void gelu_backward(const dtensor<T, Layout, Mesh>&, const dtensor<T, Layout, Mesh>&,

@@ -35,7 +35,7 @@ namespace shardwise {
 // What the backward pass needs from the forward one.
 template <class T, class Layout, class Mesh>
 struct layer_norm_saved {
-  dtensor<T, Layout, Mesh> normalized;                        // x̂
+  dtensor<T, Layout, Mesh> normalized;                    // x̂
   Eigen::Matrix<T, Eigen::Dynamic, 1> inverse_deviation;  // 1 / √(var + ε), one per local row
 };
 
@@ -91,11 +91,10 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   combine_across_row<Layout>(mesh, means, op::sum);
   means /= T(output_gradient.cols());
   dtensor<T, Layout, Mesh> input_gradient(mesh, output_gradient.extents());
-  input_gradient.local() = (((g.array().colwise() - means.col(0).array()) -
-                             x_hat.array().colwise() * means.col(1).array())
-                                .colwise() *
-                            saved.inverse_deviation.array())
-                               .matrix();
+  input_gradient.local() =
+      (((g.array().colwise() - means.col(0).array()) - x_hat.array().colwise() * means.col(1).array()).colwise() *
+       saved.inverse_deviation.array())
+          .matrix();
   return {std::move(input_gradient), std::move(gamma_gradient), column_sums(output_gradient)};
 } catch (...) {
   rethrow_within_call(world_rank_of(output_gradient),

@@ -46,9 +46,9 @@ template <class T>
 using row_major = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 // A row-major block of a buffer, rows `stride` elements apart; const T gives a read-only map.
 template <class T>
-using strided_map = Eigen::Map<std::conditional_t<std::is_const_v<T>, const row_major<std::remove_const_t<T>>,
-                                                  row_major<T>>,
-                               Eigen::Unaligned, Eigen::OuterStride<>>;
+using strided_map =
+    Eigen::Map<std::conditional_t<std::is_const_v<T>, const row_major<std::remove_const_t<T>>, row_major<T>>,
+               Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // A dtensor's only block with its padding, as stored: what the products multiply and send.
 template <class T, class Layout, class Mesh>

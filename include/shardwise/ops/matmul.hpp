@@ -66,8 +66,8 @@ template <class Left, class Right>
                                          const std::string& options = "") {
   const auto& tensor = product_operand<Left>::tensor(left);
   const std::string operands = product_operand<Left>::describe(left) + ", " + product_operand<Right>::describe(right);
-  rethrow_within_call(world_rank_of(tensor), options.empty() ? call_text(name, operands)
-                                                             : call_text(name, operands, options));
+  rethrow_within_call(world_rank_of(tensor),
+                      options.empty() ? call_text(name, operands) : call_text(name, operands, options));
 }
 
 template <class>
@@ -99,7 +99,9 @@ struct product_pair {
 }  // namespace detail
 
 template <class Operand>
-concept matmul_operand = requires { typename detail::product_operand<Operand>::tensor_type; };
+concept matmul_operand = requires {
+  typename detail::product_operand<Operand>::tensor_type;
+};
 
 // How a product may run; every choice gives the same result (up to the order of float sums).
 struct matmul_options {
@@ -124,7 +126,7 @@ template <matmul_operand Left, matmul_operand Right>
 
   // A layout written against the layout concept alone says where its blocks lie only at run time; the
   // product rules need the cuts in the type.
-  constexpr bool split_operands = (split_layout<L> || is_partial_sum_v<L>) && (split_layout<R> || is_partial_sum_v<R>);
+  constexpr bool split_operands = (split_layout<L> || is_partial_sum_v<L>)&&(split_layout<R> || is_partial_sum_v<R>);
   if constexpr (!split_operands) {
     static_assert(split_operands,
                   "shardwise::matmul: products take layouts of the split<rows_over<...>, cols_over<...>, Padding> "

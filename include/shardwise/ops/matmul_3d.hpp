@@ -56,8 +56,8 @@ struct cube_product {
 // Gathering A along a leaves its rows over b; B along b leaves its columns over a, the pieces side by
 // side; the local GEMM sums over A's columns cut over c, so the sum along c completes it.
 template <std::size_t a, std::size_t b, std::size_t c, class Padding>
-struct cube_product<split<rows_over<b, a>, cols_over<c>, Padding>, split<rows_over<c>, cols_over<a, b>, Padding>,
-                    false, false> {
+struct cube_product<split<rows_over<b, a>, cols_over<c>, Padding>, split<rows_over<c>, cols_over<a, b>, Padding>, false,
+                    false> {
   static constexpr bool exists = true;
   using result = typename cube_3d<directions<a, b, c>, Padding>::output;
   static constexpr cube_steps steps{.y = a, .x = b, .z = c, .b_side_by_side = true, .c_side_by_side = false};
@@ -66,8 +66,8 @@ struct cube_product<split<rows_over<b, a>, cols_over<c>, Padding>, split<rows_ov
 // dA = dC·Bᵀ: dC output (rows over (b, c), columns over a), B weight. dC gathered along c: rows over b;
 // B along b: columns over a, which Bᵀ contracts with dC's columns; the sum along a completes it.
 template <std::size_t a, std::size_t b, std::size_t c, class Padding>
-struct cube_product<split<rows_over<b, c>, cols_over<a>, Padding>, split<rows_over<c>, cols_over<a, b>, Padding>,
-                    false, true> {
+struct cube_product<split<rows_over<b, c>, cols_over<a>, Padding>, split<rows_over<c>, cols_over<a, b>, Padding>, false,
+                    true> {
   static constexpr bool exists = true;
   using result = typename cube_3d<directions<a, b, c>, Padding>::input;
   static constexpr cube_steps steps{.y = c, .x = b, .z = a, .b_side_by_side = true, .c_side_by_side = false};
@@ -76,8 +76,8 @@ struct cube_product<split<rows_over<b, c>, cols_over<a>, Padding>, split<rows_ov
 // dB = Aᵀ·dC: A input, dC output; both gathered to rows over b (A along a, dC along c), so Aᵀ·dC
 // contracts over b, and the reduce-scatter along b cuts the result's columns.
 template <std::size_t a, std::size_t b, std::size_t c, class Padding>
-struct cube_product<split<rows_over<b, a>, cols_over<c>, Padding>, split<rows_over<b, c>, cols_over<a>, Padding>,
-                    true, false> {
+struct cube_product<split<rows_over<b, a>, cols_over<c>, Padding>, split<rows_over<b, c>, cols_over<a>, Padding>, true,
+                    false> {
   static constexpr bool exists = true;
   using result = typename cube_3d<directions<a, b, c>, Padding>::weight;
   static constexpr cube_steps steps{.y = a, .x = c, .z = b, .b_side_by_side = false, .c_side_by_side = true};
@@ -137,7 +137,7 @@ template <padding_rule Rule>
 
 // m, k, n rounded up to a multiple of both of their cuts: the shapes of the general path.
 [[nodiscard]] inline std::array<std::int64_t, 3> rounded_up(const std::array<product_dimension, 3>& dimensions,
-                                                             int world_rank) {
+                                                            int world_rank) {
   std::array<std::int64_t, 3> rounded{};
   for (std::size_t d = 0; d < 3; ++d) {
     const std::int64_t unit = std::lcm(dimensions[d].parts_one, dimensions[d].parts_other);

@@ -62,10 +62,10 @@ struct band_of_strips {
 
 // The local product's rows cut into strips and bands.
 struct strips_and_bands {
-  std::int64_t strips;           // the lcm of the sources' and the destinations' cuts of the rows
-  std::int64_t height;           // rows of a strip
-  std::int64_t own_strips;       // strips of this rank's piece of A_il (the rows of op(A_ijl))
-  std::int64_t result_strips;    // strips of this rank's block of C
+  std::int64_t strips;         // the lcm of the sources' and the destinations' cuts of the rows
+  std::int64_t height;         // rows of a strip
+  std::int64_t own_strips;     // strips of this rank's piece of A_il (the rows of op(A_ijl))
+  std::int64_t result_strips;  // strips of this rank's block of C
   std::int64_t bands;
 
   [[nodiscard]] band_of_strips band(std::int64_t j) const {

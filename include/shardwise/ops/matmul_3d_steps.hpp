@@ -151,9 +151,9 @@ void cube_multiply(Mesh& mesh, std::span<const T> a, const block_info& a_block, 
   // B_lji -> B_lj along x
   auto [b_lj, b_arrival] = gather_b_along_x<Steps>(mesh, b, b_block);
   // A_ijl -> A_il along y
-  auto [a_il, a_arrival] = gather_a_along_y<Steps>(
-      mesh, side_by_side_blocks<const T>{a.data(), a_block.stored_rows, a_block.stored_cols, 1},
-      workspace<T>(buffer::left, gathered_a_size));
+  auto [a_il, a_arrival] =
+      gather_a_along_y<Steps>(mesh, side_by_side_blocks<const T>{a.data(), a_block.stored_rows, a_block.stored_cols, 1},
+                              workspace<T>(buffer::left, gathered_a_size));
   b_arrival.wait();
   a_arrival.wait();
   // C_ij^(l) = op(A_il)·op(B_lj), on every l

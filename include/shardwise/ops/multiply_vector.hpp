@@ -34,7 +34,8 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] matrix_vector_gradients<T, Layout, Mesh> multiply_vector_backward(
     const dtensor<T, Layout, Mesh>& output_gradient, const dtensor<T, Layout, Mesh>& matrix,
     const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) {
-  return {multiply_vector(output_gradient, vector), column_sums(transform(output_gradient, matrix, std::multiplies<>{}))};
+  return {multiply_vector(output_gradient, vector),
+          column_sums(transform(output_gradient, matrix, std::multiplies<>{}))};
 }
 
 }  // namespace shardwise

@@ -44,9 +44,9 @@ template <split_layout Layout, class Mesh, class Derived>
     Mesh& mesh, const Eigen::DenseBase<Derived>& local) {
   using Scalar = typename Derived::Scalar;
   // A rank may own no columns (the last pieces of a padded cut): it contributes the identity of max.
-  row_values<Scalar> maxima = local.cols() == 0
-                                  ? row_values<Scalar>::Constant(local.rows(), 1, -std::numeric_limits<Scalar>::infinity())
-                                  : row_values<Scalar>(local.rowwise().maxCoeff());
+  row_values<Scalar> maxima =
+      local.cols() == 0 ? row_values<Scalar>::Constant(local.rows(), 1, -std::numeric_limits<Scalar>::infinity())
+                        : row_values<Scalar>(local.rowwise().maxCoeff());
   combine_across_row<Layout>(mesh, maxima, op::max);
   return maxima;
 }

@@ -37,7 +37,8 @@ struct cross_entropy_saved {
 // Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank.
 template <class T, split_layout Layout, class Mesh>
 [[nodiscard]] double vocabulary_cross_entropy(const whole_matrix<T>& hidden, const dtensor<T, Layout, Mesh>& table,
-                                              std::span<const std::int32_t> targets, cross_entropy_saved<T>& saved) try {
+                                              std::span<const std::int32_t> targets,
+                                              cross_entropy_saved<T>& saved) try {
   auto& world = table.mesh().world();
   const auto tokens = static_cast<std::size_t>(hidden.rows());
   if (targets.size() != tokens || hidden.cols() != table.cols())
@@ -88,15 +89,14 @@ template <class T, split_layout Layout, class Mesh>
                                                                 const dtensor<T, Layout, Mesh>& table,
                                                                 dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
   whole_matrix<T> logits_gradient = saved.probabilities;
-  detail::for_each_owned_token(table, saved.targets, "vocabulary cross-entropy backward",
-                               [&](std::size_t t, int, std::int64_t row) {
-                                 logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1);
-                               });
+  detail::for_each_owned_token(
+      table, saved.targets, "vocabulary cross-entropy backward",
+      [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
   logits_gradient *= scale / static_cast<T>(saved.targets.size());
   table_gradient.local(0).noalias() += logits_gradient.transpose() * saved.hidden;
   whole_matrix<T> hidden_gradient = logits_gradient * table.local(0);
-  table.mesh().world().all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())),
-                                  op::sum);
+  table.mesh().world().all_reduce(
+      std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())), op::sum);
   return hidden_gradient;
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));

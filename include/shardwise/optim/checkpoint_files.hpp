@@ -103,8 +103,7 @@ template <class Integer>
 }
 [[nodiscard]] inline std::optional<std::uint32_t> parse_hex32(std::string_view digits) {
   std::uint32_t value = 0;
-  if (digits.size() != 8 || digits.find_first_not_of("0123456789abcdef") != std::string_view::npos)
-    return std::nullopt;
+  if (digits.size() != 8 || digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
   std::from_chars(digits.data(), digits.data() + digits.size(), value, 16);
   return value;
 }
@@ -173,8 +172,9 @@ inline void exchange_paths(const std::filesystem::path& first, const std::filesy
   if (::renameat2(AT_FDCWD, first.c_str(), AT_FDCWD, second.c_str(), RENAME_EXCHANGE) == 0) return;
   throw call.error("cannot exchange " + first.string() + " and " + second.string() + ": " + std::strerror(errno));
 #else
-  throw call.error(second.string() + " exists: replacing a saved step needs an atomic exchange of folders, "
-                                     "which this system lacks; save into another folder");
+  throw call.error(second.string() +
+                   " exists: replacing a saved step needs an atomic exchange of folders, "
+                   "which this system lacks; save into another folder");
 #endif
 }
 
@@ -311,8 +311,8 @@ void save_checkpoint_files(C& comm, const std::filesystem::path& directory, long
       const auto* record = &files[3 * static_cast<std::size_t>(r)];
       if (record[0] == 0) continue;
       ++count;
-      list += rank_file_name(r) + " " + std::to_string(record[1]) + " " +
-              hex32(static_cast<std::uint32_t>(record[2])) + "\n";
+      list += rank_file_name(r) + " " + std::to_string(record[1]) + " " + hex32(static_cast<std::uint32_t>(record[2])) +
+              "\n";
     }
     manifest += "files " + std::to_string(count) + "\n" + list + description;
     committed = attempt(call, [&] { commit_save(directory, folder, step, manifest, keep, call); });
@@ -338,8 +338,7 @@ void save_checkpoint_files(C& comm, const std::filesystem::path& directory, long
   if (expected && size != *expected) {
     ::close(file);
     throw call.error((name.empty() ? path.string() : name) + " is damaged: " + std::to_string(size) +
-                     " bytes, the manifest says " +
-                     std::to_string(*expected) + " (truncated or overlong)");
+                     " bytes, the manifest says " + std::to_string(*expected) + " (truncated or overlong)");
   }
   std::vector<std::byte> bytes(static_cast<std::size_t>(size));
   std::size_t done = 0;
@@ -420,8 +419,8 @@ class text_reader {
     const std::string_view digits = word();
     const auto value = decimal<Integer>(digits);
     if (!value || *value < low || *value > high)
-      throw malformed(std::string(what) + " \"" + printable(digits) + "\" is not a number from " +
-                      std::to_string(low) + " to " + std::to_string(high));
+      throw malformed(std::string(what) + " \"" + printable(digits) + "\" is not a number from " + std::to_string(low) +
+                      " to " + std::to_string(high));
     return *value;
   }
   // A count of entries that each take at least `entry_bytes` of the text.

@@ -128,15 +128,15 @@ inline void index_blocks(std::span<const std::byte> bytes, const std::string& fi
 // `data` is the update's communicator (the replicas), `world` every rank of the run. Metadata keys are
 // single words; values are one line.
 template <class Optimizer, weight_update Mode, class Weight, communicator Data, communicator World>
-void save_model_checkpoint(const std::filesystem::path& directory, const data_parallel_update<Optimizer, Mode, Weight>& update,
-                           Data& data, World& world, const std::map<std::string, std::string>& metadata = {},
-                           int keep = 2) try {
+void save_model_checkpoint(const std::filesystem::path& directory,
+                           const data_parallel_update<Optimizer, Mode, Weight>& update, Data& data, World& world,
+                           const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
   const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
   const auto records = update.parameters();
   constexpr auto state_names = Optimizer::state_names;
 
-  std::string description = "steps " + std::to_string(update.steps_done()) + "\nstate " +
-                            std::to_string(state_names.size());
+  std::string description =
+      "steps " + std::to_string(update.steps_done()) + "\nstate " + std::to_string(state_names.size());
   for (const auto name : state_names) description += " " + std::string(name);
   description += "\nparameters " + std::to_string(records.size()) + "\n";
   for (const auto& record : records)
@@ -159,7 +159,8 @@ void save_model_checkpoint(const std::filesystem::path& directory, const data_pa
       if (!records[t].counted) continue;
       detail::append_blocks(bytes, records[t].name, records[t], update.weights(t));
       for (std::size_t k = 0; k < state_names.size(); ++k)
-        detail::append_blocks(bytes, detail::state_tensor_name(records[t].name, state_names[k]), records[t], states[t][k]);
+        detail::append_blocks(bytes, detail::state_tensor_name(records[t].name, state_names[k]), records[t],
+                              states[t][k]);
     }
   detail::save_checkpoint_files(world, directory, update.steps_done(), detail::model_manifest_header, description,
                                 bytes.empty() ? std::nullopt : std::optional<std::span<const std::byte>>(bytes), keep,
@@ -221,8 +222,8 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
   if (shapes.size() != records.size())
     throw fail("it has " + std::to_string(shapes.size()) + " parameters, this model " + std::to_string(records.size()));
   if (!std::ranges::equal(state_names, Optimizer::state_names))
-    throw fail("its optimizer state (" + std::to_string(state_names.size()) +
-               " variables) is not this optimizer's (" + std::to_string(Optimizer::state_names.size()) + ")");
+    throw fail("its optimizer state (" + std::to_string(state_names.size()) + " variables) is not this optimizer's (" +
+               std::to_string(Optimizer::state_names.size()) + ")");
 
   // Every file, checked, and an index of its blocks by tensor name: each parameter and its state.
   std::map<std::string, matrix_extents> tensors;
@@ -241,8 +242,8 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
   const auto assemble = [&](const parameter_record& record, const std::string& name) {
     std::vector<float> storage;
     const auto starts = detail::block_starts(record);
-    storage.assign(starts.empty() ? 0 : starts.back() + static_cast<std::size_t>(record.blocks.back().stored_elements()),
-                   0.0f);
+    storage.assign(
+        starts.empty() ? 0 : starts.back() + static_cast<std::size_t>(record.blocks.back().stored_elements()), 0.0f);
     std::int64_t filled = 0, owned = 0;
     for (std::size_t b = 0; b < record.blocks.size(); ++b) {
       const block_info& mine = record.blocks[b];
@@ -254,9 +255,12 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
         const std::int64_t c1 = std::min(mine.col_offset + mine.cols, saved.col_offset + saved.cols);
         if (r0 >= r1 || c0 >= c1) continue;
         for (std::int64_t r = r0; r < r1; ++r)
-          std::memcpy(storage.data() + starts[b] + static_cast<std::size_t>((r - mine.row_offset) * mine.stored_cols + (c0 - mine.col_offset)),
-                      saved.values + static_cast<std::size_t>((r - saved.row_offset) * saved.cols + (c0 - saved.col_offset)) * sizeof(float),
-                      static_cast<std::size_t>(c1 - c0) * sizeof(float));
+          std::memcpy(
+              storage.data() + starts[b] +
+                  static_cast<std::size_t>((r - mine.row_offset) * mine.stored_cols + (c0 - mine.col_offset)),
+              saved.values + static_cast<std::size_t>((r - saved.row_offset) * saved.cols + (c0 - saved.col_offset)) *
+                                 sizeof(float),
+              static_cast<std::size_t>(c1 - c0) * sizeof(float));
         filled += (r1 - r0) * (c1 - c0);
       }
     }

@@ -78,8 +78,7 @@ struct tensor_context {
 namespace detail {
 template <class O>
 constexpr int reduction_rounds_of() {
-  if constexpr (requires { O::reduction_rounds; })
-    return O::reduction_rounds;
+  if constexpr (requires { O::reduction_rounds; }) return O::reduction_rounds;
   else
     return 0;
 }
@@ -92,7 +91,9 @@ inline constexpr std::size_t state_count = std::tuple_size_v<std::remove_cvref_t
 // Whether an optimizer's whole-tensor statistics are per row or column of the tensor (Adafactor's
 // factored moments), so that they cannot be summed over tensor-parallel pieces of it.
 template <class O>
-concept whole_rows_statistics = requires { requires O::statistics_per_row_and_column; };
+concept whole_rows_statistics = requires {
+  requires O::statistics_per_row_and_column;
+};
 
 // How many rounds of whole-tensor reductions an update needs before its elementwise part.
 template <class O>
@@ -101,8 +102,7 @@ inline constexpr int reduction_rounds = detail::reduction_rounds_of<O>();
 // Floats of replicated per-tensor state (0 unless the optimizer declares tensor_state_size).
 template <class O>
 [[nodiscard]] std::size_t tensor_state_size(const O& optimizer, parameter_shape shape) {
-  if constexpr (requires { optimizer.tensor_state_size(shape); })
-    return optimizer.tensor_state_size(shape);
+  if constexpr (requires { optimizer.tensor_state_size(shape); }) return optimizer.tensor_state_size(shape);
   else
     return 0;
 }

@@ -315,8 +315,9 @@ class data_parallel_update {
       if (tensor_parallel.size() > 1)
         throw argument_error(world_rank_, std::string(name) + "::step",
                              "this optimizer's statistics need whole rows and columns of each parameter, which a "
-                             "tensor-parallel group of " + std::to_string(tensor_parallel.size()) +
-                             " ranks cuts; use a tensor-parallel group of one rank, or adamw, lamb or lars");
+                             "tensor-parallel group of " +
+                                 std::to_string(tensor_parallel.size()) +
+                                 " ranks cuts; use a tensor-parallel group of one rank, or adamw, lamb or lars");
     const step_report report =
         run_step(comm, static_cast<C*>(nullptr), options.learning_rate, &tensor_parallel, options.clip_norm);
     zero_gradients();
@@ -355,8 +356,8 @@ class data_parallel_update {
     if (state_variable >= K || values.size() != size)
       throw argument_error(world_rank_, std::string(name) + "::set_state",
                            "state variable " + std::to_string(state_variable) + " of " + std::to_string(K) +
-                               ", tensor " + std::to_string(tensor) + " of " + std::to_string(size) + " elements: got " +
-                               std::to_string(values.size()));
+                               ", tensor " + std::to_string(tensor) + " of " + std::to_string(size) +
+                               " elements: got " + std::to_string(values.size()));
     for (const auto& block : blocks_)
       for (const auto& run : block)
         if (run.tensor == tensor)
@@ -495,8 +496,9 @@ class data_parallel_update {
   void sum_over_tensor_parallel(T& tensor_parallel, std::span<double> sums, const std::vector<std::size_t>& offsets) {
     if (tensor_parallel.size() == 1) return;
     for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
-      if (counted_[t] == 0) std::fill(sums.begin() + static_cast<std::ptrdiff_t>(offsets[t]),
-                                      sums.begin() + static_cast<std::ptrdiff_t>(offsets[t + 1]), 0.0);
+      if (counted_[t] == 0)
+        std::fill(sums.begin() + static_cast<std::ptrdiff_t>(offsets[t]),
+                  sums.begin() + static_cast<std::ptrdiff_t>(offsets[t + 1]), 0.0);
     tensor_parallel.all_reduce(sums);
   }
 
@@ -512,8 +514,7 @@ class data_parallel_update {
   [[nodiscard]] float reduce_gradients(C& comm, D* across) {
     for (const auto& b : layout_.buckets()) {
       const auto bucket = gradients_.span().subspan(b.begin, b.padded);
-      if constexpr (sharded)
-        comm.reduce_scatter(bucket);
+      if constexpr (sharded) comm.reduce_scatter(bucket);
       else
         comm.all_reduce(bucket);
     }
@@ -604,8 +605,7 @@ class data_parallel_update {
   }
 
   [[nodiscard]] std::span<float> master_weights(const flat_layout::segment& run) {
-    if constexpr (has_master)
-      return std::span<float>(master_).subspan(state_index(run), run.count);
+    if constexpr (has_master) return std::span<float>(master_).subspan(state_index(run), run.count);
     else
       return weights_.span().subspan(run.flat, run.count);
   }
@@ -628,16 +628,16 @@ class data_parallel_update {
   int rank_;
   int world_rank_;
   long steps_ = 0;
-  std::vector<Optimizer> optimizers_;  // each tensor's hyper-parameters
-  std::vector<char> counted_;          // whether each tensor enters tensor-parallel sums
-  shared_buffer<Weight> weights_;      // full, padded
-  shared_buffer<float> gradients_;     // full, padded
-  float gradient_scale_ = 1.0f;        // this step's averaging (and clipping) factor
-  std::vector<double> norm_sums_;      // per-tensor sums of squared gradients
+  std::vector<Optimizer> optimizers_;      // each tensor's hyper-parameters
+  std::vector<char> counted_;              // whether each tensor enters tensor-parallel sums
+  shared_buffer<Weight> weights_;          // full, padded
+  shared_buffer<float> gradients_;         // full, padded
+  float gradient_scale_ = 1.0f;            // this step's averaging (and clipping) factor
+  std::vector<double> norm_sums_;          // per-tensor sums of squared gradients
   std::vector<parameter_record> records_;  // the model's parameters, when built from a model
-  std::vector<float> master_;     // float32 weights when Weight is narrower, laid out like the state
-  std::size_t state_length_ = 0;  // elements of one state variable on this replica
-  std::vector<float> state_;      // K variables back to back
+  std::vector<float> master_;              // float32 weights when Weight is narrower, laid out like the state
+  std::size_t state_length_ = 0;           // elements of one state variable on this replica
+  std::vector<float> state_;               // K variables back to back
   std::vector<std::vector<flat_layout::segment>> blocks_;  // the segments this replica updates, block by block
   std::vector<std::size_t> tensor_state_offsets_;
   std::vector<float> tensor_state_;

@@ -40,7 +40,8 @@ class sparse_update {
   template <sparse_parameterised<T> Model>
   explicit sparse_update(Model& model, Optimizer hyper_parameters = {}) : optimizer_(hyper_parameters) {
     model.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<T>& p) {
-      tables_.push_back({name, &p, std::vector<T>(static_cast<std::size_t>(p.value.rows()) * Optimizer::state_per_row, T(0))});
+      tables_.push_back(
+          {name, &p, std::vector<T>(static_cast<std::size_t>(p.value.rows()) * Optimizer::state_per_row, T(0))});
     });
   }
 
@@ -69,7 +70,8 @@ class sparse_update {
     std::vector<T> state;
   };
   static std::span<T> state_row(table& t, std::int64_t row) {
-    return std::span<T>(t.state).subspan(static_cast<std::size_t>(row) * Optimizer::state_per_row, Optimizer::state_per_row);
+    return std::span<T>(t.state).subspan(static_cast<std::size_t>(row) * Optimizer::state_per_row,
+                                         Optimizer::state_per_row);
   }
 
   Optimizer optimizer_;

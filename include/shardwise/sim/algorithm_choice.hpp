@@ -37,25 +37,25 @@ struct algorithm_choice {
     switch (shape.kind) {
       case collective::all_reduce:
         return checked(shape, ranks,
-                       all_reduce != algorithm::automatic     ? all_reduce
+                       all_reduce != algorithm::automatic  ? all_reduce
                        : shape.bytes < small_message_bytes ? algorithm::recursive_doubling
-                       : power_of_two                         ? algorithm::rabenseifner
-                                                              : algorithm::ring);
+                       : power_of_two                      ? algorithm::rabenseifner
+                                                           : algorithm::ring);
       case collective::all_gather:
       case collective::reduce_scatter: {
         const algorithm fixed = shape.kind == collective::all_gather ? all_gather : reduce_scatter;
         return checked(shape, ranks,
-                       fixed != algorithm::automatic                    ? fixed
+                       fixed != algorithm::automatic                 ? fixed
                        : power_of_two && whole < small_message_bytes ? algorithm::recursive_doubling
-                                                                        : algorithm::ring);
+                                                                     : algorithm::ring);
       }
       case collective::all_to_all:
       case collective::all_to_all_v: return algorithm::pairwise;
       case collective::broadcast:
         return checked(shape, ranks,
-                       broadcast != algorithm::automatic                    ? broadcast
+                       broadcast != algorithm::automatic                 ? broadcast
                        : shape.bytes < small_message_bytes || ranks <= 2 ? algorithm::binomial
-                                                                            : algorithm::pipelined);
+                                                                         : algorithm::pipelined);
       case collective::reduce: return algorithm::binomial;
       case collective::barrier: return algorithm::dissemination;
     }

@@ -52,7 +52,8 @@ class collective_cost {
   }
 
   // Draws the collective's link activity from `start` on (for timelines).
-  void record_links(timeline& trace, const std::vector<int>& devices, const collective_shape& shape, double start) const {
+  void record_links(timeline& trace, const std::vector<int>& devices, const collective_shape& shape,
+                    double start) const {
     const int ranks = static_cast<int>(devices.size());
     play(devices, steps_of(algorithm_for(shape, ranks), shape, ranks), &trace, start);
   }
@@ -71,8 +72,8 @@ class collective_cost {
     for (const auto& s : steps) {
       transfers.clear();
       for (const auto& e : s.exchanges)
-        transfers.push_back({devices[static_cast<std::size_t>(e.source)], devices[static_cast<std::size_t>(e.destination)],
-                             e.bytes, 0});
+        transfers.push_back({devices[static_cast<std::size_t>(e.source)],
+                             devices[static_cast<std::size_t>(e.destination)], e.bytes, 0});
       const network_timing timing = simulate(model_->network, transfers, trace != nullptr);
       const double step_time = timing.finish() + model_->device.reduction_time(s.reduced_bytes);
       if (trace) {

@@ -35,8 +35,10 @@ namespace detail {
 // Every rank's clocks: host, and the end of what each stream holds.
 struct clocks {
   clocks(int ranks, machine machine_model)
-      : model(std::move(machine_model)), trace(model.record_timeline ? std::make_shared<timeline>() : nullptr),
-        costs(model), host(static_cast<std::size_t>(ranks), 0.0) {
+      : model(std::move(machine_model)),
+        trace(model.record_timeline ? std::make_shared<timeline>() : nullptr),
+        costs(model),
+        host(static_cast<std::size_t>(ranks), 0.0) {
     stream_ready.emplace_back(host.size(), 0.0);
     if (trace)
       for (int r = 0; r < ranks; ++r) {
@@ -49,7 +51,8 @@ struct clocks {
       stream_ready.emplace_back(host.size(), 0.0);
       if (trace)
         for (int r = 0; r < static_cast<int>(host.size()); ++r)
-          trace->name_track({r, static_cast<int>(stream_ready.size()) - 1}, "stream " + std::to_string(stream_ready.size() - 1));
+          trace->name_track({r, static_cast<int>(stream_ready.size()) - 1},
+                            "stream " + std::to_string(stream_ready.size() - 1));
     }
     return stream_ready[static_cast<std::size_t>(stream)];
   }
@@ -82,7 +85,9 @@ class communicator {
 
   [[nodiscard]] int world_size() const noexcept { return static_cast<int>(state_->host.size()); }
   [[nodiscard]] int groups() const noexcept { return static_cast<int>(groups_.size()); }
-  [[nodiscard]] const std::vector<int>& members(int group) const { return groups_.at(static_cast<std::size_t>(group)).devices; }
+  [[nodiscard]] const std::vector<int>& members(int group) const {
+    return groups_.at(static_cast<std::size_t>(group)).devices;
+  }
   [[nodiscard]] double now(int world_rank) const { return state_->host.at(static_cast<std::size_t>(world_rank)); }
   [[nodiscard]] double makespan() const { return *std::max_element(state_->host.begin(), state_->host.end()); }
 
@@ -112,33 +117,53 @@ class communicator {
     for (const auto& g : groups_)
       for (const int r : g.devices)
         for (const auto& ready : state_->stream_ready)
-          state_->host[static_cast<std::size_t>(r)] = std::max(state_->host[static_cast<std::size_t>(r)],
-                                                               ready[static_cast<std::size_t>(r)]);
+          state_->host[static_cast<std::size_t>(r)] =
+              std::max(state_->host[static_cast<std::size_t>(r)], ready[static_cast<std::size_t>(r)]);
   }
 
   // Element counts as in the communicator concept: the whole vector, or one rank's block.
   template <class T>
-  void all_reduce(std::size_t count) { wait(start({collective::all_reduce, bytes<T>(count), 0})); }
+  void all_reduce(std::size_t count) {
+    wait(start({collective::all_reduce, bytes<T>(count), 0}));
+  }
   template <class T>
-  void reduce(std::size_t count, int root) { wait(start({collective::reduce, bytes<T>(count), root})); }
+  void reduce(std::size_t count, int root) {
+    wait(start({collective::reduce, bytes<T>(count), root}));
+  }
   template <class T>
-  void reduce_scatter(std::size_t block) { wait(start({collective::reduce_scatter, bytes<T>(block), 0})); }
+  void reduce_scatter(std::size_t block) {
+    wait(start({collective::reduce_scatter, bytes<T>(block), 0}));
+  }
   template <class T>
-  void all_gather(std::size_t block) { wait(start({collective::all_gather, bytes<T>(block), 0})); }
+  void all_gather(std::size_t block) {
+    wait(start({collective::all_gather, bytes<T>(block), 0}));
+  }
   template <class T>
-  void all_to_all(std::size_t block) { wait(start({collective::all_to_all, bytes<T>(block), 0})); }
+  void all_to_all(std::size_t block) {
+    wait(start({collective::all_to_all, bytes<T>(block), 0}));
+  }
   template <class T>
-  void broadcast(std::size_t count, int root) { wait(start({collective::broadcast, bytes<T>(count), root})); }
+  void broadcast(std::size_t count, int root) {
+    wait(start({collective::broadcast, bytes<T>(count), root}));
+  }
   void barrier() { wait(start({collective::barrier, 0, 0})); }
 
   template <class T>
-  [[nodiscard]] pending iall_reduce(std::size_t count) { return start({collective::all_reduce, bytes<T>(count), 0}); }
+  [[nodiscard]] pending iall_reduce(std::size_t count) {
+    return start({collective::all_reduce, bytes<T>(count), 0});
+  }
   template <class T>
-  [[nodiscard]] pending ireduce_scatter(std::size_t block) { return start({collective::reduce_scatter, bytes<T>(block), 0}); }
+  [[nodiscard]] pending ireduce_scatter(std::size_t block) {
+    return start({collective::reduce_scatter, bytes<T>(block), 0});
+  }
   template <class T>
-  [[nodiscard]] pending iall_gather(std::size_t block) { return start({collective::all_gather, bytes<T>(block), 0}); }
+  [[nodiscard]] pending iall_gather(std::size_t block) {
+    return start({collective::all_gather, bytes<T>(block), 0});
+  }
   template <class T>
-  [[nodiscard]] pending iall_to_all(std::size_t block) { return start({collective::all_to_all, bytes<T>(block), 0}); }
+  [[nodiscard]] pending iall_to_all(std::size_t block) {
+    return start({collective::all_to_all, bytes<T>(block), 0});
+  }
 
   void wait(const pending& started) {
     for (std::size_t r = 0; r < started.ends.size(); ++r) state_->host[r] = std::max(state_->host[r], started.ends[r]);
@@ -146,8 +171,9 @@ class communicator {
 
   // Within each group, ranks with equal colour form a group, ordered by key and then by rank; it takes
   // the time of an all-gather of two integers, as in the sim_gpu backend.
-  [[nodiscard]] communicator split(const std::function<int(int world_rank)>& color_of,
-                                   const std::function<int(int world_rank)>& key_of = [](int) { return 0; }) {
+  [[nodiscard]] communicator split(
+      const std::function<int(int world_rank)>& color_of,
+      const std::function<int(int world_rank)>& key_of = [](int) { return 0; }) {
     wait(start({collective::all_gather, 2 * sizeof(int), 0}, "split"));
     std::vector<detail::group> parts;
     for (const auto& g : groups_) {
@@ -162,7 +188,8 @@ class communicator {
       for (auto& [colour, members] : by_colour) {
         std::sort(members.begin(), members.end());
         detail::group part;
-        for (const auto& [key, position] : members) part.devices.push_back(g.devices[static_cast<std::size_t>(position)]);
+        for (const auto& [key, position] : members)
+          part.devices.push_back(g.devices[static_cast<std::size_t>(position)]);
         part.id = state_->costs.group_id(part.devices);
         parts.push_back(std::move(part));
       }
@@ -216,8 +243,8 @@ template <class Body>
 report run(int ranks, machine model, Body&& body) {
   if (model.network.devices() != ranks)
     throw argument_error(-1, "cost_only::run",
-                         "the machine's network joins " + std::to_string(model.network.devices()) + " GPUs, the run has " +
-                             std::to_string(ranks) + " ranks");
+                         "the machine's network joins " + std::to_string(model.network.devices()) +
+                             " GPUs, the run has " + std::to_string(ranks) + " ranks");
   auto state = std::make_shared<detail::clocks>(ranks, std::move(model));
   detail::group everyone;
   for (int r = 0; r < ranks; ++r) everyone.devices.push_back(r);

@@ -132,8 +132,7 @@ inline double stream::launch(const work& w, const std::string& name) {
   settle();
   const double start = available();
   const double duration = owner_->model().duration(w);
-  occupy(name, start, start + duration,
-         {{"flops", std::to_string(w.flops)}, {"bytes", std::to_string(w.bytes)}});
+  occupy(name, start, start + duration, {{"flops", std::to_string(w.flops)}, {"bytes", std::to_string(w.bytes)}});
   return ready_;
 }
 

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
-#include <string>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 

@@ -74,11 +74,15 @@ class persistent_kernel {
  public:
   // A kernel of `workgroups` persistent workgroups (at most the resident limit) on GPU `device`, its
   // first instruction at `start` (launch latency already counted by the caller). `trace` may be null.
-  persistent_kernel(int device, const device_model& gpu, const gpu_initiated_model& model, int workgroups,
-                    double start, timeline* trace = nullptr)
-      : device_(device), gpu_(gpu), model_(model),
+  persistent_kernel(int device, const device_model& gpu, const gpu_initiated_model& model, int workgroups, double start,
+                    timeline* trace = nullptr)
+      : device_(device),
+        gpu_(gpu),
+        model_(model),
         clocks_(static_cast<std::size_t>(std::clamp(workgroups, 1, model.resident_workgroups)), start),
-        drawn_(clocks_.size()), start_(start), trace_(trace) {
+        drawn_(clocks_.size()),
+        start_(start),
+        trace_(trace) {
     for (std::size_t w = 0; w < clocks_.size(); ++w) free_.emplace(start, static_cast<int>(w));
     if (trace_)
       for (std::size_t w = 0; w < clocks_.size(); ++w)

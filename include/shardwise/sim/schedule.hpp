@@ -106,7 +106,8 @@ inline void recursive_reduce_scatter(std::vector<step>& steps, int ranks, double
     steps.push_back(butterfly(ranks, distance, block * distance, block * distance));
 }
 inline void recursive_all_gather(std::vector<step>& steps, int ranks, double block) {
-  for (int distance = 1; distance < ranks; distance *= 2) steps.push_back(butterfly(ranks, distance, block * distance, 0));
+  for (int distance = 1; distance < ranks; distance *= 2)
+    steps.push_back(butterfly(ranks, distance, block * distance, 0));
 }
 
 }  // namespace detail
@@ -120,15 +121,17 @@ inline std::vector<step> schedule(algorithm a, const collective_shape& shape, in
   const double n = shape.bytes;
   const int P = ranks;
   const int lower = static_cast<int>(std::bit_floor(static_cast<unsigned>(P)));  // P' for recursive algorithms
-  auto relative = [&](int v) { return (v + shape.root) % P; };  // rank v places after the root
+  auto relative = [&](int v) { return (v + shape.root) % P; };                   // rank v places after the root
   switch (shape.kind) {
     case collective::all_gather:
       if (a == algorithm::ring) steps.push_back(detail::shift(P, 1, n, 0, P - 1));
-      else detail::recursive_all_gather(steps, P, n);
+      else
+        detail::recursive_all_gather(steps, P, n);
       break;
     case collective::reduce_scatter:
       if (a == algorithm::ring) steps.push_back(detail::shift(P, 1, n, n, P - 1));
-      else detail::recursive_reduce_scatter(steps, P, n);
+      else
+        detail::recursive_reduce_scatter(steps, P, n);
       break;
     case collective::all_reduce:
       if (a == algorithm::ring) {
@@ -141,7 +144,8 @@ inline std::vector<step> schedule(algorithm a, const collective_shape& shape, in
         detail::recursive_reduce_scatter(steps, lower, n / lower);
         detail::recursive_all_gather(steps, lower, n / lower);
       } else {
-        for (int distance = 1; distance < lower; distance *= 2) steps.push_back(detail::butterfly(lower, distance, n, n));
+        for (int distance = 1; distance < lower; distance *= 2)
+          steps.push_back(detail::butterfly(lower, distance, n, n));
       }
       if (lower != P) steps.push_back(detail::fold(P, lower, n, false));
       break;
@@ -181,8 +185,7 @@ inline std::vector<step> schedule(algorithm a, const collective_shape& shape, in
     case collective::barrier:
       for (int distance = 1; distance < P; distance *= 2) steps.push_back(detail::shift(P, distance, 0));
       break;
-    case collective::all_to_all_v:
-      break;  // built from the counts by pairwise_steps
+    case collective::all_to_all_v: break;  // built from the counts by pairwise_steps
   }
   return steps;
 }

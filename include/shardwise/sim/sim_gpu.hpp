@@ -131,7 +131,8 @@ struct machine_state {
     return std::make_shared<group>(std::move(members), id, next_serial++);
   }
   // The group a split makes, the same object for every member that asks with the same key.
-  std::shared_ptr<group> split_group(std::tuple<std::int64_t, std::uint64_t, int> key, const std::vector<int>& members) {
+  std::shared_ptr<group> split_group(std::tuple<std::int64_t, std::uint64_t, int> key,
+                                     const std::vector<int>& members) {
     std::lock_guard lock(mutex);
     auto& made = splits[key];
     if (!made) made = make_group(members);
@@ -193,8 +194,11 @@ std::vector<double> sent_bytes_of(const calls::all_to_all_v<T>& c) {
 class rank_clock {
  public:
   rank_clock(std::shared_ptr<machine_state> machine, std::shared_ptr<group> members, int rank, sim::stream& on)
-      : machine_(std::move(machine)), members_(std::move(members)), rank_(rank),
-        device_(machine_->devices[static_cast<std::size_t>(world_rank())].get()), stream_(&on) {}
+      : machine_(std::move(machine)),
+        members_(std::move(members)),
+        rank_(rank),
+        device_(machine_->devices[static_cast<std::size_t>(world_rank())].get()),
+        stream_(&on) {}
 
   [[nodiscard]] int world_rank() const { return members_->devices[static_cast<std::size_t>(rank_)]; }
   [[nodiscard]] sim::device& device() const noexcept { return *device_; }
@@ -256,7 +260,8 @@ class rank_clock {
                   {"ranks", std::to_string(members_->size())}});
     if (rank_ == 0 && machine_->trace) {
       if (uneven) costs.record_links(*machine_->trace, members_->devices, b.sent_bytes, start);
-      else costs.record_links(*machine_->trace, members_->devices, e.shape, start);
+      else
+        costs.record_links(*machine_->trace, members_->devices, e.shape, start);
     }
   }
 
@@ -389,8 +394,7 @@ class communicator : public communicator_interface<communicator> {
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective;
   // it takes the time of an all-gather of two integers, as MPI_Comm_split does.
   [[nodiscard]] communicator split(int color, int key) {
-    const std::uint64_t sequence =
-        clock_->issue({sim::collective::all_gather, 2 * sizeof(int), 0}, "split", {});
+    const std::uint64_t sequence = clock_->issue({sim::collective::all_gather, 2 * sizeof(int), 0}, "split", {});
     auto part = data_.split(color, key);
     device().wait_until(clock_->end_of(sequence));
     // The new group's devices in its rank order, gathered through its own data movement (untimed).
@@ -440,8 +444,8 @@ class communicator : public communicator_interface<communicator> {
   }
   template <class T>
   [[nodiscard]] request start(const calls::recv<T>& call) {
-    const auto message = std::make_tuple(call.source, rank(), call.tag,
-                                         clock_->next_message(false, call.source, call.tag));
+    const auto message =
+        std::make_tuple(call.source, rank(), call.tag, clock_->next_message(false, call.source, call.tag));
     const double bytes = static_cast<double>(call.data.size_bytes());
     auto arrival = [clock = clock_, message, bytes] {
       const double left = clock->members()->departed(message);
@@ -459,9 +463,10 @@ class communicator : public communicator_interface<communicator> {
   template <class T>
   double depart(const calls::send<T>& call) {
     const double leaves = stream().available();
-    clock_->members()->depart({rank(), call.destination, call.tag, clock_->next_message(true, call.destination, call.tag)},
-                              leaves);
-    return leaves + clock_->transfer_time(rank(), call.destination, static_cast<double>(call.data.size_bytes()), leaves);
+    clock_->members()->depart(
+        {rank(), call.destination, call.tag, clock_->next_message(true, call.destination, call.tag)}, leaves);
+    return leaves +
+           clock_->transfer_time(rank(), call.destination, static_cast<double>(call.data.size_bytes()), leaves);
   }
 
   threads::communicator data_;
@@ -486,8 +491,8 @@ template <class Body>
 report run(int ranks, sim::machine machine, Body&& body) {
   if (machine.network.devices() != ranks)
     throw argument_error(-1, "sim_gpu::run",
-                         "the machine's network joins " + std::to_string(machine.network.devices()) + " GPUs, the run has " +
-                             std::to_string(ranks) + " ranks");
+                         "the machine's network joins " + std::to_string(machine.network.devices()) +
+                             " GPUs, the run has " + std::to_string(ranks) + " ranks");
   auto state = std::make_shared<detail::machine_state>(ranks, std::move(machine));
   std::vector<int> everyone(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) everyone[static_cast<std::size_t>(r)] = r;

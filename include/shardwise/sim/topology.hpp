@@ -83,9 +83,9 @@ class topology {
         r.links.push_back(source * P + destination);
         r.latency = peer_.latency;
         break;
-      case shape::ring: ring_hops(source, destination, devices_, [&](int at, bool forward) {
-          r.links.push_back(forward ? at : P + at);
-        });
+      case shape::ring:
+        ring_hops(source, destination, devices_,
+                  [&](int at, bool forward) { r.links.push_back(forward ? at : P + at); });
         r.latency = peer_.latency * static_cast<double>(r.links.size());
         break;
       case shape::torus_2d: {
@@ -135,8 +135,8 @@ class topology {
       }
       case shape::nodes:
         if (link < P * width_)
-          return gpu(link / width_) + " → " + gpu(link / width_ / width_ * width_ + link % width_) + " (" +
-                 peer_.kind + ")";
+          return gpu(link / width_) + " → " + gpu(link / width_ / width_ * width_ + link % width_) + " (" + peer_.kind +
+                 ")";
         return "NIC " + std::to_string((link - P * width_) % nics()) +
                (link - P * width_ < nics() ? " send" : " receive") + " (" + network_.kind + ")";
     }
@@ -145,7 +145,11 @@ class topology {
 
  private:
   topology(shape s, int devices, link_model peer, link_model network, int width, int nics_per_node)
-      : shape_(s), devices_(devices), width_(width), nics_per_node_(nics_per_node), peer_(std::move(peer)),
+      : shape_(s),
+        devices_(devices),
+        width_(width),
+        nics_per_node_(nics_per_node),
+        peer_(std::move(peer)),
         network_(std::move(network)) {
     if (devices < 1) throw argument_error(-1, "topology", "needs at least one device, got " + std::to_string(devices));
   }

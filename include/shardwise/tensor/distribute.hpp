@@ -71,10 +71,9 @@ template <class Layout, class Mesh, class T>
 } catch (...) {
   const std::string root_text = "root " + std::to_string(root);
   rethrow_within_call(mesh.world().world_rank(),
-                      mesh.world().rank() == root
-                          ? call_text("scatter<" + layout_name<Layout>() + ">",
-                                      extents_string({whole.rows(), whole.cols()}), root_text)
-                          : call_text("scatter<" + layout_name<Layout>() + ">", root_text));
+                      mesh.world().rank() == root ? call_text("scatter<" + layout_name<Layout>() + ">",
+                                                              extents_string({whole.rows(), whole.cols()}), root_text)
+                                                  : call_text("scatter<" + layout_name<Layout>() + ">", root_text));
 }
 
 // Collective: the whole matrix on `root`; a 0x0 matrix on every other rank.
@@ -109,8 +108,8 @@ template <class T, class Layout, class Mesh>
 // Not collective: the tensor of Layout whose blocks this rank cuts from `whole`, a matrix every rank of
 // the mesh holds alike (a replicated result, an all-reduced sum). The inverse of all_gather.
 template <class Layout, class Mesh, class T>
-[[nodiscard]] dtensor<T, Layout, Mesh> slice(Mesh& mesh,
-                                             const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole) {
+[[nodiscard]] dtensor<T, Layout, Mesh> slice(
+    Mesh& mesh, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole) {
   dtensor<T, Layout, Mesh> tensor(mesh, {whole.rows(), whole.cols()});
   for (int b = 0; b < tensor.block_count(); ++b) {
     const block_info& info = tensor.block(b);
@@ -133,8 +132,7 @@ template <class NewLayout, class T, class Layout, class Mesh>
       detail::exchange_sum(tensor.mesh(), tensor.mapping(), tensor.data(), Layout::pending_axes, moved.mapping(),
                            moved.data(), "redistribute");
     } else {
-      detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), moved.mapping(), moved.data(),
-                       "redistribute");
+      detail::exchange(tensor.mesh(), tensor.mapping(), tensor.data(), moved.mapping(), moved.data(), "redistribute");
     }
     return moved;
   }
@@ -156,7 +154,7 @@ template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
 void all_gather(const dtensor<T, Layout, Mesh>&) = delete;  // passes one addend off as the sum: reduce(t) first
 template <class NewLayout, class T, class Layout, class Mesh>
-requires is_partial_sum_v<NewLayout> && (!std::is_same_v<NewLayout, Layout>)
-void redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
+requires is_partial_sum_v<NewLayout> &&(!std::is_same_v<NewLayout, Layout>)void redistribute(
+    const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
 
 }  // namespace shardwise

@@ -123,8 +123,8 @@ class dtensor {
   // error names both layouts ("use of deleted function ... [with OtherLayout = ...; Layout = ...]") and
   // its excerpt of this line shows why.
   template <class OtherLayout>
-  requires(!std::same_as<OtherLayout, Layout>)
-  dtensor(const dtensor<T, OtherLayout, Mesh>&) = delete;  // layouts never convert: redistribute<L>(t) or reduce(t)
+  requires(!std::same_as<OtherLayout, Layout>) dtensor(const dtensor<T, OtherLayout, Mesh>&)
+  = delete;  // layouts never convert: redistribute<L>(t) or reduce(t)
 
   dtensor(const dtensor& other)
       : mesh_(other.mesh_),
@@ -159,8 +159,10 @@ class dtensor {
   void bind(shared_buffer<T> buffer) {
     if (buffer.size() != storage_.size())
       throw argument_error(mesh_->world().world_rank(), "dtensor::bind",
-                           "the tensor stores " + std::to_string(storage_.size()) + " elements on this rank, the "
-                           "buffer has " + std::to_string(buffer.size()));
+                           "the tensor stores " + std::to_string(storage_.size()) +
+                               " elements on this rank, the "
+                               "buffer has " +
+                               std::to_string(buffer.size()));
     std::ranges::copy(data(), buffer.data());
     storage_ = std::move(buffer);
     bound_ = true;

@@ -35,8 +35,9 @@ namespace shardwise::detail {
 // and the axes; reduce and redistribute check it where they take one.
 template <class T, std::size_t D, std::size_t N>
 consteval bool summable(const std::array<std::size_t, N>& pending) {
-  static_assert(reducible<T>, "shardwise: partial sums are summed on float, double, std::int32_t, std::int64_t and "
-                              "bf16 elements");
+  static_assert(reducible<T>,
+                "shardwise: partial sums are summed on float, double, std::int32_t, std::int64_t and "
+                "bf16 elements");
   return std::ranges::all_of(pending, [](std::size_t a) { return a < D; });
 }
 

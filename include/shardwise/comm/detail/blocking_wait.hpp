@@ -78,7 +78,8 @@ inline void sleep_across_processes(const std::atomic<std::uint32_t>& word, std::
                                    std::chrono::steady_clock::duration timeout) noexcept {
 #if defined(__linux__)
   const auto nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-  const timespec relative{static_cast<time_t>(nanoseconds / 1'000'000'000), static_cast<long>(nanoseconds % 1'000'000'000)};
+  const timespec relative{static_cast<time_t>(nanoseconds / 1'000'000'000),
+                          static_cast<long>(nanoseconds % 1'000'000'000)};
   static_assert(sizeof(word) == sizeof(std::uint32_t), "a futex is a 32-bit word");
   syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), FUTEX_WAIT, expected, &relative, nullptr, 0);
 #else

@@ -4,10 +4,10 @@
 // slice, so no workgroup waits at a barrier for the others.
 //
 // A slice of n tasks has ceil(n / 64) words. With one word, the task whose atomic mark (a
-// compare-and-swap loop) fills it is the last. With more, the task that fills a word also counts the slice's full words, and the one that
-// counts the last word is the last: each word is filled by exactly one task and each count is seen by
-// exactly one, so exactly one task finishes a slice however the tasks interleave. That task clears
-// the slice's words and count for the next call (no other task of the slice runs until then).
+// compare-and-swap loop) fills it is the last. With more, the task that fills a word also counts the slice's full
+// words, and the one that counts the last word is the last: each word is filled by exactly one task and each count is
+// seen by exactly one, so exactly one task finishes a slice however the tasks interleave. That task clears the slice's
+// words and count for the next call (no other task of the slice runs until then).
 //
 // Where one thread runs all the tasks (a rank of the threads or sim_gpu backend runs its logical
 // workgroups in turn), the marks are plain loads and stores: on x86 an atomic read-modify-write waits
@@ -41,7 +41,8 @@ class done_bitmask {
     const std::size_t first = first_word_[slice], words = first_word_[slice + 1] - first;
     const auto word = static_cast<std::size_t>(task / 64);
     const std::uint64_t bit = std::uint64_t{1} << (task % 64);
-    if (add(words_[first + word], bit, [](std::uint64_t a, std::uint64_t b) { return a | b; }) != full_mask(slice, word))
+    if (add(words_[first + word], bit, [](std::uint64_t a, std::uint64_t b) { return a | b; }) !=
+        full_mask(slice, word))
       return false;
     if (words > 1 && add(full_words_[slice], std::size_t{1}, std::plus<>{}) != words) return false;
     for (std::size_t w = first; w < first + words; ++w) words_[w].store(0, std::memory_order_relaxed);
@@ -56,7 +57,8 @@ class done_bitmask {
     T old = into.load(std::memory_order_relaxed);
     if (!concurrent_) into.store(combine(old, value), std::memory_order_relaxed);
     else
-      while (!into.compare_exchange_weak(old, combine(old, value), std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      while (
+          !into.compare_exchange_weak(old, combine(old, value), std::memory_order_acq_rel, std::memory_order_relaxed)) {
       }
     return combine(old, value);
   }

@@ -40,7 +40,8 @@ class epoch_flags {
  public:
   // `count` fresh flags of its own; `ranks`: how many ranks share the cores and may wait at once.
   explicit epoch_flags(std::size_t count, int ranks = 1)
-      : owned_(std::make_unique<epoch_flag_word[]>(count)), words_(owned_.get(), count),
+      : owned_(std::make_unique<epoch_flag_word[]>(count)),
+        words_(owned_.get(), count),
         spins_(shardwise::detail::spins_for(ranks)) {}
   // The flags in `words`: another rank's, or this rank's in shared memory.
   explicit epoch_flags(std::span<epoch_flag_word> words, int ranks = 1) noexcept
@@ -86,12 +87,13 @@ class epoch_flags {
   // wait(), throwing when the deadline passes: the message names what was awaited (`what()`, asked only
   // then: a call waits on hundreds of flags) and what was seen.
   template <std::invocable Describe>
-  void wait_or_throw(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline,
-                     int rank, std::string_view operation, Describe&& what) const {
+  void wait_or_throw(std::size_t flag, std::uint64_t epoch, std::chrono::steady_clock::time_point deadline, int rank,
+                     std::string_view operation, Describe&& what) const {
     if (wait(flag, epoch, deadline)) return;
     throw peer_error(rank, operation,
-                     "timed out waiting for " + std::string(what()) + ": flag " + std::to_string(flag) + " holds epoch " +
-                         std::to_string(seen(flag)) + ", this call is epoch " + std::to_string(epoch));
+                     "timed out waiting for " + std::string(what()) + ": flag " + std::to_string(flag) +
+                         " holds epoch " + std::to_string(seen(flag)) + ", this call is epoch " +
+                         std::to_string(epoch));
   }
 
  private:

@@ -96,7 +96,8 @@ class symmetric_window {
     // This rank's block starts as a fresh vector and fresh flags would, before any peer can reach it.
     const auto mine = memory_.local();
     std::memset(mine.data(), 0, elements * sizeof(T));
-    for (std::size_t f = 0; f < flags; ++f) ::new (mine.data() + flags_at(elements) + f * sizeof(epoch_flag_word)) epoch_flag_word{};
+    for (std::size_t f = 0; f < flags; ++f)
+      ::new (mine.data() + flags_at(elements) + f * sizeof(epoch_flag_word)) epoch_flag_word{};
     const std::int64_t counts[2] = {static_cast<std::int64_t>(elements), static_cast<std::int64_t>(flags)};
     std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
     comm.all_gather(std::span<const std::int64_t>(counts, 2), all);  // also: every rank has set up its block
@@ -106,7 +107,8 @@ class symmetric_window {
       const auto peer_flags = static_cast<std::size_t>(all[2 * static_cast<std::size_t>(p) + 1]);
       peers_.emplace_back(reinterpret_cast<T*>(block.data()), peer_elements);
       peer_flags_.emplace_back(
-          std::span<epoch_flag_word>(reinterpret_cast<epoch_flag_word*>(block.data() + flags_at(peer_elements)), peer_flags),
+          std::span<epoch_flag_word>(reinterpret_cast<epoch_flag_word*>(block.data() + flags_at(peer_elements)),
+                                     peer_flags),
           comm.size());
     }
   }

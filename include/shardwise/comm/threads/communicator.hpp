@@ -38,8 +38,7 @@ class communicator : public communicator_interface<communicator> {
 
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective.
   [[nodiscard]] communicator split(int color, int key) {
-    if (color < 0)
-      throw argument_error(world_rank(), "split", "colour " + std::to_string(color) + " is negative");
+    if (color < 0) throw argument_error(world_rank(), "split", "colour " + std::to_string(color) + " is negative");
     detail::collective<detail::split_call> mine(
         detail::split_call{.color = color, .key = key, .parent = group_, .members = {}, .created = {}}, group_, rank_,
         next_collective_++);

@@ -68,8 +68,8 @@ void reduce_range(std::size_t begin, std::size_t end, int ranks, const Source& s
 }
 
 template <class T, class Source, class Destination>
-void reduce_range(op reduction, std::size_t begin, std::size_t end, int ranks, const Source& source,
-                  int destinations, const Destination& destination) {
+void reduce_range(op reduction, std::size_t begin, std::size_t end, int ranks, const Source& source, int destinations,
+                  const Destination& destination) {
   const bool streaming = streams<T>((end - begin) * static_cast<std::size_t>(destinations));
   dispatch(reduction, [&](auto compiled) {
     reduce_range<decltype(compiled)::value, T>(begin, end, ranks, source, destinations, destination, streaming);
@@ -125,7 +125,8 @@ void perform(calls::all_to_all<T>& mine, const operation& op, int rank, int rank
   for (int k = 0; k < ranks; ++k) {
     const int s = (rank + k) % ranks;
     copy_elements(mine.out.data() + block * static_cast<std::size_t>(s),
-                  peer<calls::all_to_all<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank), block, streaming);
+                  peer<calls::all_to_all<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank), block,
+                  streaming);
   }
   if (streaming) shardwise::detail::finish_streaming();
 }

@@ -32,13 +32,12 @@ class abortable {
 
 // One threads::run: the abort flag, every rank's error and every group, so an abort can wake them all.
 struct context {
-  explicit context(int ranks)
-      : spins(shardwise::detail::spins_for(ranks)), errors(static_cast<std::size_t>(ranks)) {}
+  explicit context(int ranks) : spins(shardwise::detail::spins_for(ranks)), errors(static_cast<std::size_t>(ranks)) {}
   const int spins;
   std::atomic<bool> aborted{false};
   std::mutex mutex;
-  int failed_rank = -1;       // the rank that failed first (under mutex)
-  std::string failed_reason;  // its error, as its peers quote it; empty until known
+  int failed_rank = -1;                    // the rank that failed first (under mutex)
+  std::string failed_reason;               // its error, as its peers quote it; empty until known
   std::vector<std::exception_ptr> errors;  // by world rank
   std::vector<std::weak_ptr<abortable>> groups;
 

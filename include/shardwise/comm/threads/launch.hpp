@@ -49,7 +49,8 @@ void run(int ranks, Body&& body) {
   } catch (const shardwise::error&) {
     throw;
   } catch (const std::exception& original) {
-    std::throw_with_nested(rank_failure(failed, "threads::run", std::string("the rank body threw: ") + original.what()));
+    std::throw_with_nested(
+        rank_failure(failed, "threads::run", std::string("the rank body threw: ") + original.what()));
   } catch (...) {
     std::throw_with_nested(rank_failure(failed, "threads::run", "the rank body threw a non-standard exception"));
   }

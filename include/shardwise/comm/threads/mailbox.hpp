@@ -137,8 +137,12 @@ class transfer_wait final : public pending {
   transfer_wait(std::shared_ptr<context> run, std::shared_ptr<mailbox> box,
                 std::shared_ptr<std::atomic<std::uint32_t>> flag, std::shared_ptr<posted_receive> receive,
                 int world_rank, std::string_view name)
-      : run_(std::move(run)), box_(std::move(box)), flag_(std::move(flag)), receive_(std::move(receive)),
-        world_rank_(world_rank), name_(name) {}
+      : run_(std::move(run)),
+        box_(std::move(box)),
+        flag_(std::move(flag)),
+        receive_(std::move(receive)),
+        world_rank_(world_rank),
+        name_(name) {}
   ~transfer_wait() override { abandon(); }
 
   bool progress(bool block) override {
@@ -151,8 +155,9 @@ class transfer_wait final : public pending {
     done_ = true;
     if (receive_ && receive_->sent_bytes != receive_->bytes)
       throw argument_error(world_rank_, name_,
-                           "rank " + std::to_string(receive_->source) + " sent " + std::to_string(receive_->sent_bytes) +
-                               " bytes with tag " + std::to_string(receive_->tag) + ", the receive buffer holds " +
+                           "rank " + std::to_string(receive_->source) + " sent " +
+                               std::to_string(receive_->sent_bytes) + " bytes with tag " +
+                               std::to_string(receive_->tag) + ", the receive buffer holds " +
                                std::to_string(receive_->bytes) + " bytes");
     return true;
   }

@@ -23,14 +23,16 @@ namespace shardwise::threads {
 [[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
   constexpr std::align_val_t cache_line{64};  // no false sharing with the neighbouring allocation
   const auto release = [](std::byte* block) { ::operator delete(block, cache_line); };
-  std::unique_ptr<std::byte, decltype(release)> mine(static_cast<std::byte*>(::operator new(bytes, cache_line)), release);
+  std::unique_ptr<std::byte, decltype(release)> mine(static_cast<std::byte*>(::operator new(bytes, cache_line)),
+                                                     release);
   const std::int64_t here[2] = {static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(mine.get())),
                                 static_cast<std::int64_t>(bytes)};
   std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
   comm.all_gather(std::span<const std::int64_t>(here, 2), all);
   std::vector<std::span<std::byte>> blocks;
   for (std::size_t p = 0; p < all.size(); p += 2)
-    blocks.emplace_back(reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(all[p])), static_cast<std::size_t>(all[p + 1]));
+    blocks.emplace_back(reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(all[p])),
+                        static_cast<std::size_t>(all[p + 1]));
   // Freeing is collective, as MPI_Win_free is: a rank may still be raising a flag in a peer's block after
   // the peer saw it raised, so no block goes before every rank is done with all of them. The barrier is
   // on a communicator of the memory's own, split now while every rank is here. A rank unwinding an
