@@ -3,7 +3,8 @@
 // lies in exactly replicas() blocks, owner() names one of them and the way back (global_index) returns
 // the element, blocks stay inside the matrix, the padding stays within its rule, balanced layouts store
 // equal amounts, and cube_3d stores 1/P of the matrix per rank. Exact layouts reject shapes that do not
-// divide, naming the shape, the grid and the rule.
+// divide, naming the shape, the grid and the rule. The block views (blocks_of, all_blocks) list the
+// blocks the mapping gives, in its order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,8 +16,11 @@
 #include <type_traits>
 #include <vector>
 
+#include <range/v3/algorithm/equal.hpp>
+
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/layout/block_cyclic_2d.hpp"
+#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/layout.hpp"
@@ -65,9 +69,13 @@ void check_mapping(const coordinates<D>& grid, const matrix_extents& shape) {
   std::vector<int> held(static_cast<std::size_t>(shape.rows * shape.cols), 0);
   std::vector<int> lowest(held.size(), m.ranks());
   std::vector<std::int64_t> stored(static_cast<std::size_t>(m.ranks()));
+  std::vector<placed_block> every_block;
   for (int rank = 0; rank < m.ranks(); ++rank) {
+    std::vector<block_info> rank_blocks;
     for (int b = 0; b < m.block_count(rank); ++b) {
       const block_info info = m.block(rank, b);
+      rank_blocks.push_back(info);
+      every_block.push_back({rank, b, info});
       ASSERT_GE(info.row_offset, 0);
       ASSERT_GE(info.col_offset, 0);
       ASSERT_LE(info.row_offset + info.rows, shape.rows);
@@ -82,7 +90,9 @@ void check_mapping(const coordinates<D>& grid, const matrix_extents& shape) {
           lowest[at] = std::min(lowest[at], rank);
         }
     }
+    EXPECT_TRUE(ranges::equal(blocks_of(m, rank), rank_blocks)) << "blocks_of rank " << rank;
   }
+  EXPECT_TRUE(ranges::equal(all_blocks(m), every_block)) << "all_blocks";
   for (std::int64_t i = 0; i < shape.rows; ++i)
     for (std::int64_t j = 0; j < shape.cols; ++j) {
       const auto at = static_cast<std::size_t>(i * shape.cols + j);

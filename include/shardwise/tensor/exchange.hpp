@@ -27,8 +27,12 @@
 #include <string_view>
 #include <vector>
 
+#include <range/v3/algorithm/all_of.hpp>
+#include <range/v3/algorithm/contains.hpp>
+
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
 
@@ -82,8 +86,7 @@ template <layout_mapping From>
   if constexpr (!From::is_replicated) {
     return true;  // nobody else holds it
   } else {
-    for (int b = 0; b < from.block_count(receiver); ++b)
-      if (from.block(receiver, b) == held) return sender == receiver;
+    if (ranges::contains(blocks_of(from, receiver), held)) return sender == receiver;
     return from.owner(held.row_offset, held.col_offset).rank == sender;
   }
 }
@@ -120,12 +123,9 @@ template <layout_mapping From>
 // Whether every rank holds, in its own source blocks, everything its destination blocks need (path 1).
 template <layout_mapping From, layout_mapping To>
 [[nodiscard]] bool needs_no_communication(const From& from, const To& to) {
-  for (int rank = 0; rank < to.ranks(); ++rank)
-    for (int b = 0; b < to.block_count(rank); ++b) {
-      const block_info wanted = to.block(rank, b);
-      if (wanted.elements() != 0 && containing_block(from, rank, wanted) < 0) return false;
-    }
-  return true;
+  return ranges::all_of(all_blocks(to), [&](const placed_block& wanted) {
+    return wanted.block.elements() == 0 || containing_block(from, wanted.rank, wanted.block) >= 0;
+  });
 }
 
 // Whether, on every line along mesh axis a, each rank holds one block under `pieces` and one under

@@ -23,8 +23,11 @@
 #include <string_view>
 #include <vector>
 
+#include <range/v3/algorithm/equal.hpp>
+
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element.hpp"
+#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
 #include "shardwise/tensor/exchange.hpp"
@@ -57,9 +60,7 @@ template <layout_mapping Mapping, std::size_t D>
     coordinates<D> point = point_in_grid(grid, rank);
     point[b] = 0;
     const int first = rank_in_grid(grid, point);
-    if (mapping.block_count(rank) != mapping.block_count(first)) return false;
-    for (int k = 0; k < mapping.block_count(rank); ++k)
-      if (mapping.block(rank, k) != mapping.block(first, k)) return false;
+    if (!ranges::equal(blocks_of(mapping, rank), blocks_of(mapping, first))) return false;
   }
   return true;
 }
