@@ -1,5 +1,5 @@
 #pragma once
-// The embedding backend of simulated GPUs (comm/sim_gpu.hpp): the data move for real, through one
+// The embedding backend of simulated GPUs (sim/sim_gpu.hpp): the data move for real, through one
 // symmetric window over every rank, and the time is the models': a persistent kernel on the
 // communicator's stream whose puts and flags share the network (fused/embedding_cost.hpp). Peers in
 // another node get a slice by a put from a staging buffer, peers in the node by zero-copy stores; the
