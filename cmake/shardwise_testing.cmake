@@ -1,4 +1,4 @@
-# Test scaffolding every later issue reuses:
+# Test scaffolding every test uses:
 #   shardwise_add_backend_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>]
 #                              [COMPILE_DEFINITIONS <definitions...>])
 #   shardwise_add_mpi_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>]
@@ -188,7 +188,7 @@ function(shardwise_add_header_check)
   endif()
 endfunction()
 
-# ---- simulated GPUs (issue 6)
+# ---- simulated GPUs
 # The body of a backend test built a third time, against the sim_gpu backend (SHARDWISE_TEST_SIM_GPU=1):
 # executable <name>_sim_gpu, in-process test <name>.sim_gpu.
 function(shardwise_add_sim_gpu_test)
