@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -122,13 +123,7 @@ class dot_interaction {
   // Runs `compute` as a kernel doing `work` where the mesh's ranks drive modelled devices.
   template <class Compute>
   static void run(const tensor_type& on, const shardwise::work& work, Compute&& compute) {
-    auto& carrier = on.mesh().world();
-    if constexpr (shardwise::detail::launches_kernels<std::remove_cvref_t<decltype(carrier)>>) {
-      carrier.launch(work, compute, "dot interaction");
-    } else {
-      (void)work;
-      compute();
-    }
+    run_kernel(on.mesh().world(), work, "dot interaction", compute);
   }
 
   std::optional<tensor_type> dense_, embeddings_;

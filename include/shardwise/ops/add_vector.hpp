@@ -26,7 +26,8 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   detail::check_vector_fits(matrix, vector, "add_vector");
   const auto spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> sum(matrix.mesh(), matrix.extents());
-  sum.local() = matrix.local().rowwise() + spread.local().row(0);
+  run_kernel(matrix.mesh().world(), detail::matrix_vector_work(matrix, spread), "add vector",
+             [&] { sum.local() = matrix.local().rowwise() + spread.local().row(0); });
   return sum;
 } catch (...) {
   rethrow_within_call(world_rank_of(matrix), call_text("add_vector", describe(matrix), describe(vector)));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -81,6 +82,26 @@ void for_each_tile(const Tensor& t, const attention_shape& shape, F&& f) {
   }
 }
 
+// One tile's work (a kernel, core/kernel.hpp): forward, S = QKᵀ and O = PV (2n²d operations each) and
+// the softmax (12 per element of S, an exp counted as 8), reading Q, K, V and writing O and P; backward,
+// four products of that size and 4 operations per element of P, reading Q, K, V, dO and P, writing dQ,
+// dK and dV.
+template <class T>
+[[nodiscard]] work attention_work(const attention_shape& shape, double tiles, bool backward) {
+  const auto n = static_cast<double>(shape.sequence);
+  const auto d = static_cast<double>(shape.head_dim);
+  const double element = sizeof(T);
+  return backward ? work{tiles * (8 * n * n * d + 4 * n * n), tiles * element * (7 * n * d + n * n)}
+                  : work{tiles * (4 * n * n * d + 12 * n * n), tiles * element * (4 * n * d + n * n)};
+}
+
+template <class Tensor>
+[[nodiscard]] double tile_count(const Tensor& t, const attention_shape& shape) {
+  double tiles = 0;
+  for_each_tile(t, shape, [&](int, std::int64_t, std::int64_t) { ++tiles; });
+  return tiles;
+}
+
 }  // namespace detail
 
 // O = attention(Q, K, V); fills `saved` for attention_backward.
@@ -96,19 +117,22 @@ template <class T, class Layout, class Mesh>
   const std::int64_t d = shape.head_dim;
   dtensor<T, Layout, Mesh> out(q.mesh(), q.extents());
   saved.probabilities.clear();
-  detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-    matrix p = (q.local(b).block(r, c, n, d) * k.local(b).block(r, c, n, d).transpose()) * scale;
-    for (std::int64_t i = 0; i < n; ++i) {
-      // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
-      // denormal there, which would slow every product that reads P several times over.
-      const std::int64_t seen = shape.causal ? i + 1 : n;
-      auto row = p.row(i).head(seen);
-      row = (row.array() - row.maxCoeff()).exp();
-      row /= row.sum();
-      p.row(i).tail(n - seen).setZero();
-    }
-    out.local(b).block(r, c, n, d) = p * v.local(b).block(r, c, n, d);
-    saved.probabilities.push_back(std::move(p));
+  const auto work_of = [&] { return detail::attention_work<T>(shape, detail::tile_count(q, shape), false); };
+  run_kernel(q.mesh().world(), work_of, "attention", [&] {
+    detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
+      matrix p = (q.local(b).block(r, c, n, d) * k.local(b).block(r, c, n, d).transpose()) * scale;
+      for (std::int64_t i = 0; i < n; ++i) {
+        // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
+        // denormal there, which would slow every product that reads P several times over.
+        const std::int64_t seen = shape.causal ? i + 1 : n;
+        auto row = p.row(i).head(seen);
+        row = (row.array() - row.maxCoeff()).exp();
+        row /= row.sum();
+        p.row(i).tail(n - seen).setZero();
+      }
+      out.local(b).block(r, c, n, d) = p * v.local(b).block(r, c, n, d);
+      saved.probabilities.push_back(std::move(p));
+    });
   });
   return out;
 } catch (...) {
@@ -135,19 +159,22 @@ template <class T, class Layout, class Mesh>
   const std::int64_t d = shape.head_dim;
   attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
   std::size_t tile = 0;
-  detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-    if (tile >= saved.probabilities.size())
-      throw argument_error(q.mesh().world().world_rank(), "attention_backward",
-                           "the saved forward state has " + std::to_string(saved.probabilities.size()) +
-                               " tiles, fewer than these tensors need: pass the state of the same forward call");
-    const matrix& p = saved.probabilities[tile++];
-    const auto d_o = d_out.local(b).block(r, c, n, d);
-    grad.v.local(b).block(r, c, n, d) = p.transpose() * d_o;
-    const matrix d_p = d_o * v.local(b).block(r, c, n, d).transpose();
-    const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
-    const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
-    grad.q.local(b).block(r, c, n, d) = d_s * k.local(b).block(r, c, n, d);
-    grad.k.local(b).block(r, c, n, d) = d_s.transpose() * q.local(b).block(r, c, n, d);
+  const auto work_of = [&] { return detail::attention_work<T>(shape, detail::tile_count(q, shape), true); };
+  run_kernel(q.mesh().world(), work_of, "attention backward", [&] {
+    detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
+      if (tile >= saved.probabilities.size())
+        throw argument_error(q.mesh().world().world_rank(), "attention_backward",
+                             "the saved forward state has " + std::to_string(saved.probabilities.size()) +
+                                 " tiles, fewer than these tensors need: pass the state of the same forward call");
+      const matrix& p = saved.probabilities[tile++];
+      const auto d_o = d_out.local(b).block(r, c, n, d);
+      grad.v.local(b).block(r, c, n, d) = p.transpose() * d_o;
+      const matrix d_p = d_o * v.local(b).block(r, c, n, d).transpose();
+      const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
+      const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
+      grad.q.local(b).block(r, c, n, d) = d_s * k.local(b).block(r, c, n, d);
+      grad.k.local(b).block(r, c, n, d) = d_s.transpose() * q.local(b).block(r, c, n, d);
+    });
   });
   return grad;
 } catch (...) {

@@ -9,15 +9,22 @@
 //   auto dx = dropout_backward(dy, 0.1, seed);
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
+
+// The operations a kernel declares per element (core/kernel.hpp): the counter-based draw's mixing
+// rounds, the comparison and the scale.
+inline constexpr double dropout_operations = 16;
 
 // Whether dropout at `rate` under `seed` keeps element (row, column).
 [[nodiscard]] constexpr bool dropout_keeps(double rate, std::uint64_t seed, std::int64_t row,
@@ -34,9 +41,14 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   const T scale = T(1 / (1 - rate));
   const block_info& at = input.block();
   const auto x = input.local();
-  return from_function<Layout>(input.mesh(), input.extents(), [&](std::int64_t i, std::int64_t j) {
-    return dropout_keeps(rate, seed, i, j) ? x(i - at.row_offset, j - at.col_offset) * scale : T(0);
+  const auto elements = static_cast<double>(x.size());
+  std::optional<dtensor<T, Layout, Mesh>> output;
+  run_kernel(input.mesh().world(), {dropout_operations * elements, 2 * sizeof(T) * elements}, "dropout", [&] {
+    output.emplace(from_function<Layout>(input.mesh(), input.extents(), [&](std::int64_t i, std::int64_t j) {
+      return dropout_keeps(rate, seed, i, j) ? x(i - at.row_offset, j - at.col_offset) * scale : T(0);
+    }));
   });
+  return std::move(*output);
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("dropout", describe(input)));
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -40,15 +41,31 @@ void for_each_owned_token(const Table& table, std::span<const std::int32_t> toke
   }
 }
 
+// The work of adding the rows of the tokens this rank owns (a kernel, core/kernel.hpp): per owned token,
+// one operation per column, the row read, the destination read and written.
+template <class T, class Layout, class Mesh>
+[[nodiscard]] work owned_rows_work(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens,
+                                   const char* operation) {
+  double owned = 0;
+  for_each_owned_token(table, tokens, operation, [&](std::size_t, int, std::int64_t) { ++owned; });
+  const double elements = owned * static_cast<double>(table.cols());
+  return {elements, 3 * sizeof(T) * elements};
+}
+
 }  // namespace detail
 
 // whole.row(t) += table row tokens[t], for the rows this rank owns. `whole` is tokens x hidden.
 template <class T, class Layout, class Mesh>
 void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens,
                     whole_matrix<T>& whole) {
-  detail::for_each_owned_token(table, tokens, "embedding lookup", [&](std::size_t t, int b, std::int64_t row) {
-    whole.row(static_cast<Eigen::Index>(t)) += table.local(b).row(row);
-  });
+  const char* const operation = "embedding lookup";
+  run_kernel(
+      table.mesh().world(), [&] { return detail::owned_rows_work(table, tokens, operation); }, operation,
+      [&] {
+        detail::for_each_owned_token(table, tokens, operation, [&](std::size_t t, int b, std::int64_t row) {
+          whole.row(static_cast<Eigen::Index>(t)) += table.local(b).row(row);
+        });
+      });
 }
 
 // The backward of the lookup: table_gradient row tokens[t] += gradient.row(t), for the rows this rank
@@ -56,10 +73,15 @@ void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::
 template <class T, class Layout, class Mesh>
 void add_to_owned_rows(dtensor<T, Layout, Mesh>& table_gradient, std::span<const std::int32_t> tokens,
                        const whole_matrix<T>& gradient) {
-  detail::for_each_owned_token(table_gradient, tokens, "embedding lookup backward",
-                               [&](std::size_t t, int b, std::int64_t row) {
-                                 table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t));
-                               });
+  const char* const operation = "embedding lookup backward";
+  run_kernel(
+      table_gradient.mesh().world(), [&] { return detail::owned_rows_work(table_gradient, tokens, operation); },
+      operation,
+      [&] {
+        detail::for_each_owned_token(table_gradient, tokens, operation, [&](std::size_t t, int b, std::int64_t row) {
+          table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t));
+        });
+      });
 }
 
 }  // namespace shardwise

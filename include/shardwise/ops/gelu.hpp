@@ -45,6 +45,11 @@ struct gelu_tanh {
   }
 };
 
+// The kernels' declared work (tensor/elementwise.hpp): the arithmetic counted, a tanh, erf or exp as 8
+// operations. At 4 + 4 bytes an element GeLU is memory-bound on every device modelled, whatever the count.
+inline constexpr elementwise_cost gelu_cost{16, "GeLU"};
+inline constexpr elementwise_cost gelu_backward_cost{24, "GeLU backward"};
+
 }  // namespace detail
 
 enum class gelu_approximation { tanh, none };
@@ -53,8 +58,8 @@ template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
     [[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
                                                 gelu_approximation approximation = gelu_approximation::tanh) try {
-  return approximation == gelu_approximation::tanh ? transform(input, detail::gelu_tanh<T>::value)
-                                                   : transform(input, detail::gelu_exact<T>::value);
+  return approximation == gelu_approximation::tanh ? transform(input, detail::gelu_tanh<T>::value, detail::gelu_cost)
+                                                   : transform(input, detail::gelu_exact<T>::value, detail::gelu_cost);
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("gelu", describe(input)));
 }
@@ -65,8 +70,12 @@ requires(!is_partial_sum_v<Layout>) [[nodiscard]] dtensor<T, Layout, Mesh> gelu_
     const dtensor<T, Layout, Mesh>& output_gradient, const dtensor<T, Layout, Mesh>& input,
     gelu_approximation approximation = gelu_approximation::tanh) try {
   if (approximation == gelu_approximation::tanh)
-    return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); });
-  return transform(output_gradient, input, [](T dy, T x) { return dy * detail::gelu_exact<T>::derivative(x); });
+    return transform(
+        output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); },
+        detail::gelu_backward_cost);
+  return transform(
+      output_gradient, input, [](T dy, T x) { return dy * detail::gelu_exact<T>::derivative(x); },
+      detail::gelu_backward_cost);
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("gelu_backward", describe(output_gradient), describe(input)));
 }

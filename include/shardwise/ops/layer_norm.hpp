@@ -21,6 +21,7 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/add_vector.hpp"
@@ -66,10 +67,11 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   const Eigen::Matrix<T, Eigen::Dynamic, 1> means = row_sums<Layout>(mesh, x) / columns;
   dtensor<T, Layout, Mesh> normalized(mesh, input.extents());
   auto centred = normalized.local();
-  centred = x.colwise() - means;
+  const work pass{static_cast<double>(x.size()), 2 * sizeof(T) * static_cast<double>(x.size())};
+  run_kernel(mesh.world(), pass, "layer norm centre", [&] { centred = x.colwise() - means; });
   const Eigen::Matrix<T, Eigen::Dynamic, 1> variances = row_sums<Layout>(mesh, centred.array().square()) / columns;
   Eigen::Matrix<T, Eigen::Dynamic, 1> inverse_deviation = (variances.array() + epsilon).rsqrt().matrix();
-  centred.array().colwise() *= inverse_deviation.array();
+  run_kernel(mesh.world(), pass, "layer norm scale", [&] { centred.array().colwise() *= inverse_deviation.array(); });
   auto output = add_vector(multiply_vector(normalized, gamma), beta);
   return {std::move(output), {std::move(normalized), std::move(inverse_deviation)}};
 } catch (...) {
@@ -86,15 +88,20 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   const auto x_hat = saved.normalized.local();
   // Both row means in one all-reduce: column 0 sums g, column 1 sums g ∘ x̂.
   row_values<T> means(g.rows(), 2);
-  means.col(0) = g.rowwise().sum();
-  means.col(1) = g.cwiseProduct(x_hat).rowwise().sum();
+  const auto elements = static_cast<double>(g.size());
+  run_kernel(mesh.world(), {3 * elements, 2 * sizeof(T) * elements}, "layer norm backward row means", [&] {
+    means.col(0) = g.rowwise().sum();
+    means.col(1) = g.cwiseProduct(x_hat).rowwise().sum();
+  });
   combine_across_row<Layout>(mesh, means, op::sum);
   means /= T(output_gradient.cols());
   dtensor<T, Layout, Mesh> input_gradient(mesh, output_gradient.extents());
-  input_gradient.local() =
-      (((g.array().colwise() - means.col(0).array()) - x_hat.array().colwise() * means.col(1).array()).colwise() *
-       saved.inverse_deviation.array())
-          .matrix();
+  run_kernel(mesh.world(), {4 * elements, 3 * sizeof(T) * elements}, "layer norm backward", [&] {
+    input_gradient.local() =
+        (((g.array().colwise() - means.col(0).array()) - x_hat.array().colwise() * means.col(1).array()).colwise() *
+         saved.inverse_deviation.array())
+            .matrix();
+  });
   return {std::move(input_gradient), std::move(gamma_gradient), column_sums(output_gradient)};
 } catch (...) {
   rethrow_within_call(world_rank_of(output_gradient),

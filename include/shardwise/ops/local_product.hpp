@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/core/work.hpp"
 #include "shardwise/layout/layout.hpp"
@@ -77,13 +78,6 @@ template <bool Transposed, class Matrix>
   }
 }
 
-// A communicator whose ranks drive modelled devices: launch(work, compute, name) runs `compute` as a
-// kernel doing `work` (sim_gpu::communicator).
-template <class Communicator>
-concept launches_kernels = requires(Communicator& c, const work& w, void (*compute)(), const std::string& name) {
-  c.launch(w, compute, name);
-};
-
 // out = op(left) · op(right), or out += when `accumulate`. `carrier` is the communicator that moves the
 // result on: where it launches kernels, the GEMM is one, and what it sends afterwards waits for it.
 template <bool TransposeLeft, bool TransposeRight, class Communicator, class Out, class Left, class Right>
@@ -95,18 +89,17 @@ void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& r
       out.noalias() = oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
     }
   };
-  if constexpr (launches_kernels<Communicator>) {
-    const auto m = static_cast<double>(out.rows());
-    const auto n = static_cast<double>(out.cols());
-    const auto k = static_cast<double>(TransposeLeft ? left.rows() : left.cols());
-    const double element = sizeof(typename std::remove_cvref_t<Out>::Scalar);
-    const double bytes = element * (m * k + k * n + (accumulate ? 2 : 1) * m * n);
-    carrier.launch({2 * m * n * k, bytes}, gemm,
-                   "GEMM " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + "x" +
-                       std::to_string(static_cast<std::int64_t>(k)));
-  } else {
-    gemm();
-  }
+  const auto m = static_cast<double>(out.rows());
+  const auto n = static_cast<double>(out.cols());
+  const auto k = static_cast<double>(TransposeLeft ? left.rows() : left.cols());
+  const double element = sizeof(typename std::remove_cvref_t<Out>::Scalar);
+  run_kernel(
+      carrier, gemm_work(m, n, k, element, accumulate),
+      [&] {
+        return "GEMM " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + "x" +
+               std::to_string(static_cast<std::int64_t>(k));
+      },
+      gemm);
 }
 
 // How error messages name the three forms.

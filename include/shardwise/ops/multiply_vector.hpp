@@ -24,7 +24,8 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   detail::check_vector_fits(matrix, vector, "multiply_vector");
   const auto spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> product(matrix.mesh(), matrix.extents());
-  product.local() = (matrix.local().array().rowwise() * spread.local().row(0).array()).matrix();
+  run_kernel(matrix.mesh().world(), detail::matrix_vector_work(matrix, spread), "multiply vector",
+             [&] { product.local() = (matrix.local().array().rowwise() * spread.local().row(0).array()).matrix(); });
   return product;
 } catch (...) {
   rethrow_within_call(world_rank_of(matrix), call_text("multiply_vector", describe(matrix), describe(vector)));

@@ -9,13 +9,15 @@
 //   Eigen::VectorXf sums = row_sums<Layout>(t.mesh(), (x.colwise() - maxima).array().exp());
 //
 // Collective over the column axes. Each argument is this rank's block (or an expression of it) with
-// only owned columns, as local() shows it: padding never counts.
+// only owned columns, as local() shows it: padding never counts. The local reduction is one kernel
+// (core/kernel.hpp) reading `tensors_read` elements per element of the argument, one operation each.
 #include <Eigen/Core>
 #include <cstddef>
 #include <limits>
 #include <span>
 
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 
 namespace shardwise {
@@ -31,10 +33,22 @@ void combine_across_row(Mesh& mesh, row_values<Scalar>& values, op reduction) {
   for (const std::size_t a : Layout::col_axes) mesh.axis(static_cast<int>(a)).all_reduce(buffer, reduction);
 }
 
+namespace detail {
+// The work of reducing each row of `local` to one value.
+template <class Derived>
+[[nodiscard]] work row_reduction_work(const Eigen::DenseBase<Derived>& local, int tensors_read) {
+  const auto elements = static_cast<double>(local.size());
+  const double element = sizeof(typename Derived::Scalar);
+  return {elements, element * (tensors_read * elements + static_cast<double>(local.rows()))};
+}
+}  // namespace detail
+
 template <split_layout Layout, class Mesh, class Derived>
 [[nodiscard]] Eigen::Matrix<typename Derived::Scalar, Eigen::Dynamic, 1> row_sums(
-    Mesh& mesh, const Eigen::DenseBase<Derived>& local) {
-  row_values<typename Derived::Scalar> sums = local.rowwise().sum();
+    Mesh& mesh, const Eigen::DenseBase<Derived>& local, int tensors_read = 1) {
+  row_values<typename Derived::Scalar> sums;
+  run_kernel(mesh.world(), detail::row_reduction_work(local, tensors_read), "row sums",
+             [&] { sums = local.rowwise().sum(); });
   combine_across_row<Layout>(mesh, sums, op::sum);
   return sums;
 }
@@ -44,9 +58,11 @@ template <split_layout Layout, class Mesh, class Derived>
     Mesh& mesh, const Eigen::DenseBase<Derived>& local) {
   using Scalar = typename Derived::Scalar;
   // A rank may own no columns (the last pieces of a padded cut): it contributes the identity of max.
-  row_values<Scalar> maxima =
-      local.cols() == 0 ? row_values<Scalar>::Constant(local.rows(), 1, -std::numeric_limits<Scalar>::infinity())
-                        : row_values<Scalar>(local.rowwise().maxCoeff());
+  row_values<Scalar> maxima;
+  run_kernel(mesh.world(), detail::row_reduction_work(local, 1), "row maxima", [&] {
+    maxima = local.cols() == 0 ? row_values<Scalar>::Constant(local.rows(), 1, -std::numeric_limits<Scalar>::infinity())
+                               : row_values<Scalar>(local.rowwise().maxCoeff());
+  });
   combine_across_row<Layout>(mesh, maxima, op::max);
   return maxima;
 }

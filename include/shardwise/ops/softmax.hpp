@@ -4,10 +4,12 @@
 // sums come from the ranks that share the row (an all-reduce, op::max then op::sum, along each column
 // axis; ops/row_reduction.hpp); padding columns never count, and stay zero. Output has x's layout. A
 // partial-sum tensor does not compile: the softmax of the addends is not the softmax of the sum.
+// Kernels (core/kernel.hpp) count an exp as 8 operations, as gelu counts tanh.
 #include <Eigen/Core>
 #include <concepts>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/row_reduction.hpp"
@@ -24,9 +26,12 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   const auto maxima = row_maxima<Layout>(mesh, x);
   dtensor<T, Layout, Mesh> output(mesh, input.extents());
   auto y = output.local();
-  y = (x.colwise() - maxima).array().exp().matrix();
+  const auto elements = static_cast<double>(x.size());
+  run_kernel(mesh.world(), {9 * elements, 2 * sizeof(T) * elements}, "softmax exp",
+             [&] { y = (x.colwise() - maxima).array().exp().matrix(); });
   const auto sums = row_sums<Layout>(mesh, y);
-  y.array().colwise() /= sums.array();
+  run_kernel(mesh.world(), {elements, 2 * sizeof(T) * elements}, "softmax normalise",
+             [&] { y.array().colwise() /= sums.array(); });
   return output;
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("softmax_rows", describe(input)));
@@ -40,9 +45,11 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   detail::check_same_shape(output_gradient, output, "softmax_rows_backward");
   const auto dy = output_gradient.local();
   const auto y = output.local();
-  const auto dots = row_sums<Layout>(mesh, dy.cwiseProduct(y));
+  const auto dots = row_sums<Layout>(mesh, dy.cwiseProduct(y), 2);
   dtensor<T, Layout, Mesh> input_gradient(mesh, output.extents());
-  input_gradient.local() = (y.array() * (dy.array().colwise() - dots.array())).matrix();
+  const auto elements = static_cast<double>(y.size());
+  run_kernel(mesh.world(), {2 * elements, 3 * sizeof(T) * elements}, "softmax backward",
+             [&] { input_gradient.local() = (y.array() * (dy.array().colwise() - dots.array())).matrix(); });
   return input_gradient;
 } catch (...) {
   rethrow_within_call(world_rank_of(output),

@@ -31,6 +31,7 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/tensor/distribute.hpp"
@@ -59,6 +60,15 @@ void check_vector_fits(const Matrix& matrix, const Vector& vector, std::string_v
                          "the vector is " + std::to_string(vector.rows()) + "x" + std::to_string(vector.cols()) +
                              "; a " + std::to_string(matrix.rows()) + "x" + std::to_string(matrix.cols()) +
                              " matrix needs a 1x" + std::to_string(matrix.cols()) + " vector");
+}
+
+// The work of one pass over a rank's block of `matrix` with its part of a 1 x N `vector`: one operation
+// per element, the block and the vector read and a block's worth written (a kernel, core/kernel.hpp).
+template <class Matrix, class Vector>
+[[nodiscard]] work matrix_vector_work(const Matrix& matrix, const Vector& vector) {
+  const auto elements = static_cast<double>(matrix.local().size());
+  const double element = sizeof(typename Matrix::value_type);
+  return {elements, element * (2 * elements + static_cast<double>(vector.local().size()))};
 }
 
 // The mesh axes of the paper's path for a cube layout L (rows over (across, other), columns over column).
@@ -107,7 +117,10 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   using storage = vector_layout_t<Layout>;
   Mesh& mesh = matrix.mesh();
   dtensor<T, column_sums_layout_t<Layout>, Mesh> sums(mesh, {1, matrix.cols()});
-  sums.local() = matrix.local().colwise().sum();  // zero where this rank owns no rows
+  const auto elements = static_cast<double>(matrix.local().size());
+  const work summing{elements, sizeof(T) * (elements + static_cast<double>(sums.local().size()))};
+  run_kernel(mesh.world(), summing, "column sums",
+             [&] { sums.local() = matrix.local().colwise().sum(); });  // zero where this rank owns no rows
   if constexpr (!is_partial_sum_v<column_sums_layout_t<Layout>>) {
     return sums;  // the rows are not cut: every rank summed whole columns
   } else if constexpr (std::is_same_v<storage, broadcast_vector_layout_t<Layout>>) {

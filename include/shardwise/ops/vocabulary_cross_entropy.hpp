@@ -19,6 +19,7 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -47,31 +48,42 @@ template <class T, split_layout Layout, class Mesh>
                              " hidden states of width " + std::to_string(hidden.cols()) + " (the table is " +
                              std::to_string(table.rows()) + "x" + std::to_string(table.cols()) + ")");
   const block_info& rows = table.block(0);
-  const whole_matrix<T> logits = hidden * table.local(0).transpose();
+  const auto vocabulary_rows = static_cast<double>(rows.rows);
+  const auto hidden_width = static_cast<double>(hidden.cols());
+  const double logit_count = static_cast<double>(tokens) * vocabulary_rows;
+  whole_matrix<T> logits;
+  run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
+             "vocabulary logits", [&] { logits = hidden * table.local(0).transpose(); });
 
   std::vector<T> maximum(tokens, -std::numeric_limits<T>::infinity());
-  if (rows.rows > 0)
-    for (std::size_t t = 0; t < tokens; ++t) maximum[t] = logits.row(static_cast<Eigen::Index>(t)).maxCoeff();
+  run_kernel(world, {logit_count, sizeof(T) * logit_count}, "logit maxima", [&] {
+    if (rows.rows > 0)
+      for (std::size_t t = 0; t < tokens; ++t) maximum[t] = logits.row(static_cast<Eigen::Index>(t)).maxCoeff();
+  });
   world.all_reduce(std::span<T>(maximum), op::max);
 
   // Sums of exponentials, then target logits: one reduction.
   std::vector<T> sums(2 * tokens, T(0));
   saved.probabilities.resize(logits.rows(), logits.cols());
-  for (std::size_t t = 0; t < tokens; ++t) {
-    const auto row = static_cast<Eigen::Index>(t);
-    saved.probabilities.row(row) = (logits.row(row).array() - maximum[t]).exp().matrix();
-    sums[t] = saved.probabilities.row(row).sum();
-  }
-  detail::for_each_owned_token(table, targets, "vocabulary cross-entropy", [&](std::size_t t, int, std::int64_t row) {
-    sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row);
+  run_kernel(world, {10 * logit_count, 2 * sizeof(T) * logit_count}, "logit exponentials", [&] {
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const auto row = static_cast<Eigen::Index>(t);
+      saved.probabilities.row(row) = (logits.row(row).array() - maximum[t]).exp().matrix();
+      sums[t] = saved.probabilities.row(row).sum();
+    }
+    detail::for_each_owned_token(table, targets, "vocabulary cross-entropy", [&](std::size_t t, int, std::int64_t row) {
+      sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row);
+    });
   });
   world.all_reduce(std::span<T>(sums), op::sum);
 
   double loss = 0;
-  for (std::size_t t = 0; t < tokens; ++t) {
-    loss += std::log(static_cast<double>(sums[t])) + maximum[t] - sums[tokens + t];
-    saved.probabilities.row(static_cast<Eigen::Index>(t)) /= sums[t];
-  }
+  run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "probabilities", [&] {
+    for (std::size_t t = 0; t < tokens; ++t) {
+      loss += std::log(static_cast<double>(sums[t])) + maximum[t] - sums[tokens + t];
+      saved.probabilities.row(static_cast<Eigen::Index>(t)) /= sums[t];
+    }
+  });
   saved.hidden = hidden;
   saved.targets.assign(targets.begin(), targets.end());
   return loss / static_cast<double>(tokens);
@@ -88,15 +100,25 @@ template <class T, split_layout Layout, class Mesh>
 [[nodiscard]] whole_matrix<T> vocabulary_cross_entropy_backward(const cross_entropy_saved<T>& saved,
                                                                 const dtensor<T, Layout, Mesh>& table,
                                                                 dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
-  whole_matrix<T> logits_gradient = saved.probabilities;
-  detail::for_each_owned_token(
-      table, saved.targets, "vocabulary cross-entropy backward",
-      [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
-  logits_gradient *= scale / static_cast<T>(saved.targets.size());
-  table_gradient.local(0).noalias() += logits_gradient.transpose() * saved.hidden;
-  whole_matrix<T> hidden_gradient = logits_gradient * table.local(0);
-  table.mesh().world().all_reduce(
-      std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())), op::sum);
+  auto& world = table.mesh().world();
+  const auto tokens = static_cast<double>(saved.probabilities.rows());
+  const auto vocabulary_rows = static_cast<double>(saved.probabilities.cols());
+  const auto hidden_width = static_cast<double>(saved.hidden.cols());
+  const double logit_count = tokens * vocabulary_rows;
+  whole_matrix<T> logits_gradient;
+  run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "logits gradient", [&] {
+    logits_gradient = saved.probabilities;
+    detail::for_each_owned_token(
+        table, saved.targets, "vocabulary cross-entropy backward",
+        [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
+    logits_gradient *= scale / static_cast<T>(saved.targets.size());
+  });
+  run_kernel(world, gemm_work(vocabulary_rows, hidden_width, tokens, sizeof(T), true), "vocabulary table gradient",
+             [&] { table_gradient.local(0).noalias() += logits_gradient.transpose() * saved.hidden; });
+  whole_matrix<T> hidden_gradient;
+  run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient",
+             [&] { hidden_gradient = logits_gradient * table.local(0); });
+  world.all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())), op::sum);
   return hidden_gradient;
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));

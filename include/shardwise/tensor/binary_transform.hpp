@@ -2,7 +2,8 @@
 // transform(a, b, f): a new tensor of f(a_ij, b_ij) for two tensors of one layout, shape and mesh; local
 // to each rank. The two-argument form of transform(t, f) (tensor/elementwise.hpp), with its rules: f is
 // applied to owned elements only, so padding stays zero, and partial sums are refused (f of addends,
-// summed, is not f of the sums unless f is linear).
+// summed, is not f of the sums unless f is linear), and its cost: one kernel, `cost.flops_per_element`
+// operations on every owned element, both operands read and the result written.
 #include <concepts>
 #include <cstdint>
 #include <string>
@@ -10,8 +11,10 @@
 #include <type_traits>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/dtensor.hpp"
+#include "shardwise/tensor/elementwise.hpp"
 
 namespace shardwise {
 
@@ -31,19 +34,24 @@ void check_same_shape(const A& a, const B& b, std::string_view operation) {
 
 template <class T, class U, class Layout, class Mesh, class F>
 requires std::invocable<F&, const T&, const U&>
-[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& a, const dtensor<U, Layout, Mesh>& b, F&& f) {
+[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& a, const dtensor<U, Layout, Mesh>& b, F&& f,
+                             const elementwise_cost& cost = {}) {
   detail::check_same_shape(a, b, "transform");
   using V = std::remove_cvref_t<std::invoke_result_t<F&, const T&, const U&>>;
   dtensor<V, Layout, Mesh> result(a.mesh(), a.extents());
   // Eigen calls its functor as const; the lambda lets f be any invocable, a mutable one included.
   const auto apply = [&f](const T& x, const U& y) -> V { return f(x, y); };
-  for (int k = 0; k < a.block_count(); ++k) result.local(k) = a.local(k).binaryExpr(b.local(k), apply);
+  const double elements = detail::owned_elements(a);
+  run_kernel(a.mesh().world(), {elements * cost.flops_per_element, elements * (sizeof(T) + sizeof(U) + sizeof(V))},
+             cost.name, [&] {
+               for (int k = 0; k < a.block_count(); ++k) result.local(k) = a.local(k).binaryExpr(b.local(k), apply);
+             });
   return result;
 }
 
 template <class T, class U, class Layout, class Mesh, class F>
 requires std::invocable<F&, const T&, const U&> && is_partial_sum_v<Layout>
-void transform(const dtensor<T, Layout, Mesh>&, const dtensor<U, Layout, Mesh>&,
-               F&&) = delete;  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
+void transform(const dtensor<T, Layout, Mesh>&, const dtensor<U, Layout, Mesh>&, F&&, const elementwise_cost& = {}) =
+    delete;  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
 
 }  // namespace shardwise

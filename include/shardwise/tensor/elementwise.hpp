@@ -5,33 +5,58 @@
 //                     overload for partial sums is deleted: the first error names the layout).
 //   scale(t, factor)  in place; linear, so allowed on partial sums too.
 // Padding stays zero: f is applied to owned elements only.
+//
+// Each call is one kernel (core/kernel.hpp): on simulated GPUs it takes the roofline time of its work,
+// every owned element read and written once and `cost.flops_per_element` operations on it; the
+// operation that calls transform declares that cost, as gelu does.
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
 
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
 
+// What an element-wise kernel does per element, as the operation applying it declares.
+struct elementwise_cost {
+  double flops_per_element = 1;
+  const char* name = "element-wise";
+};
+
+namespace detail {
+// The elements a rank owns (its blocks without their padding).
+template <class Tensor>
+[[nodiscard]] double owned_elements(const Tensor& tensor) {
+  double elements = 0;
+  for (int b = 0; b < tensor.block_count(); ++b) elements += static_cast<double>(tensor.local(b).size());
+  return elements;
+}
+}  // namespace detail
+
 template <class T, class Layout, class Mesh, class F>
 requires std::invocable<F&, const T&>
-[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& tensor, F&& f) {
+[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& tensor, F&& f, const elementwise_cost& cost = {}) {
   using U = std::remove_cvref_t<std::invoke_result_t<F&, const T&>>;
   dtensor<U, Layout, Mesh> result(tensor.mesh(), tensor.extents());
-  for (int b = 0; b < tensor.block_count(); ++b) {
-    auto in = tensor.local(b);
-    auto out = result.local(b);
-    for (std::int64_t r = 0; r < in.rows(); ++r)
-      for (std::int64_t c = 0; c < in.cols(); ++c) out(r, c) = f(in(r, c));
-  }
+  const double elements = detail::owned_elements(tensor);
+  run_kernel(tensor.mesh().world(), {elements * cost.flops_per_element, elements * (sizeof(T) + sizeof(U))}, cost.name,
+             [&] {
+               for (int b = 0; b < tensor.block_count(); ++b) {
+                 auto in = tensor.local(b);
+                 auto out = result.local(b);
+                 for (std::int64_t r = 0; r < in.rows(); ++r)
+                   for (std::int64_t c = 0; c < in.cols(); ++c) out(r, c) = f(in(r, c));
+               }
+             });
   return result;
 }
 
 template <class T, class Layout, class Mesh, class F>
 requires std::invocable<F&, const T&> && is_partial_sum_v<Layout>
 void transform(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
-    const dtensor<T, Layout, Mesh>&, F&&) = delete;
+    const dtensor<T, Layout, Mesh>&, F&&, const elementwise_cost& = {}) = delete;
 
 template <class T, class Layout, class Mesh>
 void scale(dtensor<T, Layout, Mesh>& tensor, const std::type_identity_t<T>& factor) {
