@@ -12,6 +12,13 @@
 //                          between each pair of the 4 GPUs of a node (50 GB/s); EDR InfiniBand
 //                          100 Gb/s = 12.5 GB/s between nodes, one NIC per node (the TACC Longhorn
 //                          nodes of Bian et al.: 4 V100 per node, Mellanox EDR)
+//   NVIDIA A100 SXM4 80GB  19.5 TFLOP/s FP32 (312 BF16 with tensor cores, dense), 2.039 TB/s HBM2e
+//                          (NVIDIA A100 Tensor Core GPU datasheet)
+//   NVIDIA H100 SXM5       67 TFLOP/s FP32 (989 BF16 with tensor cores, dense), 3.35 TB/s HBM3
+//                          (NVIDIA H100 Tensor Core GPU datasheet)
+//   Google TPU v3 core     half a chip: 123 TFLOP/s BF16 and 900 GB/s HBM2 per chip of two
+//                          TensorCores (Cloud TPU v3 documentation, system architecture); the
+//                          matrix units' BF16 figure, the precision TPUs train in
 //   latencies              kernel launch 5 µs (HIP/CUDA launch overhead as commonly measured);
 //                          per message 2 µs on xGMI/NVLink (peer copy set-up of RCCL/NCCL), 2.5 µs
 //                          on HDR-class InfiniBand and 1.5 µs on EDR (MPI ping-pong order; the
@@ -25,6 +32,9 @@ namespace shardwise::sim::presets {
 
 inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6}; }
 inline device_model v100() { return {15.7e12, 900e9, 5e-6}; }
+inline device_model a100() { return {19.5e12, 2.039e12, 5e-6}; }
+inline device_model h100() { return {67e12, 3.35e12, 5e-6}; }
+inline device_model tpu_v3_core() { return {61.5e12, 450e9, 5e-6}; }
 
 inline link_model xgmi() { return {80e9, 2e-6, "xGMI"}; }
 inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }
