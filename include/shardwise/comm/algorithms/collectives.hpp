@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "shardwise/comm/algorithms/pattern.hpp"
@@ -63,6 +64,14 @@ void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source,
   }
 }
 
+template <class In, class Out, bool Reducing>
+constexpr void elements_fit() {
+  static_assert(std::is_same_v<element_of<In>, element_of<Out>>,
+                "shardwise: the input and output buffers of a collective must have the same element type");
+  static_assert(!Reducing || reducible<element_of<In>>,
+                "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
+}
+
 template <communicator C>
 void require(const C& comm, std::string_view operation, bool holds, const std::string& otherwise) {
   if (!holds) throw argument_error(comm.world_rank(), operation, otherwise);
@@ -98,7 +107,7 @@ void copy_unless_same(std::span<const T> from, std::span<T> to) {
 template <communicator C, input_buffer In, output_buffer Out>
 void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try {
   constexpr std::string_view operation = "algorithms::all_reduce";
-  static_assert(reducible<element_of<In>>, "shardwise: reductions are defined on float, double, int32, int64, bf16");
+  detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
   detail::require_algorithm(comm, operation, collective::all_reduce, chosen);
@@ -116,7 +125,7 @@ void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try
 template <communicator C, input_buffer In, output_buffer Out>
 void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try {
   constexpr std::string_view operation = "algorithms::reduce_scatter";
-  static_assert(reducible<element_of<In>>, "shardwise: reductions are defined on float, double, int32, int64, bf16");
+  detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
   detail::require_algorithm(comm, operation, collective::reduce_scatter, chosen);
@@ -138,6 +147,7 @@ void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen)
 template <communicator C, input_buffer In, output_buffer Out>
 void all_gather(C& comm, In&& in, Out&& out, algorithm chosen) try {
   constexpr std::string_view operation = "algorithms::all_gather";
+  detail::elements_fit<In, Out, false>();
   const auto source = read_span(in);
   const auto target = write_span(out);
   detail::require_algorithm(comm, operation, collective::all_gather, chosen);
@@ -156,6 +166,7 @@ void all_gather(C& comm, In&& in, Out&& out, algorithm chosen) try {
 template <communicator C, input_buffer In, output_buffer Out>
 void all_to_all(C& comm, In&& in, Out&& out, algorithm chosen) try {
   constexpr std::string_view operation = "algorithms::all_to_all";
+  detail::elements_fit<In, Out, false>();
   using T = element_of<Out>;
   const auto target = write_span(out);
   detail::require_algorithm(comm, operation, collective::all_to_all, chosen);
@@ -198,7 +209,7 @@ void broadcast(C& comm, Data&& data, int root, algorithm chosen, double segment_
 template <communicator C, input_buffer In, output_buffer Out>
 void reduce(C& comm, In&& in, Out&& out, op reduction, int root, algorithm chosen) try {
   constexpr std::string_view operation = "algorithms::reduce";
-  static_assert(reducible<element_of<In>>, "shardwise: reductions are defined on float, double, int32, int64, bf16");
+  detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
   detail::require_algorithm(comm, operation, collective::reduce, chosen);
