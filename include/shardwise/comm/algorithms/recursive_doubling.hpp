@@ -29,9 +29,9 @@ template <class Size>
 }
 
 // Recursive halving. Step k, d = P/2^(k+1): rank r is responsible for the 2d blocks of its group (the
-// blocks of the ranks that equal r but in the bits below 2d); it keeps
-// the half holding block r, sends the other half to r XOR d and reduces that rank's copy of the kept
-// half into its own. After log P steps rank r holds block r, complete.
+// blocks of the ranks that equal r but in the bits below 2d); it keeps the half holding block r, sends
+// the other half to r XOR d and reduces that rank's copy of the kept half into its own. After log P
+// steps rank r holds block r, complete.
 template <class Size>
 [[nodiscard]] constexpr rank_exchange<Size> reduce_scatter(int ranks, int rank, int step, Size whole) noexcept {
   const int distance = ranks >> (step + 1);
