@@ -1,6 +1,7 @@
 #pragma once
 // Everything shardwise offers except the MPI backend, which shardwise/comm/mpi.hpp brings on its own
 // so that a program that never uses MPI never needs it.
+#include "shardwise/comm/algorithms/collectives.hpp"
 #include "shardwise/comm/calls.hpp"
 #include "shardwise/comm/checks.hpp"
 #include "shardwise/comm/communicator.hpp"

@@ -190,6 +190,35 @@ TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
   }
 }
 
+// The steps come from comm/algorithms/, one per step of the algorithm on every rank; alike neighbours
+// are played once with a repeat count, which keeps 1024-rank collectives cheap to cost.
+TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {
+  const auto ring = schedule(algorithm::ring, {collective::all_reduce, 1 << 20, 0}, 1024);
+  ASSERT_EQ(ring.size(), 2U);  // the reduce-scatter's 1023 steps, then the all-gather's
+  for (const auto& s : ring) {
+    EXPECT_EQ(s.repeat, 1023);
+    ASSERT_EQ(s.exchanges.size(), 1024U);
+    EXPECT_EQ(s.exchanges[5].destination, 6);
+    EXPECT_DOUBLE_EQ(s.exchanges[5].bytes, 1024.0);
+  }
+  EXPECT_DOUBLE_EQ(ring[0].reduced_bytes, 1024.0);
+  EXPECT_DOUBLE_EQ(ring[1].reduced_bytes, 0.0);
+  // Rabenseifner on 12 ranks: fold in, 3 halving and 3 doubling steps on 8, fold out; none alike.
+  const auto folded = schedule(algorithm::rabenseifner, {collective::all_reduce, 8000, 0}, 12);
+  ASSERT_EQ(folded.size(), 8U);
+  EXPECT_EQ(folded.front().exchanges.size(), 4U);
+  EXPECT_DOUBLE_EQ(folded.front().reduced_bytes, 8000.0);
+  EXPECT_DOUBLE_EQ(folded[1].exchanges[0].bytes, 4000.0);
+  EXPECT_DOUBLE_EQ(folded[3].exchanges[0].bytes, 1000.0);
+  EXPECT_DOUBLE_EQ(folded[4].exchanges[0].bytes, 1000.0);
+  EXPECT_DOUBLE_EQ(folded[6].exchanges[0].bytes, 4000.0);
+  // A pipelined broadcast of 100 segments on 4 ranks: 2 steps fill the chain, 98 full ones (merged), 2 drain it.
+  const auto chain = schedule(algorithm::pipelined, {collective::broadcast, 100.0 * (1 << 20), 2}, 4);
+  ASSERT_EQ(chain.size(), 5U);
+  EXPECT_EQ(chain[2].repeat, 98);
+  EXPECT_EQ(chain[2].exchanges.size(), 3U);
+}
+
 TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_apply) {
   const algorithm_choice automatic;
   EXPECT_EQ(automatic.pick({collective::all_reduce, 1024, 0}, 6), algorithm::recursive_doubling);

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "shardwise/comm/agreement.hpp"
+#include "shardwise/comm/algorithms/ring.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/shared_memory.hpp"
@@ -621,22 +622,22 @@ class communicator : public communicator_interface<communicator> {
   void ring_reduce_scatter(const calls::reduce_scatter<T>& call) {
     const std::size_t block = call.out.size();
     const int count = elements(block, call.name);
-    const int right = (rank_ + 1) % size_;
-    const int left = (rank_ + size_ - 1) % size_;
-    const auto block_of = [&](int index) { return call.in.data() + static_cast<std::size_t>(index) * block; };
     // Kept across calls: fresh blocks of tens of MiB cost more in page faults and zeroing than the
     // ring's copies (46 against 22 ms at 64 MiB on 2 ranks in bench/collectives). Holds twice the largest
     // block reduced so far.
     if (ring_scratch_.size() < 2 * block * sizeof(T)) ring_scratch_.resize(2 * block * sizeof(T));
     T* const partial = reinterpret_cast<T*>(ring_scratch_.data());
     T* const arrived = partial + block;
-    // Rank r starts block r − 1; after step s it holds the partial sum of block r − s − 2 (mod P).
-    const T* sending = block_of(left);
+    // The steps of the ring (comm/algorithms/ring.hpp). After the first step, what a rank sends is the
+    // partial sum it made in the step before, which is in the scratch, not in the input.
+    const T* sending = nullptr;
     for (int step = 0; step < size_ - 1; ++step) {
-      check(MPI_Sendrecv(sending, count, detail::datatype<T>(), right, 0, arrived, count, detail::datatype<T>(), left,
-                         0, ring_comm(call.name), MPI_STATUS_IGNORE),
+      const auto e = algorithms::ring::reduce_scatter(size_, rank_, step, call.in.size());
+      if (step == 0) sending = call.in.data() + e.sent.offset;
+      check(MPI_Sendrecv(sending, count, detail::datatype<T>(), e.send_to, 0, arrived, count, detail::datatype<T>(),
+                         e.receive_from, 0, ring_comm(call.name), MPI_STATUS_IGNORE),
             call.name);
-      const T* const mine = block_of((rank_ + 2 * size_ - step - 2) % size_);
+      const T* const mine = call.in.data() + e.received.offset;
       // The last step's block is this rank's own: it goes to the output (in place, onto `mine` itself,
       // element by element, which is safe).
       T* const into = step == size_ - 2 ? call.out.data() : partial;

@@ -1,5 +1,5 @@
 #pragma once
-// Which algorithm the simulator runs for a collective (sim/schedule.hpp), a policy of the machine
+// Which algorithm the simulator runs for a collective (comm/algorithms/), a policy of the machine
 // model. The automatic rule is MPICH's, in short: latency-bound messages take the algorithms with
 // log P steps, bandwidth-bound ones the algorithms that move each byte the fewest times.
 //
@@ -64,20 +64,7 @@ struct algorithm_choice {
 
  private:
   static algorithm checked(const collective_shape& shape, int ranks, algorithm a) {
-    const bool power_of_two = std::has_single_bit(static_cast<unsigned>(ranks));
-    bool fits = false;
-    switch (shape.kind) {
-      case collective::all_reduce:
-        fits = a == algorithm::ring || a == algorithm::recursive_doubling || a == algorithm::rabenseifner;
-        break;
-      case collective::all_gather:
-      case collective::reduce_scatter:
-        fits = a == algorithm::ring || (a == algorithm::recursive_doubling && power_of_two);
-        break;
-      case collective::broadcast: fits = a == algorithm::binomial || a == algorithm::pipelined; break;
-      default: fits = false;
-    }
-    if (!fits)
+    if (!applies(shape.kind, a, ranks))
       throw argument_error(-1, "algorithm_choice",
                            std::string(name_of(a)) + " is not an algorithm for " + std::string(name_of(shape.kind)) +
                                " on " + std::to_string(ranks) + " ranks");

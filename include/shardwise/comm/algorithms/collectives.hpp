@@ -1,0 +1,237 @@
+#pragma once
+// The collectives run by a chosen algorithm (pattern.hpp) on any communicator, through its public
+// isend and irecv: the same code moves the data on threads, MPI and simulated GPUs.
+//
+//   shardwise::algorithms::all_reduce(comm, gradients, sums, shardwise::op::sum, shardwise::algorithm::ring);
+//
+// Every rank calls with the same algorithm and sizes, as for the communicator's own collectives. Each
+// step posts this rank's receive and send, waits for both, then reduces what arrived (held in a
+// scratch buffer) into its own data. Messages carry tags from first_tag on, one per step, so a step's
+// messages never match another step's; ranks must not use these tags themselves while a collective of
+// this header runs on the same communicator.
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "shardwise/comm/algorithms/pattern.hpp"
+#include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::algorithms {
+
+inline constexpr int first_tag = 1 << 14;  // tags first_tag … 2·first_tag − 1 (MPI guarantees 32767)
+
+namespace detail {
+
+[[nodiscard]] constexpr int tag_of(int step) noexcept { return first_tag + step % first_tag; }
+
+template <class T>
+void reduce_into(std::span<T> mine, std::span<const T> arrived, op reduction) {
+  using A = accumulator_t<T>;
+  dispatch(reduction, [&](auto compiled) {
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      mine[i] = static_cast<T>(combine<decltype(compiled)::value>(static_cast<A>(mine[i]), static_cast<A>(arrived[i])));
+  });
+}
+
+// Plays every step of `steps` on this rank: sent parts are read from `source`, received parts written
+// (or reduced) into `target`.
+template <class T, communicator C>
+void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source, std::span<T> target,
+          op reduction = op::sum) {
+  std::vector<T> arrived;
+  for (int k = 0; k < steps.steps(); ++k) {
+    const auto e = steps.exchange(comm.rank(), k);
+    std::optional<typename C::request> receiving;
+    std::optional<typename C::request> sending;
+    const std::span<T> destination = target.subspan(e.received.offset, e.received.count);
+    if (e.receive_from >= 0) {
+      if (e.reduce) arrived.resize(e.received.count);
+      receiving.emplace(comm.irecv(e.reduce ? std::span<T>(arrived) : destination, e.receive_from, tag_of(k)));
+    }
+    if (e.send_to >= 0) sending.emplace(comm.isend(source.subspan(e.sent.offset, e.sent.count), e.send_to, tag_of(k)));
+    if (sending) sending->wait();
+    if (receiving) receiving->wait();
+    if constexpr (reducible<T>) {
+      if (receiving && e.reduce) reduce_into<T>(destination, arrived, reduction);
+    }
+  }
+}
+
+template <class In, class Out, bool Reducing>
+constexpr void elements_fit() {
+  static_assert(std::is_same_v<element_of<In>, element_of<Out>>,
+                "shardwise: the input and output buffers of a collective must have the same element type");
+  static_assert(!Reducing || reducible<element_of<In>>,
+                "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
+}
+
+template <communicator C>
+void require(const C& comm, std::string_view operation, bool holds, const std::string& otherwise) {
+  if (!holds) throw argument_error(comm.world_rank(), operation, otherwise);
+}
+
+template <communicator C>
+void require_algorithm(const C& comm, std::string_view operation, collective kind, algorithm chosen) {
+  require(comm, operation, applies(kind, chosen, comm.size()),
+          std::string(name_of(chosen)) + " is not an algorithm for " + std::string(name_of(kind)) + " on " +
+              std::to_string(comm.size()) + " ranks");
+}
+
+template <communicator C>
+void require_root(const C& comm, std::string_view operation, int root) {
+  require(comm, operation, root >= 0 && root < comm.size(),
+          "root " + std::to_string(root) + " is not a rank of this communicator (size " + std::to_string(comm.size()) +
+              ")");
+}
+
+inline std::string sizes(std::string_view what_in, std::size_t in, std::string_view what_out, std::size_t out) {
+  return std::string(what_in) + " has " + std::to_string(in) + " elements, " + std::string(what_out) + " has " +
+         std::to_string(out);
+}
+
+template <class T>
+void copy_unless_same(std::span<const T> from, std::span<T> to) {
+  if (from.data() != to.data()) std::copy(from.begin(), from.end(), to.begin());
+}
+
+}  // namespace detail
+
+// out = the reduction of every rank's `in` (in and out may be the same buffer).
+template <communicator C, input_buffer In, output_buffer Out>
+void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try {
+  constexpr std::string_view operation = "algorithms::all_reduce";
+  detail::elements_fit<In, Out, true>();
+  const auto source = read_span(in);
+  const auto target = write_span(out);
+  detail::require_algorithm(comm, operation, collective::all_reduce, chosen);
+  detail::require(comm, operation, source.size() == target.size(),
+                  detail::sizes("input", source.size(), "output", target.size()));
+  detail::copy_unless_same(source, target);
+  detail::play<element_of<Out>>(comm, {collective::all_reduce, chosen, comm.size(), target.size()}, target, target,
+                                reduction);
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_reduce", std::string(name_of(chosen)),
+                                                   std::string(name_of(reduction))));
+}
+
+// out = block rank() of the reduction of every rank's `in` (size() blocks of out.size()).
+template <communicator C, input_buffer In, output_buffer Out>
+void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try {
+  constexpr std::string_view operation = "algorithms::reduce_scatter";
+  detail::elements_fit<In, Out, true>();
+  const auto source = read_span(in);
+  const auto target = write_span(out);
+  detail::require_algorithm(comm, operation, collective::reduce_scatter, chosen);
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  detail::require(
+      comm, operation, source.size() == ranks * target.size(),
+      detail::sizes("input", source.size(), "output", target.size()) + ", not 1/" + std::to_string(ranks) + " of it");
+  std::vector<element_of<Out>> work(source.begin(), source.end());
+  detail::play<element_of<Out>>(comm, {collective::reduce_scatter, chosen, comm.size(), work.size()}, work, work,
+                                reduction);
+  const auto own = part_of(work.size(), comm.size(), comm.rank());
+  std::copy_n(work.begin() + static_cast<std::ptrdiff_t>(own.offset), own.count, target.begin());
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::reduce_scatter", std::string(name_of(chosen)),
+                                                   std::string(name_of(reduction))));
+}
+
+// out = every rank's `in`, in rank order (`in` may be block rank() of out).
+template <communicator C, input_buffer In, output_buffer Out>
+void all_gather(C& comm, In&& in, Out&& out, algorithm chosen) try {
+  constexpr std::string_view operation = "algorithms::all_gather";
+  detail::elements_fit<In, Out, false>();
+  const auto source = read_span(in);
+  const auto target = write_span(out);
+  detail::require_algorithm(comm, operation, collective::all_gather, chosen);
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  detail::require(comm, operation, target.size() == ranks * source.size(),
+                  detail::sizes("input", source.size(), "output", target.size()) + ", not " + std::to_string(ranks) +
+                      " times as many");
+  detail::copy_unless_same(source,
+                           target.subspan(static_cast<std::size_t>(comm.rank()) * source.size(), source.size()));
+  detail::play<element_of<Out>>(comm, {collective::all_gather, chosen, comm.size(), target.size()}, target, target);
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_gather", std::string(name_of(chosen))));
+}
+
+// Block d of `in` goes to rank d, where it becomes block rank() of out (in and out may be the same).
+template <communicator C, input_buffer In, output_buffer Out>
+void all_to_all(C& comm, In&& in, Out&& out, algorithm chosen) try {
+  constexpr std::string_view operation = "algorithms::all_to_all";
+  detail::elements_fit<In, Out, false>();
+  using T = element_of<Out>;
+  const auto target = write_span(out);
+  detail::require_algorithm(comm, operation, collective::all_to_all, chosen);
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  detail::require(comm, operation, read_span(in).size() == target.size() && target.size() % ranks == 0,
+                  detail::sizes("input", read_span(in).size(), "output", target.size()) + " (equal multiples of " +
+                      std::to_string(ranks) + " needed)");
+  std::span<const T> source = read_span(in);
+  const bool in_place = source.data() == target.data();
+  const std::vector<T> copy = in_place ? std::vector<T>(source.begin(), source.end()) : std::vector<T>{};
+  if (in_place) source = copy;
+  const auto own = part_of(target.size(), comm.size(), comm.rank());
+  std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(own.offset), own.count,
+              target.begin() + static_cast<std::ptrdiff_t>(own.offset));
+  detail::play<T>(comm, {collective::all_to_all, chosen, comm.size(), target.size()}, source, target);
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_to_all", std::string(name_of(chosen))));
+}
+
+// Every rank's `data` = the root's. The pipelined chain cuts it into segments of at most
+// `segment_bytes`.
+template <communicator C, output_buffer Data>
+void broadcast(C& comm, Data&& data, int root, algorithm chosen, double segment_bytes = 1 << 20) try {
+  constexpr std::string_view operation = "algorithms::broadcast";
+  const auto target = write_span(data);
+  detail::require_algorithm(comm, operation, collective::broadcast, chosen);
+  detail::require_root(comm, operation, root);
+  detail::require(comm, operation, segment_bytes > 0, "segments of " + std::to_string(segment_bytes) + " bytes");
+  const int segments = chosen == algorithm::pipelined
+                           ? pipelined_chain::segments(static_cast<double>(target.size_bytes()), segment_bytes)
+                           : 1;
+  detail::play<element_of<Data>>(comm, {collective::broadcast, chosen, comm.size(), target.size(), root, segments},
+                                 target, target);
+} catch (...) {
+  rethrow_within_call(comm.world_rank(),
+                      call_text("algorithms::broadcast", std::string(name_of(chosen)), "root " + std::to_string(root)));
+}
+
+// At the root, out = the reduction of every rank's `in` (out is not touched elsewhere and may be empty).
+template <communicator C, input_buffer In, output_buffer Out>
+void reduce(C& comm, In&& in, Out&& out, op reduction, int root, algorithm chosen) try {
+  constexpr std::string_view operation = "algorithms::reduce";
+  detail::elements_fit<In, Out, true>();
+  const auto source = read_span(in);
+  const auto target = write_span(out);
+  detail::require_algorithm(comm, operation, collective::reduce, chosen);
+  detail::require_root(comm, operation, root);
+  detail::require(comm, operation, comm.rank() != root || source.size() == target.size(),
+                  detail::sizes("input", source.size(), "output at the root", target.size()));
+  std::vector<element_of<Out>> work(source.begin(), source.end());
+  detail::play<element_of<Out>>(comm, {collective::reduce, chosen, comm.size(), work.size(), root}, work, work,
+                                reduction);
+  if (comm.rank() == root) std::copy(work.begin(), work.end(), target.begin());
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::reduce", std::string(name_of(chosen)),
+                                                   std::string(name_of(reduction)), "root " + std::to_string(root)));
+}
+
+// Returns on every rank once every rank has called it.
+template <communicator C>
+void barrier(C& comm, algorithm chosen = algorithm::dissemination) try {
+  detail::require_algorithm(comm, "algorithms::barrier", collective::barrier, chosen);
+  detail::play<std::byte>(comm, {collective::barrier, chosen, comm.size(), 0}, {}, {});
+} catch (...) {
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::barrier", std::string(name_of(chosen))));
+}
+
+}  // namespace shardwise::algorithms

@@ -1,0 +1,37 @@
+#pragma once
+// Pipelined (chain) broadcast: the ranks form a chain root → root+1 → … and the buffer travels in s
+// segments; segment t crosses the link v → v+1 (v counted from the root) in step t + v, so after the
+// pipeline fills every link carries one segment per step: P + s − 2 steps of n/s.
+#include <algorithm>
+#include <cmath>
+
+#include "shardwise/comm/algorithms/algorithm.hpp"
+
+namespace shardwise::algorithms::pipelined_chain {
+
+// Segments of at most `segment_bytes` (at least one) for a message of `bytes`.
+[[nodiscard]] inline int segments(double bytes, double segment_bytes) {
+  return static_cast<int>(std::max(1.0, std::ceil(bytes / segment_bytes)));
+}
+
+[[nodiscard]] constexpr int steps(int ranks, int segments) noexcept { return ranks <= 1 ? 0 : ranks + segments - 2; }
+
+template <class Size>
+[[nodiscard]] constexpr rank_exchange<Size> broadcast(int ranks, int rank, int step, Size whole, int root,
+                                                      int segments) noexcept {
+  const int v = modulo(rank - root, ranks);
+  const int sending = step - v;        // the segment crossing v → v+1 now
+  const int receiving = step - v + 1;  // the one crossing v−1 → v
+  rank_exchange<Size> exchange;
+  if (v + 1 < ranks && sending >= 0 && sending < segments) {
+    exchange.send_to = modulo(rank + 1, ranks);
+    exchange.sent = part_of(whole, segments, sending);
+  }
+  if (v > 0 && receiving >= 0 && receiving < segments) {
+    exchange.receive_from = modulo(rank - 1, ranks);
+    exchange.received = part_of(whole, segments, receiving);
+  }
+  return exchange;
+}
+
+}  // namespace shardwise::algorithms::pipelined_chain
