@@ -8,9 +8,7 @@
 //   max(r, p) + n · g + s          (n bands; r: the right operand's all-gather, whole; p, g, s: one
 //                                   band's all-gather of the left operand, GEMMs, reduce-scatter)
 // when a band's GEMMs take longer than its transfers, against max(r, P) + G + S in one band.
-// Every figure is derived here from the machine model; the results equal the serial Eigen product. And an
-// operation (GeLU, softmax, layer norm, dropout, attention) takes the roofline time of the kernels it
-// declares.
+// Every figure is derived here from the machine model; the results equal the serial Eigen product.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,13 +23,8 @@
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
-#include "shardwise/ops/attention.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
-#include "shardwise/ops/dropout.hpp"
-#include "shardwise/ops/gelu.hpp"
-#include "shardwise/ops/layer_norm.hpp"
 #include "shardwise/ops/matmul.hpp"
-#include "shardwise/ops/softmax.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 
@@ -282,95 +275,6 @@ TEST(collective_matmul_time, pipelined_3d_weight_gradient_hides_the_gather_of_a_
                              2 * gemm_time(machine, k / 2 / bands, n / 4, m / 2),
                              block_collective(machine, sim::collective::reduce_scatter, k / 2 / bands, n / 4)};
       });
-}
-
-// An element-wise operation is one kernel per rank (core/kernel.hpp) that takes the roofline time of the
-// work it declares: GeLU reads and writes each of the rank's elements once and does 16 operations on
-// each; its backward reads two tensors and does 24. On the MI210 both are memory-bound; on the same GPU
-// slowed to 1 TFLOP/s, compute-bound, so both terms of the declared work are checked.
-TEST(kernel_cost, gelu_and_its_backward_are_one_roofline_kernel_each) {
-  for (const double peak_flops : {sim::presets::mi210().peak_flops, 1e12}) {
-    sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-    machine.device.peak_flops = peak_flops;
-    const double elements = static_cast<double>(tokens / ranks * hidden);
-    const double forward = machine.device.duration({16 * elements, 2 * element * elements});
-    const double backward = machine.device.duration({24 * elements, 3 * element * elements});
-    const bool memory_bound = peak_flops > 2 * machine.device.memory_bandwidth;
-    EXPECT_EQ(forward > machine.device.duration({0, 2 * element * elements}), !memory_bound);
-    sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
-      process_mesh mesh(world, {ranks});
-      const auto x = distributed<row_1d<>, float>(mesh, serial({tokens, hidden}, 1));
-      auto& compute = world.device().default_stream();
-      world.device().synchronize();
-      const double start = std::max(compute.ready(), world.now());
-      const auto y = gelu(x);
-      EXPECT_NEAR(compute.ready(), start + forward, 1e-12 * forward) << peak_flops << " FLOP/s";
-      (void)gelu_backward(y, x);
-      EXPECT_NEAR(compute.ready(), start + forward + backward, 1e-12 * forward) << peak_flops << " FLOP/s";
-      EXPECT_DOUBLE_EQ(world.now(), start) << "launching does not make the host wait";
-    });
-  }
-}
-
-// Every operation's kernels, forward and backward, on rows cut over the ranks (col_1d: no communication,
-// so the compute stream runs them back to back): the stream's end is the sum of the roofline times of the
-// kernels each operation declares, written out here from their formulas (n elements and r rows on a
-// rank, s bytes each). On the MI210 most of them are memory-bound; slowed to 0.1 TFLOP/s, all are
-// compute-bound, so both terms of every declared work are checked.
-void expect_roofline_kernels(double peak_flops) {
-  SCOPED_TRACE(std::to_string(peak_flops) + " FLOP/s");
-  constexpr std::int64_t sequence = 64;
-  constexpr std::int64_t head_dim = 32;
-  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-  machine.device.peak_flops = peak_flops;
-  const auto& device = machine.device;
-  const double n = static_cast<double>(tokens / ranks * hidden);
-  const double r = static_cast<double>(tokens / ranks);
-  const double s = element;
-  const auto time = [&](double flops, double bytes) { return device.duration({flops, bytes}); };
-  const double row_reduction = time(n, s * (n + r));
-  const double one_pass = time(n, 2 * s * n);
-  const double tiles = static_cast<double>(tokens / ranks / sequence * (hidden / head_dim));
-  const double q = sequence, d = head_dim;
-  struct expected_kernels {
-    const char* operation;
-    double seconds;
-  };
-  const std::vector<expected_kernels> expected{
-      {"softmax_rows", row_reduction + time(9 * n, 2 * s * n) + row_reduction + one_pass},
-      {"softmax_rows_backward", time(n, s * (2 * n + r)) + time(2 * n, 3 * s * n)},
-      {"layer_norm",
-       row_reduction + one_pass + row_reduction + one_pass + 2 * time(n, s * (2 * n + static_cast<double>(hidden)))},
-      {"dropout", time(16 * n, 2 * s * n)},
-      {"attention_forward", time(tiles * (4 * q * q * d + 12 * q * q), tiles * s * (4 * q * d + q * q))},
-      {"attention_backward", time(tiles * (8 * q * q * d + 4 * q * q), tiles * s * (7 * q * d + q * q))},
-  };
-  sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
-    process_mesh mesh(world, {ranks});
-    const auto x = distributed<col_1d<>, float>(mesh, serial({tokens, hidden}, 1));
-    const auto dy = distributed<col_1d<>, float>(mesh, serial({tokens, hidden}, 2));
-    const auto ones = from_function<replicated<>>(mesh, {1, hidden}, [](std::int64_t, std::int64_t) { return 1.0f; });
-    const attention_shape shape{sequence, head_dim, true};
-    attention_saved<float> saved;
-    auto& compute = world.device().default_stream();
-    for (const auto& [operation, seconds] : expected) {
-      world.device().synchronize();
-      const double start = std::max(compute.ready(), world.now());
-      const std::string name = operation;
-      if (name == "softmax_rows") (void)softmax_rows(x);
-      if (name == "softmax_rows_backward") (void)softmax_rows_backward(dy, x);
-      if (name == "layer_norm") (void)layer_norm(x, ones, ones);
-      if (name == "dropout") (void)dropout(x, 0.1, 7);
-      if (name == "attention_forward") (void)attention_forward(x, x, x, shape, saved);
-      if (name == "attention_backward") (void)attention_backward(x, x, x, dy, shape, saved);
-      EXPECT_NEAR(compute.ready() - start, seconds, 1e-9 * seconds) << operation;
-    }
-  });
-}
-
-TEST(kernel_cost, each_operation_takes_the_roofline_time_of_its_kernels) {
-  expect_roofline_kernels(sim::presets::mi210().peak_flops);
-  expect_roofline_kernels(1e11);
 }
 
 }  // namespace
