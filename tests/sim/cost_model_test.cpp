@@ -234,6 +234,42 @@ TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_ap
   EXPECT_THROW((void)wrong.pick({collective::all_gather, 64, 0}, 8), shardwise::argument_error);
 }
 
+// The automatic choice by modelled cost: with the 4 GPUs of a node behind one network interface
+// (v100_nodes), Rabenseifner's exchanges across nodes queue on the interface while the ring's cross it
+// once per step, so the model takes the ring where the MPICH rule takes Rabenseifner, and is faster;
+// wherever it chooses, it chooses the fastest of the algorithms that apply.
+TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_placement) {
+  std::vector<int> devices{0, 1, 2, 3, 4, 5, 6, 7};
+  const collective_shape large{collective::all_reduce, 64.0 * (1 << 20), 0};
+  machine by_rule = presets::v100_nodes(8, 4);
+  by_rule.algorithms.by_modelled_cost = false;
+  collective_cost ruled(by_rule);
+  EXPECT_EQ(ruled.algorithm_for(ruled.group_id(devices), devices, large), algorithm::rabenseifner);
+  const machine by_cost = presets::v100_nodes(8, 4);
+  collective_cost costed(by_cost);
+  const int group = costed.group_id(devices);
+  EXPECT_EQ(costed.algorithm_for(group, devices, large), algorithm::ring);
+  EXPECT_LT(costed.duration(group, devices, large), ruled.duration(ruled.group_id(devices), devices, large));
+
+  for (const collective_shape& shape :
+       {large, collective_shape{collective::all_reduce, 1024, 0}, collective_shape{collective::all_gather, 1 << 20, 0},
+        collective_shape{collective::reduce_scatter, 64, 0}, collective_shape{collective::broadcast, 1 << 24, 3}}) {
+    const algorithm chosen = costed.algorithm_for(group, devices, shape);
+    for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
+                              algorithm::binomial, algorithm::pipelined}) {
+      if (!shardwise::applies(shape.kind, a, 8)) continue;
+      machine fixed = presets::v100_nodes(8, 4);
+      if (shape.kind == collective::all_reduce) fixed.algorithms.all_reduce = a;
+      if (shape.kind == collective::all_gather) fixed.algorithms.all_gather = a;
+      if (shape.kind == collective::reduce_scatter) fixed.algorithms.reduce_scatter = a;
+      if (shape.kind == collective::broadcast) fixed.algorithms.broadcast = a;
+      collective_cost one(fixed);
+      EXPECT_LE(costed.duration(group, devices, shape), one.duration(one.group_id(devices), devices, shape))
+          << name_of(shape.kind) << ": " << name_of(chosen) << " chosen, " << name_of(a) << " is faster";
+    }
+  }
+}
+
 TEST(presets, describe_the_papers_machines) {
   const auto mi210 = presets::mi210_nodes(8);
   EXPECT_EQ(mi210.network.devices(), 8);

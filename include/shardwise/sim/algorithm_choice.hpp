@@ -15,6 +15,10 @@
 //
 // Any collective's algorithm can be fixed instead (e.g. `choice.all_reduce = algorithm::ring`);
 // fixing one that does not apply (recursive all-gather on 6 ranks) is an argument_error.
+//
+// by_modelled_cost (the default): an automatic choice goes to whichever applicable algorithm the model
+// gives the least time on the group's devices (sim/collective_cost.hpp), the rule's pick on a tie; the
+// rule above alone when false.
 #include <bit>
 #include <string>
 
@@ -30,6 +34,18 @@ struct algorithm_choice {
   algorithm all_gather = algorithm::automatic;
   algorithm reduce_scatter = algorithm::automatic;
   algorithm broadcast = algorithm::automatic;
+  bool by_modelled_cost = true;
+
+  // Whether `kind` is left to the automatic choice (collectives with one algorithm never are).
+  [[nodiscard]] bool is_automatic(collective kind) const noexcept {
+    switch (kind) {
+      case collective::all_reduce: return all_reduce == algorithm::automatic;
+      case collective::all_gather: return all_gather == algorithm::automatic;
+      case collective::reduce_scatter: return reduce_scatter == algorithm::automatic;
+      case collective::broadcast: return broadcast == algorithm::automatic;
+      default: return false;
+    }
+  }
 
   [[nodiscard]] algorithm pick(const collective_shape& shape, int ranks) const {
     const bool power_of_two = std::has_single_bit(static_cast<unsigned>(ranks));

@@ -2,8 +2,14 @@
 // The modelled duration of a collective on a group of devices: the steps of its algorithm
 // (sim/schedule.hpp) played on the network (sim/network.hpp), each step taking as long as its
 // slowest transfer plus the reduction of what arrived. A run shares one collective_cost among its
-// ranks; durations are cached per (group, collective, algorithm, size, root), since programs repeat
-// the same calls, so each distinct call is simulated once however many ranks and iterations ask.
+// ranks; durations are cached per (group, collective, size, root), since programs repeat the same
+// calls, so each distinct call is simulated once however many ranks and iterations ask.
+//
+// Which algorithm: a fixed choice (machine.algorithms), or for an automatic one the applicable
+// algorithm of least modelled time on the group's devices — so the placement decides: ranks behind one
+// network interface take the ring, whose each step loads every link once, where Rabenseifner's
+// exchanges between distant ranks queue on the shared interface. algorithm_choice::by_modelled_cost =
+// false keeps the MPICH rule instead.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -31,20 +37,14 @@ class collective_cost {
     return groups_.try_emplace(devices, static_cast<int>(groups_.size())).first->second;
   }
 
-  [[nodiscard]] algorithm algorithm_for(const collective_shape& shape, int ranks) const {
-    return model_->algorithms.pick(shape, ranks);
+  // The algorithm the collective runs on group `group` (devices, in communicator rank order).
+  algorithm algorithm_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
+    return timed(group, devices, shape).chosen;
   }
 
   // Seconds from the moment every member has arrived until the collective is complete everywhere.
   double duration(int group, const std::vector<int>& devices, const collective_shape& shape) {
-    const int ranks = static_cast<int>(devices.size());
-    const algorithm a = algorithm_for(shape, ranks);
-    const auto key = std::make_tuple(group, static_cast<int>(shape.kind), static_cast<int>(a), shape.bytes, shape.root);
-    std::lock_guard lock(mutex_);
-    if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
-    const double seconds = play(devices, steps_of(a, shape, ranks), nullptr, 0);
-    cache_.emplace(key, seconds);
-    return seconds;
+    return timed(group, devices, shape).seconds;
   }
   // all_to_all_v: bytes[s][d] from member s to member d (not cached: counts change from call to call).
   double duration(const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes) const {
@@ -52,10 +52,10 @@ class collective_cost {
   }
 
   // Draws the collective's link activity from `start` on (for timelines).
-  void record_links(timeline& trace, const std::vector<int>& devices, const collective_shape& shape,
-                    double start) const {
+  void record_links(timeline& trace, int group, const std::vector<int>& devices, const collective_shape& shape,
+                    double start) {
     const int ranks = static_cast<int>(devices.size());
-    play(devices, steps_of(algorithm_for(shape, ranks), shape, ranks), &trace, start);
+    play(devices, steps_of(algorithm_for(group, devices, shape), shape, ranks), &trace, start);
   }
   void record_links(timeline& trace, const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes,
                     double start) const {
@@ -91,14 +91,38 @@ class collective_cost {
   }
 
  private:
+  struct choice {
+    algorithm chosen;
+    double seconds;
+  };
+
   [[nodiscard]] std::vector<step> steps_of(algorithm a, const collective_shape& shape, int ranks) const {
     return schedule(a, shape, ranks, model_->algorithms.pipeline_segment_bytes);
+  }
+
+  choice timed(int group, const std::vector<int>& devices, const collective_shape& shape) {
+    const int ranks = static_cast<int>(devices.size());
+    const auto key = std::make_tuple(group, static_cast<int>(shape.kind), shape.bytes, shape.root);
+    std::lock_guard lock(mutex_);
+    if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
+    const algorithm_choice& rules = model_->algorithms;
+    const algorithm by_rule = rules.pick(shape, ranks);
+    choice best{by_rule, play(devices, steps_of(by_rule, shape, ranks), nullptr, 0)};
+    if (rules.by_modelled_cost && rules.is_automatic(shape.kind))
+      for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
+                                algorithm::binomial, algorithm::pipelined})
+        if (a != by_rule && applies(shape.kind, a, ranks)) {
+          const double seconds = play(devices, steps_of(a, shape, ranks), nullptr, 0);
+          if (seconds < best.seconds) best = {a, seconds};
+        }
+    cache_.emplace(key, best);
+    return best;
   }
 
   const machine* model_;
   mutable std::mutex mutex_;
   std::map<std::vector<int>, int> groups_;
-  std::map<std::tuple<int, int, int, double, int>, double> cache_;
+  std::map<std::tuple<int, int, double, int>, choice> cache_;
 };
 
 }  // namespace shardwise::sim

@@ -253,7 +253,8 @@ class rank_clock {
                                    : costs.duration(members_->id, members_->devices, e.shape);
     last_end_ = start + duration;
     ends_[sequence] = last_end_;
-    const auto algorithm = costs.algorithm_for(e.shape, members_->size());
+    const auto algorithm =
+        uneven ? sim::algorithm::pairwise : costs.algorithm_for(members_->id, members_->devices, e.shape);
     e.on->occupy(e.name, start, last_end_,
                  {{"algorithm", std::string(sim::name_of(algorithm))},
                   {"bytes", std::to_string(e.shape.bytes)},
@@ -261,7 +262,7 @@ class rank_clock {
     if (rank_ == 0 && machine_->trace) {
       if (uneven) costs.record_links(*machine_->trace, members_->devices, b.sent_bytes, start);
       else
-        costs.record_links(*machine_->trace, members_->devices, e.shape, start);
+        costs.record_links(*machine_->trace, members_->id, members_->devices, e.shape, start);
     }
   }
 
