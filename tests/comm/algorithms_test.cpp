@@ -1,6 +1,7 @@
 // Every collective run by every algorithm that applies (comm/algorithms/), through the communicator's
 // own isend and irecv, one body for threads and MPI: each result equals the serial computation on all
-// ranks' data, for block sizes that the rank count divides and that it does not.
+// ranks' data, for block sizes that the rank count divides and that it does not. The hierarchical
+// all-reduce runs in nodes of 1, 2 and all ranks, wherever they divide the rank count.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -23,21 +24,34 @@ TYPED_TEST_SUITE(collective_algorithms, backends);
 
 constexpr std::initializer_list<int> rank_counts = {1, 2, 3, 4, 5, 8};
 constexpr std::array all_ops = {op::sum, op::prod, op::min, op::max};
-constexpr std::array all_algorithms = {algorithm::ring,         algorithm::recursive_doubling, algorithm::rabenseifner,
-                                       algorithm::pairwise,     algorithm::binomial,           algorithm::pipelined,
-                                       algorithm::dissemination};
+constexpr std::array all_algorithms = {algorithm::ring,          algorithm::recursive_doubling, algorithm::rabenseifner,
+                                       algorithm::pairwise,      algorithm::binomial,           algorithm::pipelined,
+                                       algorithm::dissemination, algorithm::hierarchical};
 
-// The algorithms of `kind` that apply on `ranks` ranks.
-std::vector<algorithm> algorithms_for(collective kind, int ranks) {
-  std::vector<algorithm> found;
-  for (const algorithm a : all_algorithms)
-    if (applies(kind, a, ranks)) found.push_back(a);
+struct choice {
+  algorithm chosen;
+  placement where;
+};
+
+// The algorithms of `kind` that apply on `ranks` ranks, the hierarchical one in every node width of
+// 1, 2 and `ranks` that divides `ranks`.
+std::vector<choice> algorithms_for(collective kind, int ranks) {
+  std::vector<choice> found;
+  for (const algorithm a : all_algorithms) {
+    std::vector<int> widths{1};
+    if (a == algorithm::hierarchical)
+      for (const int k : {2, ranks})
+        if (k > widths.back()) widths.push_back(k);
+    for (const int k : widths)
+      if (applies(kind, a, ranks, {k})) found.push_back({a, {k}});
+  }
   return found;
 }
 
-std::string context(collective kind, algorithm a, std::size_t n, bool in_place, int rank) {
-  return std::string(name_of(kind)) + " by " + std::string(name_of(a)) + ", n = " + std::to_string(n) +
-         (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
+std::string context(collective kind, choice c, std::size_t n, bool in_place, int rank) {
+  return std::string(name_of(kind)) + " by " + std::string(name_of(c.chosen)) +
+         (c.chosen == algorithm::hierarchical ? " in nodes of " + std::to_string(c.where.ranks_per_node) : "") +
+         ", n = " + std::to_string(n) + (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
 }
 
 std::vector<float> random_floats(int rank, std::size_t n) {
@@ -64,22 +78,25 @@ void expect_near(const std::vector<float>& actual, const std::vector<float>& exp
 TYPED_TEST(collective_algorithms, all_reduce_equals_serial_reduction) {
   TypeParam::run(
       [](communicator auto& comm) {
-        ASSERT_EQ(algorithms_for(collective::all_reduce, comm.size()).size(), 3U);
-        for (const algorithm a : algorithms_for(collective::all_reduce, comm.size())) {
+        // Ring, recursive doubling, Rabenseifner, and hierarchical in nodes of 1, of 2 (P even, P > 2), of P.
+        const int ranks = comm.size();
+        const std::size_t node_widths = ranks == 1 ? 1 : ranks % 2 == 0 && ranks > 2 ? 3 : 2;
+        ASSERT_EQ(algorithms_for(collective::all_reduce, ranks).size(), 3 + node_widths);
+        for (const choice a : algorithms_for(collective::all_reduce, ranks)) {
           for (const std::size_t n : {0, 1, 7, 64, 1001})
             for (const bool in_place : {false, true}) {
               for (const op reduction : all_ops) {
                 auto data = contributions<std::int64_t>(reduction, comm.rank(), n);
                 std::vector<std::int64_t> out(n);
-                if (in_place) algorithms::all_reduce(comm, data, data, reduction, a);
+                if (in_place) algorithms::all_reduce(comm, data, data, reduction, a.chosen, a.where);
                 else
-                  algorithms::all_reduce(comm, data, out, reduction, a);
+                  algorithms::all_reduce(comm, data, out, reduction, a.chosen, a.where);
                 EXPECT_TRUE(
                     same_elements(in_place ? data : out, serial_reduction<std::int64_t>(reduction, comm.size(), n)))
                     << context(collective::all_reduce, a, n, in_place, comm.rank()) << ", op " << name_of(reduction);
               }
               std::vector<float> sums(n);
-              algorithms::all_reduce(comm, random_floats(comm.rank(), n), sums, op::sum, a);
+              algorithms::all_reduce(comm, random_floats(comm.rank(), n), sums, op::sum, a.chosen, a.where);
               expect_near(sums, serial_sum_of_random_floats(comm.size(), n),
                           context(collective::all_reduce, a, n, in_place, comm.rank()));
             }
@@ -93,7 +110,7 @@ TYPED_TEST(collective_algorithms, reduce_scatter_equals_serial_reduction) {
       [](communicator auto& comm) {
         const auto ranks = static_cast<std::size_t>(comm.size());
         const auto rank = static_cast<std::size_t>(comm.rank());
-        for (const algorithm a : algorithms_for(collective::reduce_scatter, comm.size()))
+        for (const choice a : algorithms_for(collective::reduce_scatter, comm.size()))
           for (const std::size_t block : {0, 1, 5, 130})
             for (const bool in_place : {false, true}) {
               for (const op reduction : all_ops) {
@@ -105,17 +122,17 @@ TYPED_TEST(collective_algorithms, reduce_scatter_equals_serial_reduction) {
                 std::vector<std::int64_t> out(block);
                 if (in_place) {
                   const std::span<std::int64_t> own = std::span(data).subspan(rank * block, block);
-                  algorithms::reduce_scatter(comm, data, own, reduction, a);
+                  algorithms::reduce_scatter(comm, data, own, reduction, a.chosen);
                   out.assign(own.begin(), own.end());
                 } else {
-                  algorithms::reduce_scatter(comm, data, out, reduction, a);
+                  algorithms::reduce_scatter(comm, data, out, reduction, a.chosen);
                 }
                 EXPECT_TRUE(same_elements(out, expected))
                     << context(collective::reduce_scatter, a, block, in_place, comm.rank()) << ", op "
                     << name_of(reduction);
               }
               std::vector<float> sums(block);
-              algorithms::reduce_scatter(comm, random_floats(comm.rank(), block * ranks), sums, op::sum, a);
+              algorithms::reduce_scatter(comm, random_floats(comm.rank(), block * ranks), sums, op::sum, a.chosen);
               const auto whole = serial_sum_of_random_floats(comm.size(), block * ranks);
               expect_near(sums,
                           std::vector<float>(whole.begin() + static_cast<std::ptrdiff_t>(rank * block),
@@ -131,7 +148,7 @@ TYPED_TEST(collective_algorithms, all_gather_collects_every_block_in_rank_order)
       [](communicator auto& comm) {
         const auto ranks = static_cast<std::size_t>(comm.size());
         const auto rank = static_cast<std::size_t>(comm.rank());
-        for (const algorithm a : algorithms_for(collective::all_gather, comm.size()))
+        for (const choice a : algorithms_for(collective::all_gather, comm.size()))
           for (const std::size_t block : {0, 1, 5, 130})
             for (const bool in_place : {false, true}) {
               std::vector<std::int64_t> expected(block * ranks);
@@ -140,11 +157,11 @@ TYPED_TEST(collective_algorithms, all_gather_collects_every_block_in_rank_order)
               std::vector<std::int64_t> out(block * ranks);
               if (in_place) {
                 for (std::size_t i = 0; i < block; ++i) out[rank * block + i] = tagged<std::int64_t>(comm.rank(), i);
-                algorithms::all_gather(comm, std::span(out).subspan(rank * block, block), out, a);
+                algorithms::all_gather(comm, std::span(out).subspan(rank * block, block), out, a.chosen);
               } else {
                 std::vector<std::int64_t> mine(block);
                 for (std::size_t i = 0; i < block; ++i) mine[i] = tagged<std::int64_t>(comm.rank(), i);
-                algorithms::all_gather(comm, mine, out, a);
+                algorithms::all_gather(comm, mine, out, a.chosen);
               }
               EXPECT_TRUE(same_elements(out, expected))
                   << context(collective::all_gather, a, block, in_place, comm.rank());
@@ -157,7 +174,7 @@ TYPED_TEST(collective_algorithms, all_to_all_transposes_blocks) {
   TypeParam::run(
       [](communicator auto& comm) {
         const auto ranks = static_cast<std::size_t>(comm.size());
-        for (const algorithm a : algorithms_for(collective::all_to_all, comm.size()))
+        for (const choice a : algorithms_for(collective::all_to_all, comm.size()))
           for (const std::size_t block : {0, 1, 6})
             for (const bool in_place : {false, true}) {
               // Element i of block d on rank s encodes (s, d, i).
@@ -173,7 +190,7 @@ TYPED_TEST(collective_algorithms, all_to_all_transposes_blocks) {
                   expected[d * block + i] = value(d, rank, i);
                 }
               std::vector<std::int64_t> out(block * ranks);
-              algorithms::all_to_all(comm, data, in_place ? data : out, a);
+              algorithms::all_to_all(comm, data, in_place ? data : out, a.chosen);
               EXPECT_TRUE(same_elements(in_place ? data : out, expected))
                   << context(collective::all_to_all, a, block, in_place, comm.rank());
             }
@@ -184,7 +201,7 @@ TYPED_TEST(collective_algorithms, all_to_all_transposes_blocks) {
 TYPED_TEST(collective_algorithms, broadcast_delivers_the_roots_data_from_every_root) {
   TypeParam::run(
       [](communicator auto& comm) {
-        for (const algorithm a : algorithms_for(collective::broadcast, comm.size()))
+        for (const choice a : algorithms_for(collective::broadcast, comm.size()))
           for (const std::size_t n : {0, 1, 37, 1000})
             for (int root = 0; root < comm.size(); ++root) {
               std::vector<std::int64_t> data(n);
@@ -194,7 +211,7 @@ TYPED_TEST(collective_algorithms, broadcast_delivers_the_roots_data_from_every_r
                 data[i] = comm.rank() == root ? expected[i] : -1;
               }
               // Segments of 64 bytes: a 1000-element message travels in 125 segments.
-              algorithms::broadcast(comm, data, root, a, 64);
+              algorithms::broadcast(comm, data, root, a.chosen, 64);
               EXPECT_TRUE(same_elements(data, expected))
                   << context(collective::broadcast, a, n, false, comm.rank()) << ", root " << root;
             }
@@ -205,13 +222,13 @@ TYPED_TEST(collective_algorithms, broadcast_delivers_the_roots_data_from_every_r
 TYPED_TEST(collective_algorithms, reduce_delivers_at_every_root) {
   TypeParam::run(
       [](communicator auto& comm) {
-        for (const algorithm a : algorithms_for(collective::reduce, comm.size()))
+        for (const choice a : algorithms_for(collective::reduce, comm.size()))
           for (const std::size_t n : {0, 1, 37})
             for (int root = 0; root < comm.size(); ++root)
               for (const op reduction : all_ops) {
                 const auto data = contributions<std::int64_t>(reduction, comm.rank(), n);
                 std::vector<std::int64_t> out(comm.rank() == root ? n : 0);
-                algorithms::reduce(comm, data, out, reduction, root, a);
+                algorithms::reduce(comm, data, out, reduction, root, a.chosen);
                 if (comm.rank() == root) {
                   EXPECT_TRUE(same_elements(out, serial_reduction<std::int64_t>(reduction, comm.size(), n)))
                       << context(collective::reduce, a, n, false, comm.rank()) << ", root " << root;
@@ -264,18 +281,28 @@ TYPED_TEST(collective_algorithms, barrier_hears_from_every_rank) {
 TYPED_TEST(collective_algorithms, misuse_throws_naming_the_call_the_rank_and_the_values) {
   TypeParam::run(
       [](communicator auto& comm) {
-        std::vector<std::int64_t> in(6), out(6 * static_cast<std::size_t>(comm.size()));
-        try {
-          algorithms::all_gather(comm, in, out, algorithm::recursive_doubling);
-          FAIL() << "recursive doubling all-gather ran on 3 ranks";
-        } catch (const argument_error& e) {
-          const std::string expected = "[rank " + std::to_string(comm.world_rank()) +
-                                       "] algorithms::all_gather(recursive doubling): recursive doubling is not an "
-                                       "algorithm for all_gather on 3 ranks";
-          EXPECT_EQ(std::string(e.what()), expected);
-        }
+        std::vector<std::int64_t> in(6), out(6 * static_cast<std::size_t>(comm.size())), sums(6);
+        // `call` throws an argument_error whose message, after "[rank N] ", is `message`.
+        const auto expect_refusal = [&](const auto& call, const std::string& message) {
+          try {
+            call();
+            FAIL() << "ran: " << message;
+          } catch (const argument_error& e) {
+            EXPECT_EQ(std::string(e.what()), "[rank " + std::to_string(comm.world_rank()) + "] " + message);
+          }
+        };
+        expect_refusal([&] { algorithms::all_gather(comm, in, out, algorithm::recursive_doubling); },
+                       "algorithms::all_gather(recursive doubling): recursive doubling is not an algorithm for "
+                       "all_gather on 3 ranks");
+        expect_refusal(
+            [&] { algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {.ranks_per_node = 2}); },
+            "algorithms::all_reduce(hierarchical in nodes of 2, sum): hierarchical in nodes of 2 is not an algorithm "
+            "for all_reduce on 3 ranks");
         EXPECT_THROW(algorithms::all_reduce(comm, in, out, op::sum, algorithm::ring), argument_error);
         EXPECT_THROW(algorithms::all_reduce(comm, in, in, op::sum, algorithm::pairwise), argument_error);
+        EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {.ranks_per_node = 0}),
+                     argument_error);
+        EXPECT_THROW(algorithms::all_gather(comm, in, out, algorithm::hierarchical), argument_error);
         EXPECT_THROW(algorithms::broadcast(comm, in, comm.size(), algorithm::binomial), argument_error);
         EXPECT_THROW(algorithms::reduce_scatter(comm, in, in, op::sum, algorithm::ring), argument_error);
         EXPECT_THROW(algorithms::barrier(comm, algorithm::automatic), argument_error);

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardwise/sim/collective_cost.hpp"
@@ -168,6 +169,62 @@ TEST(collective_cost, pairwise_all_to_all_broadcast_reduce_and_barrier_match_the
   for (const int P : {2, 5, 8}) {
     expect_within_one_percent(modelled(fully_connected(P), P, {collective::barrier, 0, 0}), ceil_log2(P) * alpha,
                               "dissemination barrier, P = " + std::to_string(P));
+  }
+}
+
+// Hierarchical all-reduce in nodes of 4 GPUs: a ring inside each node on the whole message, a ring
+// across nodes on a quarter of it, with all 4 ranks of a node crossing at once through the node's
+// NICs (one per node on the V100s, one per GPU on the MI210s), and a ring inside again. Its steps are
+// those four rings' and its time the formula of comm/algorithms/hierarchical.hpp. On 8 GPUs it beats
+// a flat ring, which crosses between nodes in each of its 14 steps.
+TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_flat_ring_across_nodes) {
+  constexpr int k = 4;
+  for (const int P : {8, 16})
+    for (const auto& [m, nics] : {std::pair{presets::v100_nodes(P, k), 1}, std::pair{presets::mi210_nodes(P, k), k}}) {
+      const int nodes = P / k;
+      const link_model& in = m.network.peer_link();
+      const link_model& out = m.network.network_link();
+      const double reduce = m.device.reduction_time(1);
+      std::vector<int> devices;
+      for (int r = 0; r < P; ++r) devices.push_back(r);
+      for (const double n : sizes) {
+        const std::string at =
+            "P = " + std::to_string(P) + ", " + std::to_string(nics) + " NICs per node, n = " + std::to_string(n);
+        const auto steps =
+            schedule(algorithm::hierarchical, {collective::all_reduce, n, 0}, P, 1 << 20, {.ranks_per_node = k});
+        // Reduce-scatter inside, reduce-scatter and all-gather across, all-gather inside.
+        ASSERT_EQ(steps.size(), 4U) << at;
+        const std::int64_t repeats[] = {k - 1, nodes - 1, nodes - 1, k - 1};
+        const double bytes[] = {n / k, n / P, n / P, n / k};
+        const double reduced[] = {n / k, n / P, 0, 0};
+        const int first_receiver[] = {1, k, k, 1};  // rank 0 sends to its right inside, to rank k across
+        for (std::size_t s = 0; s < steps.size(); ++s) {
+          EXPECT_EQ(steps[s].repeat, repeats[s]) << at << ", step " << s;
+          ASSERT_EQ(steps[s].exchanges.size(), static_cast<std::size_t>(P)) << at << ", step " << s;
+          EXPECT_EQ(steps[s].exchanges[0].destination, first_receiver[s]) << at << ", step " << s;
+          EXPECT_DOUBLE_EQ(steps[s].exchanges[0].bytes, bytes[s]) << at << ", step " << s;
+          EXPECT_DOUBLE_EQ(steps[s].reduced_bytes, reduced[s]) << at << ", step " << s;
+        }
+        const double crossing = static_cast<double>(k) / nics * n / P / out.bandwidth;
+        const double formula = 2 * (k - 1) * (in.latency + n / k / in.bandwidth) + (k - 1.0) / k * n * reduce +
+                               2 * (nodes - 1) * (out.latency + crossing) + (nodes - 1.0) / P * n * reduce;
+        const collective_cost costs(m);
+        const double hierarchical = costs.play(devices, steps, nullptr, 0);
+        expect_within_one_percent(hierarchical, formula, "hierarchical all-reduce, " + at);
+        if (P == 8 && n == sizes.back()) {
+          machine flat = m;
+          flat.algorithms.all_reduce = algorithm::ring;
+          EXPECT_LT(hierarchical, 0.9 * modelled(flat, P, {collective::all_reduce, n, 0})) << at;
+        }
+      }
+    }
+  // In nodes of one rank it is the flat ring.
+  const auto ring = schedule(algorithm::ring, {collective::all_reduce, 1e6, 0}, 6);
+  const auto single = schedule(algorithm::hierarchical, {collective::all_reduce, 1e6, 0}, 6, 1 << 20, {});
+  ASSERT_EQ(single.size(), ring.size());
+  for (std::size_t s = 0; s < ring.size(); ++s) {
+    EXPECT_EQ(single[s].exchanges, ring[s].exchanges);
+    EXPECT_EQ(single[s].repeat, ring[s].repeat);
   }
 }
 

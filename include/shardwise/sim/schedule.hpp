@@ -19,6 +19,7 @@ namespace shardwise::sim {
 using shardwise::algorithm;
 using shardwise::collective;
 using shardwise::name_of;
+using shardwise::placement;
 
 // One collective call as the cost model sees it: which, how big, from where.
 struct collective_shape {
@@ -67,10 +68,10 @@ std::vector<step> steps_of(int ranks, int count, const ExchangeOf& exchange_of) 
 
 }  // namespace detail
 
-// The steps of `a` (not automatic) for `shape` on `ranks` ranks. The caller has checked that the
-// pair fits (algorithm_choice::pick).
+// The steps of `a` (not automatic) for `shape` on `ranks` ranks placed in nodes as `where` says (read
+// by the hierarchical algorithm only). The caller has checked that they fit (algorithm_choice::pick).
 inline std::vector<step> schedule(algorithm a, const collective_shape& shape, int ranks,
-                                  double pipeline_segment_bytes = 1 << 20) {
+                                  double pipeline_segment_bytes = 1 << 20, placement where = {}) {
   if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: pairwise_steps
   const bool per_rank_blocks = shape.kind == collective::all_gather || shape.kind == collective::reduce_scatter ||
                                shape.kind == collective::all_to_all;
@@ -80,7 +81,8 @@ inline std::vector<step> schedule(algorithm a, const collective_shape& shape, in
       ranks,
       per_rank_blocks ? shape.bytes * ranks : shape.bytes,
       shape.root,
-      a == algorithm::pipelined ? algorithms::pipelined_chain::segments(shape.bytes, pipeline_segment_bytes) : 1};
+      a == algorithm::pipelined ? algorithms::pipelined_chain::segments(shape.bytes, pipeline_segment_bytes) : 1,
+      where};
   return detail::steps_of(ranks, pattern.steps(), [&](int r, int k) { return pattern.exchange(r, k); });
 }
 

@@ -27,10 +27,13 @@
 //   pipelined (chain) broadcast    (P+s-2)·(α + (n/s)β) with s segments
 //   binomial reduce                ⌈log P⌉·(α + nβ + nγ)
 //   dissemination barrier          ⌈log P⌉·α
+//   hierarchical all-reduce        2(k-1)(α_in + n/k·β_in) + 2(P/k-1)(α_out + n/P·β_out)
+//                                  + (k-1)/k·nγ + (P/k-1)/P·nγ   (nodes of k ranks; hierarchical.hpp
+//                                  gives β_out's factor when a node's ranks share NICs)
 //
 // One header per algorithm: ring.hpp, recursive_doubling.hpp (and folding.hpp, for P not a power of
-// two), rabenseifner.hpp, pairwise.hpp, binomial.hpp, pipelined_chain.hpp, dissemination.hpp;
-// pattern.hpp picks one for a collective.
+// two), rabenseifner.hpp, pairwise.hpp, binomial.hpp, pipelined_chain.hpp, dissemination.hpp,
+// hierarchical.hpp; pattern.hpp picks one for a collective.
 #include <bit>
 #include <concepts>
 #include <cstddef>
@@ -49,6 +52,7 @@ enum class algorithm {
   binomial,
   pipelined,
   dissemination,
+  hierarchical,  // inside each node, then across nodes, then inside again (placement::ranks_per_node)
 };
 
 [[nodiscard]] constexpr std::string_view name_of(collective c) noexcept {
@@ -57,17 +61,24 @@ enum class algorithm {
   return names[static_cast<int>(c)];
 }
 [[nodiscard]] constexpr std::string_view name_of(algorithm a) noexcept {
-  constexpr std::string_view names[] = {"automatic", "ring",     "recursive doubling", "Rabenseifner",
-                                        "pairwise",  "binomial", "pipelined",          "dissemination"};
+  constexpr std::string_view names[] = {"automatic", "ring",      "recursive doubling", "Rabenseifner", "pairwise",
+                                        "binomial",  "pipelined", "dissemination",      "hierarchical"};
   return names[static_cast<int>(a)];
 }
 
-// Whether `a` is an algorithm for `kind` on `ranks` ranks.
-[[nodiscard]] constexpr bool applies(collective kind, algorithm a, int ranks) noexcept {
+// Where the ranks sit: rank r is local rank r mod ranks_per_node of node r / ranks_per_node. Only the
+// hierarchical algorithm reads it.
+struct placement {
+  int ranks_per_node = 1;
+};
+
+// Whether `a` is an algorithm for `kind` on `ranks` ranks placed as `where` says.
+[[nodiscard]] constexpr bool applies(collective kind, algorithm a, int ranks, placement where = {}) noexcept {
   const bool power_of_two = ranks > 0 && std::has_single_bit(static_cast<unsigned>(ranks));
   switch (kind) {
     case collective::all_reduce:
-      return a == algorithm::ring || a == algorithm::recursive_doubling || a == algorithm::rabenseifner;
+      return a == algorithm::ring || a == algorithm::recursive_doubling || a == algorithm::rabenseifner ||
+             (a == algorithm::hierarchical && where.ranks_per_node >= 1 && ranks % where.ranks_per_node == 0);
     case collective::all_gather:
     case collective::reduce_scatter:
       return a == algorithm::ring || (a == algorithm::recursive_doubling && power_of_two);

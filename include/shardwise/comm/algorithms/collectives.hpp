@@ -77,10 +77,18 @@ void require(const C& comm, std::string_view operation, bool holds, const std::s
   if (!holds) throw argument_error(comm.world_rank(), operation, otherwise);
 }
 
+// The algorithm as the caller chose it: "ring", "hierarchical in nodes of 4".
+inline std::string chosen_text(algorithm chosen, placement where = {}) {
+  std::string text(name_of(chosen));
+  if (chosen == algorithm::hierarchical) text += " in nodes of " + std::to_string(where.ranks_per_node);
+  return text;
+}
+
 template <communicator C>
-void require_algorithm(const C& comm, std::string_view operation, collective kind, algorithm chosen) {
-  require(comm, operation, applies(kind, chosen, comm.size()),
-          std::string(name_of(chosen)) + " is not an algorithm for " + std::string(name_of(kind)) + " on " +
+void require_algorithm(const C& comm, std::string_view operation, collective kind, algorithm chosen,
+                       placement where = {}) {
+  require(comm, operation, applies(kind, chosen, comm.size(), where),
+          chosen_text(chosen, where) + " is not an algorithm for " + std::string(name_of(kind)) + " on " +
               std::to_string(comm.size()) + " ranks");
 }
 
@@ -103,21 +111,22 @@ void copy_unless_same(std::span<const T> from, std::span<T> to) {
 
 }  // namespace detail
 
-// out = the reduction of every rank's `in` (in and out may be the same buffer).
+// out = the reduction of every rank's `in` (in and out may be the same buffer). `where` places the
+// ranks in nodes for the hierarchical algorithm (the others ignore it).
 template <communicator C, input_buffer In, output_buffer Out>
-void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try {
+void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, placement where = {}) try {
   constexpr std::string_view operation = "algorithms::all_reduce";
   detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
-  detail::require_algorithm(comm, operation, collective::all_reduce, chosen);
+  detail::require_algorithm(comm, operation, collective::all_reduce, chosen, where);
   detail::require(comm, operation, source.size() == target.size(),
                   detail::sizes("input", source.size(), "output", target.size()));
   detail::copy_unless_same(source, target);
-  detail::play<element_of<Out>>(comm, {collective::all_reduce, chosen, comm.size(), target.size()}, target, target,
-                                reduction);
+  detail::play<element_of<Out>>(comm, {collective::all_reduce, chosen, comm.size(), target.size(), 0, 1, where}, target,
+                                target, reduction);
 } catch (...) {
-  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_reduce", std::string(name_of(chosen)),
+  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_reduce", detail::chosen_text(chosen, where),
                                                    std::string(name_of(reduction))));
 }
 

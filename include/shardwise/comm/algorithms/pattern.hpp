@@ -4,6 +4,7 @@
 #include "shardwise/comm/algorithms/algorithm.hpp"
 #include "shardwise/comm/algorithms/binomial.hpp"
 #include "shardwise/comm/algorithms/dissemination.hpp"
+#include "shardwise/comm/algorithms/hierarchical.hpp"
 #include "shardwise/comm/algorithms/pairwise.hpp"
 #include "shardwise/comm/algorithms/pipelined_chain.hpp"
 #include "shardwise/comm/algorithms/rabenseifner.hpp"
@@ -14,7 +15,7 @@ namespace shardwise::algorithms {
 
 // `whole` is the buffer the algorithm works on: the vector of all-reduce, reduce and broadcast; all P
 // blocks of all-gather, reduce-scatter and all-to-all. The caller has checked applies(kind, chosen,
-// ranks); all_to_all_v has no fixed pattern (its blocks come from the counts: pairwise.hpp).
+// ranks, where); all_to_all_v has no fixed pattern (its blocks come from the counts: pairwise.hpp).
 template <class Size>
 struct pattern {
   collective kind = collective::barrier;
@@ -22,7 +23,8 @@ struct pattern {
   int ranks = 1;
   Size whole{};
   int root = 0;
-  int segments = 1;  // of the pipelined chain
+  int segments = 1;   // of the pipelined chain
+  placement where{};  // of the ranks in nodes, for the hierarchical algorithm
 
   [[nodiscard]] constexpr int steps() const noexcept {
     if (ranks <= 1) return 0;
@@ -30,6 +32,7 @@ struct pattern {
       case collective::all_reduce:
         return chosen == algorithm::ring                 ? ring::all_reduce_steps(ranks)
                : chosen == algorithm::recursive_doubling ? recursive_doubling::all_reduce_steps(ranks)
+               : chosen == algorithm::hierarchical       ? hierarchical::all_reduce_steps(ranks, where.ranks_per_node)
                                                          : rabenseifner::all_reduce_steps(ranks);
       case collective::all_gather:
         return chosen == algorithm::ring ? ring::all_gather_steps(ranks) : recursive_doubling::all_gather_steps(ranks);
@@ -51,6 +54,7 @@ struct pattern {
       case collective::all_reduce:
         return chosen == algorithm::ring                 ? ring::all_reduce(ranks, rank, step, whole)
                : chosen == algorithm::recursive_doubling ? recursive_doubling::all_reduce(ranks, rank, step, whole)
+               : chosen == algorithm::hierarchical       ? hierarchical::all_reduce(ranks, rank, step, whole, where)
                                                          : rabenseifner::all_reduce(ranks, rank, step, whole);
       case collective::all_gather:
         return chosen == algorithm::ring ? ring::all_gather(ranks, rank, step, whole)
