@@ -292,9 +292,10 @@ TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_ap
 }
 
 // The automatic choice by modelled cost: with the 4 GPUs of a node behind one network interface
-// (v100_nodes), Rabenseifner's exchanges across nodes queue on the interface while the ring's cross it
-// once per step, so the model takes the ring where the MPICH rule takes Rabenseifner, and is faster;
-// wherever it chooses, it chooses the fastest of the algorithms that apply.
+// (v100_nodes), Rabenseifner's exchanges across nodes queue on the interface, so the model leaves the
+// MPICH rule's Rabenseifner for the hierarchical algorithm (nodes taken from the topology), and is
+// faster; with a network interface per GPU (mi210_nodes) too. Wherever it chooses, it chooses the
+// fastest of the algorithms that apply.
 TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_placement) {
   std::vector<int> devices{0, 1, 2, 3, 4, 5, 6, 7};
   const collective_shape large{collective::all_reduce, 64.0 * (1 << 20), 0};
@@ -305,16 +306,19 @@ TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_plac
   const machine by_cost = presets::v100_nodes(8, 4);
   collective_cost costed(by_cost);
   const int group = costed.group_id(devices);
-  EXPECT_EQ(costed.algorithm_for(group, devices, large), algorithm::ring);
+  EXPECT_EQ(costed.algorithm_for(group, devices, large), algorithm::hierarchical);
   EXPECT_LT(costed.duration(group, devices, large), ruled.duration(ruled.group_id(devices), devices, large));
+  collective_cost per_gpu_interface(presets::mi210_nodes(8, 4));
+  EXPECT_EQ(per_gpu_interface.algorithm_for(per_gpu_interface.group_id(devices), devices, large),
+            algorithm::hierarchical);
 
   for (const collective_shape& shape :
        {large, collective_shape{collective::all_reduce, 1024, 0}, collective_shape{collective::all_gather, 1 << 20, 0},
         collective_shape{collective::reduce_scatter, 64, 0}, collective_shape{collective::broadcast, 1 << 24, 3}}) {
     const algorithm chosen = costed.algorithm_for(group, devices, shape);
     for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
-                              algorithm::binomial, algorithm::pipelined}) {
-      if (!shardwise::applies(shape.kind, a, 8)) continue;
+                              algorithm::hierarchical, algorithm::binomial, algorithm::pipelined}) {
+      if (!shardwise::applies(shape.kind, a, 8, {4})) continue;
       machine fixed = presets::v100_nodes(8, 4);
       if (shape.kind == collective::all_reduce) fixed.algorithms.all_reduce = a;
       if (shape.kind == collective::all_gather) fixed.algorithms.all_gather = a;

@@ -6,10 +6,11 @@
 // calls, so each distinct call is simulated once however many ranks and iterations ask.
 //
 // Which algorithm: a fixed choice (machine.algorithms), or for an automatic one the applicable
-// algorithm of least modelled time on the group's devices — so the placement decides: ranks behind one
-// network interface take the ring, whose each step loads every link once, where Rabenseifner's
-// exchanges between distant ranks queue on the shared interface. algorithm_choice::by_modelled_cost =
-// false keeps the MPICH rule instead.
+// algorithm of least modelled time on the group's devices — so the placement decides: where the GPUs
+// of a node share one network interface, a large all-reduce goes hierarchical or round the ring, whose
+// steps cross the interface once each way, not Rabenseifner, whose exchanges between the nodes queue
+// on it. The hierarchical algorithm takes the group's nodes from the topology (placement_of).
+// algorithm_choice::by_modelled_cost = false keeps the MPICH rule instead.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -54,8 +55,7 @@ class collective_cost {
   // Draws the collective's link activity from `start` on (for timelines).
   void record_links(timeline& trace, int group, const std::vector<int>& devices, const collective_shape& shape,
                     double start) {
-    const int ranks = static_cast<int>(devices.size());
-    play(devices, steps_of(algorithm_for(group, devices, shape), shape, ranks), &trace, start);
+    play(devices, steps_of(algorithm_for(group, devices, shape), shape, devices), &trace, start);
   }
   void record_links(timeline& trace, const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes,
                     double start) const {
@@ -96,8 +96,23 @@ class collective_cost {
     double seconds;
   };
 
-  [[nodiscard]] std::vector<step> steps_of(algorithm a, const collective_shape& shape, int ranks) const {
-    return schedule(a, shape, ranks, model_->algorithms.pipeline_segment_bytes);
+  [[nodiscard]] std::vector<step> steps_of(algorithm a, const collective_shape& shape,
+                                           const std::vector<int>& devices) const {
+    return schedule(a, shape, static_cast<int>(devices.size()), model_->algorithms.pipeline_segment_bytes,
+                    placement_of(devices));
+  }
+
+  // The group's members in nodes of equal width, consecutive in rank order (how the hierarchical
+  // algorithm sees them); nodes of one member when the group is not laid out so.
+  [[nodiscard]] placement placement_of(const std::vector<int>& devices) const {
+    const int per_node = model_->network.gpus_per_node();
+    const auto node = [&](std::size_t i) { return devices[i] / per_node; };
+    std::size_t width = 1;
+    while (width < devices.size() && node(width) == node(0)) ++width;
+    if (devices.size() % width != 0) return {};
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      if (node(i) != node(i - i % width)) return {};
+    return {static_cast<int>(width)};
   }
 
   choice timed(int group, const std::vector<int>& devices, const collective_shape& shape) {
@@ -107,12 +122,12 @@ class collective_cost {
     if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
     const algorithm_choice& rules = model_->algorithms;
     const algorithm by_rule = rules.pick(shape, ranks);
-    choice best{by_rule, play(devices, steps_of(by_rule, shape, ranks), nullptr, 0)};
+    choice best{by_rule, play(devices, steps_of(by_rule, shape, devices), nullptr, 0)};
     if (rules.by_modelled_cost && rules.is_automatic(shape.kind))
       for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
-                                algorithm::binomial, algorithm::pipelined})
-        if (a != by_rule && applies(shape.kind, a, ranks)) {
-          const double seconds = play(devices, steps_of(a, shape, ranks), nullptr, 0);
+                                algorithm::hierarchical, algorithm::binomial, algorithm::pipelined})
+        if (a != by_rule && applies(shape.kind, a, ranks, placement_of(devices))) {
+          const double seconds = play(devices, steps_of(a, shape, devices), nullptr, 0);
           if (seconds < best.seconds) best = {a, seconds};
         }
     cache_.emplace(key, best);
