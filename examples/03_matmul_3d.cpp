@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
                     static_cast<long long>(row[1]), static_cast<long long>(row[2]), static_cast<long long>(row[3]));
       }
       const std::int64_t p = 2;
+      const std::int64_t paper_bytes = (p - 1) * (m * k + k * n + m * n) / (p * p * p) * 8;
       std::printf("the paper's count: (p-1)(MN + NK + MK)/p^3 * 8 bytes = %lld bytes per rank\n",
-                  static_cast<long long>((p - 1) * (m * k + k * n + m * n) / (p * p * p) * 8));
+                  static_cast<long long>(paper_bytes));
       std::printf("largest difference from Eigen's product: %.3g\n", error);
     }
     if (!(error < 1e-9)) throw std::runtime_error("the 3-D product differs from Eigen's by " + std::to_string(error));

@@ -14,6 +14,7 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -51,7 +52,7 @@ struct batch_data {
   Eigen::VectorXf y;
 };
 batch_data draw_batch(int rank, long step) {
-  std::mt19937 random(static_cast<unsigned>(rank * 100003 + step));
+  std::mt19937 random(static_cast<unsigned>(std::int64_t{rank} * 100003 + step));
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   batch_data data{matrix(batch, inputs), Eigen::VectorXf(batch)};
   for (int i = 0; i < batch; ++i) {

@@ -172,8 +172,8 @@ class fused_backward_model {
 [[nodiscard]] inline double uniform_kernel_duration(const sim::device_model& gpu, const sim::gpu_initiated_model& model,
                                                     std::int64_t tasks, const work& each) {
   const auto resident = static_cast<std::int64_t>(model.resident_workgroups);
-  const double rounds = static_cast<double>((tasks + resident - 1) / resident);
-  return gpu.launch_latency + rounds * task_duration(gpu, model, each);
+  const std::int64_t rounds = (tasks + resident - 1) / resident;
+  return gpu.launch_latency + static_cast<double>(rounds) * task_duration(gpu, model, each);
 }
 
 // Bytes rank `source` sends rank `destination` in the baseline's all-to-all.

@@ -61,7 +61,7 @@ class path_trial {
   }
 
  private:
-  std::array<double, 2 * most_calls> seconds_{};  // this rank's calls: first path, second, first, …
+  std::array<double, 2 * std::size_t{most_calls}> seconds_{};  // this rank's calls: first path, second, first, …
   int calls_ = 0;
   bool done_ = false;
   bool chose_first_ = true;

@@ -48,7 +48,7 @@ struct gpt_config {
 // Parameters of a model of this config, all elements counted once.
 [[nodiscard]] inline std::int64_t parameter_count(const gpt_config& c) {
   const std::int64_t h = c.hidden;
-  const std::int64_t block = 2 * 2 * h                                                               // two layer norms
+  const std::int64_t block = 2 * (2 * h)                                                             // two layer norms
                              + 4 * (h * h + h)                                                       // Q, K, V, O
                              + (h * c.expansion * h + c.expansion * h) + (c.expansion * h * h + h);  // MLP
   return c.vocabulary * h + c.context * h + c.layers * block + 2 * h;

@@ -123,26 +123,24 @@ inline void write_durably(const std::filesystem::path& path, std::span<const std
   SHARDWISE_CHECKPOINT_FAULT_POINT("create " + path.string());
   const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (file < 0) throw failed("cannot create");
+  // The error is made before close(), which may change errno.
+  const auto closed_after = [&](const char* what) {
+    auto error = failed(what);
+    ::close(file);
+    return error;
+  };
   const auto write_all = [&](std::span<const std::byte> part) {
     while (!part.empty()) {
       const ::ssize_t written = ::write(file, part.data(), part.size());
       if (written < 0 && errno == EINTR) continue;
-      if (written < 0) {
-        const auto error = failed("cannot write");
-        ::close(file);
-        throw error;
-      }
+      if (written < 0) throw closed_after("cannot write");
       part = part.subspan(static_cast<std::size_t>(written));
     }
   };
   write_all(bytes.first(bytes.size() / 2));
   SHARDWISE_CHECKPOINT_FAULT_POINT("write the second half of " + path.string());
   write_all(bytes.subspan(bytes.size() / 2));
-  if (::fsync(file) != 0) {
-    const auto error = failed("cannot flush");
-    ::close(file);
-    throw error;
-  }
+  if (::fsync(file) != 0) throw closed_after("cannot flush");
   if (::close(file) != 0) throw failed("cannot close");
 }
 
@@ -186,7 +184,7 @@ inline void remove_path(const std::filesystem::path& path, const checkpoint_call
 }
 
 // `text` (ending in a newline) and a last line holding the CRC-32C of all of it.
-[[nodiscard]] inline std::string sealed(std::string text) {
+[[nodiscard]] inline std::string sealed(const std::string& text) {
   const std::uint32_t checksum = crc32c(bytes_of(text));
   return text + "crc32c " + hex32(checksum) + "\n";
 }
@@ -551,7 +549,7 @@ class checkpoint_folder {
       const std::string name = unsealed(read_file(path / "latest", call), path / "latest", call);
       const bool step = name.ends_with('\n') && step_of_folder(std::string_view(name).substr(0, name.size() - 1));
       if (!step) throw call.error((path / "latest").string() + " is malformed: it does not name a step-<N> folder");
-      const fs::path folder = path / name.substr(0, name.size() - 1);
+      fs::path folder = path / name.substr(0, name.size() - 1);
       if (!fs::is_directory(folder, ignored))
         throw call.error((path / "latest").string() + " names " + folder.string() + ", which is missing");
       return folder;

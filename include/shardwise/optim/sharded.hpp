@@ -233,6 +233,7 @@ class data_parallel_update {
                     "shardwise: an update of a model's parameters stores its weights as the parameters' element type");
       const std::size_t t = records_.size();
       std::vector<block_info> blocks;
+      blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
       for (int b = 0; b < p.value.block_count(); ++b) blocks.push_back(p.value.block(b));
       records_.push_back({name, p.value.extents(), std::move(blocks), detail::holds_counted_copy(p.value)});
       set_counted(t, records_.back().counted);

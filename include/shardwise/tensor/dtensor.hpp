@@ -138,7 +138,9 @@ class dtensor {
     if (this != &other) assign(other, "dtensor::operator=");
     return *this;
   }
-  dtensor& operator=(dtensor&& other) {
+  // Not noexcept: a tensor bound to an update's buffer keeps that buffer, so moving into it copies, and
+  // throws when the shapes differ.
+  dtensor& operator=(dtensor&& other) {  // NOLINT(performance-noexcept-move-constructor)
     if (bound_) {
       assign(other, "dtensor::operator=");
     } else {
