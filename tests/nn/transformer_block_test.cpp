@@ -3,56 +3,24 @@
 // gradient of the same block computed on one rank — the serial computation on the full tensors, with
 // the same initial weights (they are keyed by global index) — and that serial block's backward
 // matches finite differences. The ops inside are checked against independent serial code in
-// tests/ops/.
-#include "shardwise/nn/transformer_block.hpp"
-
+// tests/ops/. The 2-D and 3-D families' comparisons compile in sources of their own
+// (transformer_block_checks.hpp).
 #include <gtest/gtest.h>
 
-#include <Eigen/Core>
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "nn/transformer_block_checks.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/transformer_block.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "support/backends.hpp"
 
-namespace {
+namespace shardwise::testing {
 
-using namespace shardwise;
-using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-template <class Backend>
-class transformer_block_test : public ::testing::Test {};
-TYPED_TEST_SUITE(transformer_block_test, shardwise::testing::backends);
-
-double input_value(std::int64_t i, std::int64_t j) { return std::sin(0.3 * double(i) + 0.7 * double(j)); }
-double gradient_value(std::int64_t i, std::int64_t j) { return std::cos(0.5 * double(i) - 0.2 * double(j)); }
-
-// A block's results, gathered: output, input gradient, and every parameter gradient in visiting order.
-struct block_results {
-  matrix output;
-  matrix input_gradient;
-  std::vector<matrix> parameter_gradients;
-};
-
-template <class Family, class Mesh>
-block_results run_block(Mesh& mesh, const nn::block_options& options, std::int64_t batch) {
-  nn::transformer_block<double, Family, Mesh> block(mesh, options, 7);
-  const matrix_extents extents{batch * options.sequence, options.hidden};
-  const auto x = from_function<typename Family::input>(mesh, extents, input_value);
-  const auto dy = from_function<typename Family::input>(mesh, extents, gradient_value);
-  const auto y = block.forward(x);
-  const auto dx = block.backward(dy);
-  block_results results{all_gather(y), all_gather(dx), {}};
-  block.for_each_parameter(
-      [&](const std::string&, auto& p) { results.parameter_gradients.push_back(all_gather(p.gradient)); });
-  return results;
-}
-
-// The same block on one rank.
 block_results serial_block(const nn::block_options& options, std::int64_t batch) {
   block_results results;
   threads::run(1, [&](communicator auto& world) {
@@ -62,24 +30,19 @@ block_results serial_block(const nn::block_options& options, std::int64_t batch)
   return results;
 }
 
-void expect_near(const matrix& got, const matrix& expected, const std::string& what) {
-  ASSERT_EQ(got.rows(), expected.rows()) << what;
-  ASSERT_EQ(got.cols(), expected.cols()) << what;
-  EXPECT_LT((got - expected).cwiseAbs().maxCoeff(), 1e-10) << what;
-}
+}  // namespace shardwise::testing
 
-template <class Family, class Mesh>
-void check_family(Mesh& mesh, const nn::block_options& options, std::int64_t batch, const std::string& name) {
-  SCOPED_TRACE(name + " on grid " + detail::shape_string(mesh.shape()));
-  const auto got = run_block<Family>(mesh, options, batch);
-  const auto expected = serial_block(options, batch);
-  expect_near(got.output, expected.output, "output");
-  expect_near(got.input_gradient, expected.input_gradient, "input gradient");
-  ASSERT_EQ(got.parameter_gradients.size(), expected.parameter_gradients.size());
-  for (std::size_t p = 0; p < got.parameter_gradients.size(); ++p)
-    expect_near(got.parameter_gradients[p], expected.parameter_gradients[p],
-                "gradient of parameter " + std::to_string(p));
-}
+namespace {
+
+using namespace shardwise;
+using shardwise::testing::check_family;
+using shardwise::testing::gradient_value;
+using shardwise::testing::input_value;
+using shardwise::testing::matrix;
+
+template <class Backend>
+class transformer_block_test : public ::testing::Test {};
+TYPED_TEST_SUITE(transformer_block_test, shardwise::testing::backends);
 
 TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
   TypeParam::run(

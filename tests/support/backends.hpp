@@ -26,6 +26,7 @@ namespace shardwise::testing {
 inline constexpr std::initializer_list<int> default_rank_counts = {1, 2, 3, 4, 6, 8};
 
 struct threads_backend {
+  using communicator_type = shardwise::threads::communicator;  // what a body's world is
   // Reductions combine ranks 0, 1, …, P-1 in order, so float sums equal a serial left-to-right sum.
   static constexpr bool sums_in_rank_order = true;
 
@@ -40,6 +41,7 @@ struct threads_backend {
 
 #ifdef SHARDWISE_TEST_MPI
 struct mpi_backend {
+  using communicator_type = shardwise::mpi::communicator;
   static constexpr bool sums_in_rank_order = false;  // MPI picks its own reduction tree
 
   template <class Body>
@@ -56,9 +58,10 @@ struct mpi_backend {
     body(world);
   }
 };
-using backends = ::testing::Types<mpi_backend>;
+using backend = mpi_backend;
 #elif defined(SHARDWISE_TEST_SIM_GPU)
 struct sim_gpu_backend {
+  using communicator_type = shardwise::sim_gpu::communicator;
   static constexpr bool sums_in_rank_order = true;  // the data move as in the threads backend
 
   // MI210s in nodes of two when P is even (so calls cross both xGMI and InfiniBand), else one node.
@@ -70,9 +73,12 @@ struct sim_gpu_backend {
     }
   }
 };
-using backends = ::testing::Types<sim_gpu_backend>;
+using backend = sim_gpu_backend;
 #else
-using backends = ::testing::Types<threads_backend>;
+using backend = threads_backend;
 #endif
+// The typed test suites' list; `backend` and its communicator_type name the same to code outside a test
+// body (explicit instantiations in a source of their own).
+using backends = ::testing::Types<backend>;
 
 }  // namespace shardwise::testing

@@ -1,0 +1,11 @@
+// The GPT test's 3-D family in double: its comparison with the model on one rank (gpt_checks.hpp),
+// compiled on its own.
+#include "model/gpt_checks.hpp"
+
+namespace shardwise::testing {
+
+template void expect_model_equals<double, gpt_family_3d>(family_mesh<gpt_family_3d>&, backend::communicator_type&,
+                                                         std::int64_t, std::int64_t, const gpt_results<double>&,
+                                                         double);
+
+}  // namespace shardwise::testing
