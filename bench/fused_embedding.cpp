@@ -311,10 +311,9 @@ void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int wor
             ->Iterations(c.iterations);
 #ifdef SHARDWISE_BENCH_MPI
       if (!c.on_mpi || world_size < measured_ranks) continue;
-      benchmark::RegisterBenchmark(("mpi/" + std::string(paths[p].name) + c.name).c_str(),
-                                   [driver, i, p](benchmark::State& s) {
-                                     driver->run(command{static_cast<int>(i), p, measured_ranks}, &s);
-                                   })
+      benchmark::RegisterBenchmark(
+          ("mpi/" + std::string(paths[p].name) + c.name).c_str(),
+          [driver, i, p](benchmark::State& s) { driver->run(command{static_cast<int>(i), p, measured_ranks}, &s); })
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
           ->Iterations(c.iterations);

@@ -42,10 +42,10 @@ void send_order(Order next) {
 
 // An order runs on the world's first `ranks` ranks; the value-initialised order (ranks = 0) is the stop.
 template <class Order>
-concept mpi_order = std::is_trivially_copyable_v<Order> && std::default_initializable<Order> &&
-    requires(const Order& order) {
-  { order.ranks } -> std::convertible_to<int>;
-};
+concept mpi_order =
+    std::is_trivially_copyable_v<Order> && std::default_initializable<Order> && requires(const Order& order) {
+      { order.ranks } -> std::convertible_to<int>;
+    };
 
 // The driver of one benchmark program over `world`. `part(group, order, state)` is one rank's share of
 // an order on `group`, the order's ranks split off the world; `state` is Google Benchmark's on rank 0

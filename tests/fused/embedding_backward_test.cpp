@@ -190,7 +190,7 @@ TYPED_TEST(fused_embedding_backward, a_gradient_of_the_wrong_size_or_width_is_re
     nn::sparse_rows<float> narrow(in.tables[0].rows(), 1), right(in.tables[0].rows(), 2);
     nn::sparse_rows<float>* narrow_one[] = {&narrow};
     nn::sparse_rows<float>* right_one[] = {&right};
-    const std::span<nn::sparse_rows<float>*const> narrow_span(narrow_one), right_span(right_one);
+    const std::span<nn::sparse_rows<float>* const> narrow_span(narrow_one), right_span(right_one);
     EXPECT_THROW(op.fused_backward(std::span<const float>(gradient), in.bag_spans, narrow_span), argument_error);
     gradient.push_back(0);
     EXPECT_THROW(op.baseline_backward(std::span<const float>(gradient), in.bag_spans, right_span), argument_error);

@@ -263,21 +263,14 @@ TEST(checked_arithmetic, products_and_sums_that_do_not_fit_are_nothing) {
 
 TEST(checked_arithmetic, shapes_whose_elements_do_not_fit_are_refused) {
   const coordinates<2> grid{1, 1};
-  EXPECT_EQ(message_of<argument_error>([&] {
-              (void)mapping_t<replicated<>, 2>({two_to_the(40), two_to_the(40)}, grid);
-            }),
-            "[no rank] layout: a 1099511627776x1099511627776 matrix has more elements than fit in 64 bits");
-  EXPECT_EQ(message_of<argument_error>([&] {
-              (void)mapping_t<block_2d<padded>, 2>({two_to_the(62), 4}, grid);
-            }),
+  EXPECT_EQ(
+      message_of<argument_error>([&] { (void)mapping_t<replicated<>, 2>({two_to_the(40), two_to_the(40)}, grid); }),
+      "[no rank] layout: a 1099511627776x1099511627776 matrix has more elements than fit in 64 bits");
+  EXPECT_EQ(message_of<argument_error>([&] { (void)mapping_t<block_2d<padded>, 2>({two_to_the(62), 4}, grid); }),
             "[no rank] layout: a 4611686018427387904x4 matrix has more elements than fit in 64 bits");
-  EXPECT_EQ(message_of<argument_error>([&] {
-              (void)mapping_t<row_1d<ragged>, 2>({-3, 4}, grid);
-            }),
+  EXPECT_EQ(message_of<argument_error>([&] { (void)mapping_t<row_1d<ragged>, 2>({-3, 4}, grid); }),
             "[no rank] layout: a matrix cannot have -3 rows");
-  EXPECT_EQ(message_of<argument_error>([&] {
-              (void)mapping_t<block_cyclic_2d<2>, 2>({5, -1}, grid);
-            }),
+  EXPECT_EQ(message_of<argument_error>([&] { (void)mapping_t<block_cyclic_2d<2>, 2>({5, -1}, grid); }),
             "[no rank] block_cyclic_2d: a matrix cannot have -1 columns");
   EXPECT_THROW((void)(mapping_t<vector_3d<>, 3>({two_to_the(40), two_to_the(40)}, {1, 1, 1})), argument_error);
   // Extents at the edge of int64 cut without overflow (a padded piece is ceil(n / parts), not (n + parts - 1) / parts).
@@ -287,19 +280,15 @@ TEST(checked_arithmetic, shapes_whose_elements_do_not_fit_are_refused) {
   EXPECT_EQ(tall.block(1, 0).rows, two_to_the(62) - 1);
   EXPECT_EQ(tall.owner(largest - 1, 0).rank, 1);
   // More tiles on one rank than block_count's int can count.
-  EXPECT_EQ(message_of<argument_error>([] {
-              (void)mapping_t<block_cyclic_2d<1>, 2>({two_to_the(20), two_to_the(20)}, {1, 1});
-            }),
+  EXPECT_EQ(message_of<argument_error>(
+                [] { (void)mapping_t<block_cyclic_2d<1>, 2>({two_to_the(20), two_to_the(20)}, {1, 1}); }),
             "[no rank] block_cyclic_2d: 1099511627776 tiles of 1x1 on rank 0 of 1048576x1048576; block_count counts "
             "are int, so at most 2147483647");
   // A tensor of rank 3 whose elements overflow, and a negative extent.
-  EXPECT_EQ(message_of<argument_error>([] {
-              (void)flatten(std::vector<std::int64_t>{two_to_the(30), two_to_the(30), 16});
-            }),
-            "[no rank] flatten: a tensor of shape 1073741824x1073741824x16 has more elements than fit in 64 bits");
-  EXPECT_EQ(message_of<argument_error>([] {
-              (void)flatten(std::vector<std::int64_t>{4, -2, 3});
-            }),
+  EXPECT_EQ(
+      message_of<argument_error>([] { (void)flatten(std::vector<std::int64_t>{two_to_the(30), two_to_the(30), 16}); }),
+      "[no rank] flatten: a tensor of shape 1073741824x1073741824x16 has more elements than fit in 64 bits");
+  EXPECT_EQ(message_of<argument_error>([] { (void)flatten(std::vector<std::int64_t>{4, -2, 3}); }),
             "[no rank] flatten: the shape 4x-2x3 has a negative extent in dimension 1");
 }
 

@@ -211,20 +211,11 @@ TYPED_TEST(mesh_test, grids_that_do_not_fit_throw_on_every_rank) {
                           {"process_mesh", wrong_3d_text, "communicator has " + size});
         expect_mesh_error(me, [&] { process_mesh mesh(world, {ranks + 1}); },
                           {std::to_string(ranks + 1), "communicator has " + size});
-        expect_mesh_error(me,
-                          [&] {
-                            process_mesh mesh(world, {0, ranks});
-                          },
+        expect_mesh_error(me, [&] { process_mesh mesh(world, {0, ranks}); },
                           {"0x" + size, "non-positive", "communicator has " + size + " ranks"});
-        expect_mesh_error(me,
-                          [&] {
-                            process_mesh mesh(world, {-1, -ranks});
-                          },
+        expect_mesh_error(me, [&] { process_mesh mesh(world, {-1, -ranks}); },
                           {"-1x-" + size, "non-positive", "communicator has " + size + " ranks"});
-        expect_mesh_error(me,
-                          [&] {
-                            process_mesh mesh(world, {ranks, 65536, 65536});
-                          },
+        expect_mesh_error(me, [&] { process_mesh mesh(world, {ranks, 65536, 65536}); },
                           {"more than 2147483647 ranks", "communicator has " + size});
         if (ranks > 1) {
           const coordinates<2> asked = world.rank() == 0 ? coordinates<2>{1, ranks} : coordinates<2>{ranks, 1};
@@ -377,9 +368,7 @@ TYPED_TEST(mesh_test, a_data_parallel_mesh_puts_replicas_beside_the_tensor_paral
         check(world.size(), coordinates<1>{1});
         check(1, coordinates<1>{world.size()});
         expect_mesh_error(world.world_rank(),
-                          [&] {
-                            data_parallel_mesh mesh(world, 2, coordinates<2>{world.size(), 2});
-                          },
+                          [&] { data_parallel_mesh mesh(world, 2, coordinates<2>{world.size(), 2}); },
                           {"data_parallel_mesh", "need " + std::to_string(4 * world.size()) + " ranks"});
       },
       {1, 3, 8});

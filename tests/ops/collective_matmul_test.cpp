@@ -272,12 +272,9 @@ TYPED_TEST(collective_matmul_test, pipelined_3d_products_move_what_the_plain_one
         // A·B and dC·Bᵀ cut rows of m over x, then over y and z (strips: the finer cut); Aᵀ·dC's rows are
         // A's columns, k cut over z.
         const std::int64_t m_strip_rows = m / (grid[0] * std::lcm(grid[1], grid[2]));
-        check(
-            "A*B", [&](matmul_options o) { return matmul(a, b, o); }, 1, 2, m_strip_rows);
-        check(
-            "dC*B^T", [&](matmul_options o) { return matmul(dc, transposed(b), o); }, 2, 1, m_strip_rows);
-        check(
-            "A^T*dC", [&](matmul_options o) { return matmul(transposed(a), dc, o); }, 1, 0, k / grid[2]);
+        check("A*B", [&](matmul_options o) { return matmul(a, b, o); }, 1, 2, m_strip_rows);
+        check("dC*B^T", [&](matmul_options o) { return matmul(dc, transposed(b), o); }, 2, 1, m_strip_rows);
+        check("A^T*dC", [&](matmul_options o) { return matmul(transposed(a), dc, o); }, 1, 0, k / grid[2]);
       },
       {1, 4, 8});
 }

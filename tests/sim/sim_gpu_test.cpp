@@ -108,9 +108,7 @@ TEST(sim_gpu, an_operations_kernel_holds_the_messages_sent_after_it) {
     const double travel = link.latency + static_cast<double>(message.size() * sizeof(float)) / link.bandwidth;
     const double kernel = gpu.duration({1e10, 0});
     bool computed = false;
-    EXPECT_NEAR(comm.launch(
-                    {1e10, 0}, [&] { computed = true; }, "GEMM"),
-                kernel, 1e-12);
+    EXPECT_NEAR(comm.launch({1e10, 0}, [&] { computed = true; }, "GEMM"), kernel, 1e-12);
     EXPECT_TRUE(computed) << "the kernel's result is there at once";
     EXPECT_NEAR(compute.ready(), kernel, 1e-12) << "on the compute stream";
     EXPECT_DOUBLE_EQ(comm.now(), 0.0) << "launching does not make the host wait";
@@ -170,8 +168,7 @@ TEST(sim_gpu, writes_a_timeline_with_stream_and_link_tracks) {
   m.record_timeline = true;
   const auto report = sim_gpu::run(4, m, [](sim_gpu::communicator& comm) {
     auto& side = comm.device().create_stream("side");
-    side.launch(
-        {1e9, 1e6}, [] {}, "pooling");
+    side.launch({1e9, 1e6}, [] {}, "pooling");
     std::vector<float> data(1 << 16, 1.0F), out(data.size());
     comm.all_to_all(data, out);
     comm.all_reduce(data);

@@ -265,13 +265,11 @@ TYPED_TEST(dtensor_test, shapes_whose_elements_do_not_fit_throw_on_every_rank) {
                     (void)dtensor<float, replicated<>, decltype(mesh)>(mesh, {two_to_the_40, two_to_the_40});
                   }),
                   rank + "a 1099511627776x1099511627776 matrix has more elements than fit in 64 bits");
-        EXPECT_EQ(message_of<argument_error>([&] {
-                    (void)from_function<block_2d<ragged>>(mesh, {std::int64_t{1} << 62, 4}, value);
-                  }),
+        EXPECT_EQ(message_of<argument_error>(
+                      [&] { (void)from_function<block_2d<ragged>>(mesh, {std::int64_t{1} << 62, 4}, value); }),
                   rank + "a 4611686018427387904x4 matrix has more elements than fit in 64 bits");
-        EXPECT_EQ(message_of<argument_error>([&] {
-                    (void)dtensor<double, block_cyclic_2d<2>, decltype(mesh)>(mesh, {5, -7});
-                  }),
+        EXPECT_EQ(message_of<argument_error>(
+                      [&] { (void)dtensor<double, block_cyclic_2d<2>, decltype(mesh)>(mesh, {5, -7}); }),
                   rank + "a matrix cannot have -7 columns");
       },
       {1, 4, 6});
@@ -287,16 +285,12 @@ TYPED_TEST(dtensor_test, a_layout_that_breaks_the_contract_is_refused) {
         process_mesh mesh(world, {world.size()});
         const std::string rank = "[rank " + std::to_string(world.world_rank()) + "] check_layout: ";
         using columns_held_twice = test_layout<breach::shared_block>;
-        EXPECT_EQ(message_of<layout_error>([&] {
-                    (void)from_function<columns_held_twice>(mesh, {10, 7}, value);
-                  }),
+        EXPECT_EQ(message_of<layout_error>([&] { (void)from_function<columns_held_twice>(mesh, {10, 7}, value); }),
                   rank +
                       "element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the layout does not "
                       "declare replication (a 10x7 matrix on 4 ranks)");
         using huge_storage = test_layout<breach::stored_too_much>;
-        EXPECT_EQ(message_of<layout_error>([&] {
-                    (void)dtensor<float, huge_storage, decltype(mesh)>(mesh, {3, 8});
-                  }),
+        EXPECT_EQ(message_of<layout_error>([&] { (void)dtensor<float, huge_storage, decltype(mesh)>(mesh, {3, 8}); }),
                   rank +
                       "rank 0 block 0 stores 1099511627776x1099511627776 elements, more than fit in 64 bits (a "
                       "3x8 matrix on 4 ranks)");

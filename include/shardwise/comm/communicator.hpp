@@ -35,35 +35,35 @@ concept request = std::movable<R> && requires(R& r) {
 template <class C>
 concept communicator =
     std::movable<C> && !std::copyable<C> &&
-    requires(C & c, const C& cc, std::span<const float> in, std::span<float> out, std::span<const int> counts) {
-  { cc.rank() } -> std::convertible_to<int>;
-  { cc.size() } -> std::convertible_to<int>;
-  { cc.world_rank() } -> std::convertible_to<int>;
-  { cc.traffic() } -> std::convertible_to<traffic_count>;
-  typename C::request;
-  requires request<typename C::request>;
-  c.all_reduce(in, out, op::sum);
-  c.all_reduce(out, op::sum);
-  c.reduce(in, out, op::sum, 0);
-  c.reduce_scatter(in, out, op::sum);
-  c.all_gather(in, out);
-  c.all_to_all(in, out);
-  c.all_to_all_v(in, counts, out, counts);
-  c.broadcast(out, 0);
-  c.send(in, 0, 0);
-  c.recv(out, 0, 0);
-  c.barrier();
-  { c.split(0, 0) } -> std::same_as<C>;
-  { c.iall_reduce(in, out, op::sum) } -> std::same_as<typename C::request>;
-  { c.ireduce(in, out, op::sum, 0) } -> std::same_as<typename C::request>;
-  { c.ireduce_scatter(in, out, op::sum) } -> std::same_as<typename C::request>;
-  { c.iall_gather(in, out) } -> std::same_as<typename C::request>;
-  { c.iall_to_all(in, out) } -> std::same_as<typename C::request>;
-  { c.iall_to_all_v(in, counts, out, counts) } -> std::same_as<typename C::request>;
-  { c.ibroadcast(out, 0) } -> std::same_as<typename C::request>;
-  { c.isend(in, 0, 0) } -> std::same_as<typename C::request>;
-  { c.irecv(out, 0, 0) } -> std::same_as<typename C::request>;
-  { c.ibarrier() } -> std::same_as<typename C::request>;
-};
+    requires(C& c, const C& cc, std::span<const float> in, std::span<float> out, std::span<const int> counts) {
+      { cc.rank() } -> std::convertible_to<int>;
+      { cc.size() } -> std::convertible_to<int>;
+      { cc.world_rank() } -> std::convertible_to<int>;
+      { cc.traffic() } -> std::convertible_to<traffic_count>;
+      typename C::request;
+      requires request<typename C::request>;
+      c.all_reduce(in, out, op::sum);
+      c.all_reduce(out, op::sum);
+      c.reduce(in, out, op::sum, 0);
+      c.reduce_scatter(in, out, op::sum);
+      c.all_gather(in, out);
+      c.all_to_all(in, out);
+      c.all_to_all_v(in, counts, out, counts);
+      c.broadcast(out, 0);
+      c.send(in, 0, 0);
+      c.recv(out, 0, 0);
+      c.barrier();
+      { c.split(0, 0) } -> std::same_as<C>;
+      { c.iall_reduce(in, out, op::sum) } -> std::same_as<typename C::request>;
+      { c.ireduce(in, out, op::sum, 0) } -> std::same_as<typename C::request>;
+      { c.ireduce_scatter(in, out, op::sum) } -> std::same_as<typename C::request>;
+      { c.iall_gather(in, out) } -> std::same_as<typename C::request>;
+      { c.iall_to_all(in, out) } -> std::same_as<typename C::request>;
+      { c.iall_to_all_v(in, counts, out, counts) } -> std::same_as<typename C::request>;
+      { c.ibroadcast(out, 0) } -> std::same_as<typename C::request>;
+      { c.isend(in, 0, 0) } -> std::same_as<typename C::request>;
+      { c.irecv(out, 0, 0) } -> std::same_as<typename C::request>;
+      { c.ibarrier() } -> std::same_as<typename C::request>;
+    };
 
 }  // namespace shardwise

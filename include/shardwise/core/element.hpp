@@ -16,7 +16,7 @@ concept communicable = std::is_trivially_copyable_v<T> && !std::is_const_v<T>;
 // Types a reduction (sum, prod, min, max) is defined on. bf16 is reduced in float.
 template <class T>
 concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int32_t> ||
-    std::same_as<T, std::int64_t> || std::same_as<T, bf16>;
+                    std::same_as<T, std::int64_t> || std::same_as<T, bf16>;
 
 // The type partial results are held in while reducing T.
 template <reducible T>

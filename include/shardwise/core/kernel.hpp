@@ -17,9 +17,8 @@
 namespace shardwise {
 
 template <class Carrier>
-concept launches_kernels = requires(Carrier& c, const work& w, void (*compute)(), const std::string& name) {
-  c.launch(w, compute, name);
-};
+concept launches_kernels =
+    requires(Carrier& c, const work& w, void (*compute)(), const std::string& name) { c.launch(w, compute, name); };
 
 // `work_of` returns the kernel's work; `name` is anything a std::string is made from, or a callable that
 // returns one. Both are only called where the kernel is launched, so work that takes counting and names
@@ -42,8 +41,7 @@ void run_kernel(Carrier& carrier, WorkOf&& work_of, Name&& name, Compute&& compu
 
 template <class Carrier, class Name, class Compute>
 void run_kernel(Carrier& carrier, const work& w, Name&& name, Compute&& compute) {
-  run_kernel(
-      carrier, [&w] { return w; }, std::forward<Name>(name), std::forward<Compute>(compute));
+  run_kernel(carrier, [&w] { return w; }, std::forward<Name>(name), std::forward<Compute>(compute));
 }
 
 }  // namespace shardwise

@@ -49,34 +49,36 @@ namespace shardwise::fused {
 enum class delivery { store, put, message };
 
 template <class B>
-concept embedding_backend = requires(B& backend, const B& view, int peer, const embedding_plan& plan,
-                                     const shardwise::work& work, const std::string& name) {
-  typename B::communicator_type;
-  typename B::data_communicator_type;
-  { B::models_time } -> std::convertible_to<bool>;
-  { backend.data_communicator() } -> std::same_as<typename B::data_communicator_type&>;
-  { view.world_rank() } -> std::convertible_to<int>;
-  { view.group_of(peer) } -> std::convertible_to<int>;
-  { view.delivery_to(peer) } -> std::same_as<delivery>;
-  { view.machine() } -> std::same_as<const sim::machine*>;
-  backend.launch(work, name);
-}
-&&requires(B& backend, decltype(std::declval<B&>().kernel(std::int64_t{})) kernel, const shardwise::work& work,
-           const std::string& name) {
-  kernel.run_task(work, name);
-  backend.end_kernel(kernel, name);
-}
-&&requires(B& backend, decltype(std::declval<B&>().fused_kernel(std::declval<const embedding_plan&>())) kernel,
-           const embedding_slice& slice, std::int64_t task) {
-  kernel.task(slice, task, task);
-  backend.end_fused_kernel(kernel);
-}
-&&requires(B& backend, decltype(std::declval<B&>().fused_backward_kernel(std::declval<const embedding_plan&>())) kernel,
-           const embedding_slice& slice, int table, std::size_t flag, std::int64_t lookups) {
-  kernel.send(slice);
-  kernel.add(table, table, flag, lookups);
-  backend.end_fused_kernel(kernel);
-};
+concept embedding_backend =
+    requires(B& backend, const B& view, int peer, const embedding_plan& plan, const shardwise::work& work,
+             const std::string& name) {
+      typename B::communicator_type;
+      typename B::data_communicator_type;
+      { B::models_time } -> std::convertible_to<bool>;
+      { backend.data_communicator() } -> std::same_as<typename B::data_communicator_type&>;
+      { view.world_rank() } -> std::convertible_to<int>;
+      { view.group_of(peer) } -> std::convertible_to<int>;
+      { view.delivery_to(peer) } -> std::same_as<delivery>;
+      { view.machine() } -> std::same_as<const sim::machine*>;
+      backend.launch(work, name);
+    } &&
+    requires(B& backend, decltype(std::declval<B&>().kernel(std::int64_t{})) kernel, const shardwise::work& work,
+             const std::string& name) {
+      kernel.run_task(work, name);
+      backend.end_kernel(kernel, name);
+    } &&
+    requires(B& backend, decltype(std::declval<B&>().fused_kernel(std::declval<const embedding_plan&>())) kernel,
+             const embedding_slice& slice, std::int64_t task) {
+      kernel.task(slice, task, task);
+      backend.end_fused_kernel(kernel);
+    } &&
+    requires(B& backend,
+             decltype(std::declval<B&>().fused_backward_kernel(std::declval<const embedding_plan&>())) kernel,
+             const embedding_slice& slice, int table, std::size_t flag, std::int64_t lookups) {
+      kernel.send(slice);
+      kernel.add(table, table, flag, lookups);
+      backend.end_fused_kernel(kernel);
+    };
 
 // A kernel that takes no modelled time.
 struct untimed_kernel {

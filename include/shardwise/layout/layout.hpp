@@ -118,11 +118,8 @@ concept layout_mapping = std::copyable<M> && requires(const M& m, int rank, int 
 
 // L is a layout for D-dimensional meshes.
 template <class L, std::size_t D>
-concept layout = requires {
-  typename L::template mapping<D>;
-}
-&&layout_mapping<typename L::template mapping<D>>&&
-    std::constructible_from<typename L::template mapping<D>, matrix_extents, coordinates<D>>;
+concept layout = requires { typename L::template mapping<D>; } && layout_mapping<typename L::template mapping<D>> &&
+                 std::constructible_from<typename L::template mapping<D>, matrix_extents, coordinates<D>>;
 
 template <class L, std::size_t D>
 using mapping_t = typename L::template mapping<D>;

@@ -28,13 +28,13 @@ template <std::size_t Dimensions>
   return [&]<std::size_t... A>(std::index_sequence<A...>) {
     return ranges::views::cartesian_product(ranges::views::iota(0, shape[A])...) |
            ranges::views::transform([](const auto& point) { return coordinates<Dimensions>{std::get<A>(point)...}; });
-  }
-  (std::make_index_sequence<Dimensions>{});
+  }(std::make_index_sequence<Dimensions>{});
 }
 
 // The coordinates of a process_mesh (or anything with a shape()), in its rank order.
 template <class Mesh>
-requires requires(const Mesh& mesh) { all_coords(mesh.shape()); }
-[[nodiscard]] auto all_coords(const Mesh& mesh) { return all_coords(mesh.shape()); }
+requires requires(const Mesh& mesh) { all_coords(mesh.shape()); } [[nodiscard]] auto all_coords(const Mesh& mesh) {
+  return all_coords(mesh.shape());
+}
 
 }  // namespace shardwise

@@ -63,7 +63,6 @@ concept tensor_parallel_family = requires {
   typename F::hidden;
   typename F::second_weight;
   typename F::vocabulary;
-}
-&&F::mesh_dimensions == D;
+} && F::mesh_dimensions == D;
 
 }  // namespace shardwise::nn

@@ -116,8 +116,8 @@ struct reduce_scatter_product {
 };
 
 template <split_layout Left, split_layout Right, bool TransposeLeft, bool TransposeRight>
-requires megatron_product<Left, Right, TransposeLeft, TransposeRight>::exists struct reduce_scatter_product<
-    Left, Right, TransposeLeft, TransposeRight> {
+requires megatron_product<Left, Right, TransposeLeft, TransposeRight>::exists
+struct reduce_scatter_product<Left, Right, TransposeLeft, TransposeRight> {
   static constexpr bool exists =
       is_partial_sum_v<typename megatron_product<Left, Right, TransposeLeft, TransposeRight>::result>;
   using result = col_1d<typename Left::padding>;

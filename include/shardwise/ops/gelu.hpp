@@ -56,8 +56,8 @@ enum class gelu_approximation { tanh, none };
 
 template <std::floating_point T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
-    [[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
-                                                gelu_approximation approximation = gelu_approximation::tanh) try {
+[[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
+                                            gelu_approximation approximation = gelu_approximation::tanh) try {
   return approximation == gelu_approximation::tanh ? transform(input, detail::gelu_tanh<T>::value, detail::gelu_cost)
                                                    : transform(input, detail::gelu_exact<T>::value, detail::gelu_cost);
 } catch (...) {
@@ -66,9 +66,10 @@ requires(!is_partial_sum_v<Layout>)
 
 // dx from dy and the forward's input x.
 template <std::floating_point T, class Layout, class Mesh>
-requires(!is_partial_sum_v<Layout>) [[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(
-    const dtensor<T, Layout, Mesh>& output_gradient, const dtensor<T, Layout, Mesh>& input,
-    gelu_approximation approximation = gelu_approximation::tanh) try {
+requires(!is_partial_sum_v<Layout>)
+[[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(const dtensor<T, Layout, Mesh>& output_gradient,
+                                                     const dtensor<T, Layout, Mesh>& input,
+                                                     gelu_approximation approximation = gelu_approximation::tanh) try {
   if (approximation == gelu_approximation::tanh)
     return transform(
         output_gradient, input, [](T dy, T x) { return dy * detail::gelu_tanh<T>::derivative(x); },

@@ -99,9 +99,7 @@ struct product_pair {
 }  // namespace detail
 
 template <class Operand>
-concept matmul_operand = requires {
-  typename detail::product_operand<Operand>::tensor_type;
-};
+concept matmul_operand = requires { typename detail::product_operand<Operand>::tensor_type; };
 
 // How a product may run; every choice gives the same result (up to the order of float sums).
 struct matmul_options {
@@ -126,7 +124,7 @@ template <matmul_operand Left, matmul_operand Right>
 
   // A layout written against the layout concept alone says where its blocks lie only at run time; the
   // product rules need the cuts in the type.
-  constexpr bool split_operands = (split_layout<L> || is_partial_sum_v<L>)&&(split_layout<R> || is_partial_sum_v<R>);
+  constexpr bool split_operands = (split_layout<L> || is_partial_sum_v<L>) && (split_layout<R> || is_partial_sum_v<R>);
   if constexpr (!split_operands) {
     static_assert(split_operands,
                   "shardwise::matmul: products take layouts of the split<rows_over<...>, cols_over<...>, Padding> "

@@ -57,8 +57,7 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 }
 
 template <class T, class Layout, class Mesh>
-requires is_partial_sum_v<Layout>
-void softmax_rows(const dtensor<T, Layout, Mesh>&) =
+requires is_partial_sum_v<Layout> void softmax_rows(const dtensor<T, Layout, Mesh>&) =
     delete;  // softmax of addends is not softmax of the sum: reduce(t) first
 
 }  // namespace shardwise

@@ -327,7 +327,7 @@ void save_checkpoint_files(C& comm, const std::filesystem::path& directory, long
                                                       const std::string& name = {}) {
   const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (file < 0) throw call.error("cannot open " + path.string() + ": " + std::strerror(errno));
-  struct ::stat status {};
+  struct ::stat status{};
   if (::fstat(file, &status) != 0 || !S_ISREG(status.st_mode)) {
     ::close(file);
     throw call.error(path.string() + " is not a readable file");

@@ -91,9 +91,7 @@ inline constexpr std::size_t state_count = std::tuple_size_v<std::remove_cvref_t
 // Whether an optimizer's whole-tensor statistics are per row or column of the tensor (Adafactor's
 // factored moments), so that they cannot be summed over tensor-parallel pieces of it.
 template <class O>
-concept whole_rows_statistics = requires {
-  requires O::statistics_per_row_and_column;
-};
+concept whole_rows_statistics = requires { requires O::statistics_per_row_and_column; };
 
 // How many rounds of whole-tensor reductions an update needs before its elementwise part.
 template <class O>
@@ -108,26 +106,24 @@ template <class O>
 }
 
 template <class O>
-concept elementwise_update = requires {
-  O::state_names;
-}
-&&requires(const O& o, const step_info& s, const slice<state_count<O>>& piece, const tensor_context& tensor) {
-  o.apply(s, piece, tensor);
-};
+concept elementwise_update =
+    requires { O::state_names; } && requires(const O& o, const step_info& s, const slice<state_count<O>>& piece,
+                                             const tensor_context& tensor) { o.apply(s, piece, tensor); };
 
 template <class O>
-concept whole_tensor_statistics = requires(const O& o, const step_info& s, const slice<state_count<O>>& piece,
-                                           parameter_shape shape, std::span<const float> tensor_state,
-                                           std::span<float> writable_state, std::span<double> sums,
-                                           std::span<const double> complete) {
-  { o.statistics_size(0, shape) } -> std::convertible_to<std::size_t>;
-  o.accumulate(0, s, piece, tensor_state, sums);
-  o.finish(0, s, shape, complete, writable_state);
-};
+concept whole_tensor_statistics =
+    requires(const O& o, const step_info& s, const slice<state_count<O>>& piece, parameter_shape shape,
+             std::span<const float> tensor_state, std::span<float> writable_state, std::span<double> sums,
+             std::span<const double> complete) {
+      { o.statistics_size(0, shape) } -> std::convertible_to<std::size_t>;
+      o.accumulate(0, s, piece, tensor_state, sums);
+      o.finish(0, s, shape, complete, writable_state);
+    };
 
 template <class O>
-concept optimizer = std::copyable<O> && elementwise_update<O> && reduction_rounds<O>
->= 0 && reduction_rounds<O> <= max_reduction_rounds && (reduction_rounds<O> == 0 || whole_tensor_statistics<O>);
+concept optimizer =
+    std::copyable<O> && elementwise_update<O> && reduction_rounds<O> >= 0 &&
+    reduction_rounds<O> <= max_reduction_rounds && (reduction_rounds<O> == 0 || whole_tensor_statistics<O>);
 
 // Gives the reason in words when a type is used as an optimizer but is not one; true when it is.
 template <class O>

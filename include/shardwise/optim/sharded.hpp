@@ -91,9 +91,7 @@ struct parameter_record {
 // A model (or layer) whose parameters an update can take: for_each_parameter(f) calls f(name, p) for
 // each nn::parameter p.
 template <class M>
-concept parameterised = requires(M& model) {
-  model.for_each_parameter([](const std::string&, auto&) {});
-};
+concept parameterised = requires(M& model) { model.for_each_parameter([](const std::string&, auto&) {}); };
 
 namespace detail {
 // This rank's storage of a parameter as one of the update's tensors: one block as its stored matrix,
@@ -303,7 +301,9 @@ class data_parallel_update {
   // all-reduced across groups (all buckets' blocks in one call) and averaged over the number of all
   // replicas, group.size() × across.size(); the weights are all-gathered within the group.
   template <communicator C, communicator D>
-  requires sharded void step(C& group, D& across, float learning_rate) { run_step(group, &across, learning_rate); }
+  requires sharded void step(C& group, D& across, float learning_rate) {
+    run_step(group, &across, learning_rate);
+  }
 
   // Tensor parallelism beside data parallelism: this update's tensors are this rank's pieces of a
   // model's parameters, and `tensor_parallel` joins the ranks holding the other pieces (the same

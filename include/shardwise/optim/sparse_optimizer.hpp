@@ -10,12 +10,13 @@
 namespace shardwise::optim {
 
 template <class O>
-concept sparse_optimizer = std::copyable<O> &&
+concept sparse_optimizer =
+    std::copyable<O> &&
     requires(const O& o, std::span<float> weights, std::span<const float> gradient, std::span<float> state,
              std::span<double> weights64, std::span<const double> gradient64, std::span<double> state64) {
-  { O::state_per_row } -> std::convertible_to<std::size_t>;
-  o.update_row(weights, gradient, state, 0.1f);
-  o.update_row(weights64, gradient64, state64, 0.1);
-};
+      { O::state_per_row } -> std::convertible_to<std::size_t>;
+      o.update_row(weights, gradient, state, 0.1f);
+      o.update_row(weights64, gradient64, state64, 0.1);
+    };
 
 }  // namespace shardwise::optim

@@ -22,9 +22,8 @@ namespace shardwise::optim {
 // A model (or layer) whose embedding tables a sparse update can take: for_each_sparse_parameter(f)
 // calls f(name, p) for each nn::sparse_parameter p this rank holds.
 template <class M, class T>
-concept sparse_parameterised = requires(M& model) {
-  model.for_each_sparse_parameter([](const std::string&, nn::sparse_parameter<T>&) {});
-};
+concept sparse_parameterised =
+    requires(M& model) { model.for_each_sparse_parameter([](const std::string&, nn::sparse_parameter<T>&) {}); };
 
 template <class Optimizer, class T = float>
 class sparse_update {

@@ -154,7 +154,7 @@ template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
 void all_gather(const dtensor<T, Layout, Mesh>&) = delete;  // passes one addend off as the sum: reduce(t) first
 template <class NewLayout, class T, class Layout, class Mesh>
-requires is_partial_sum_v<NewLayout> &&(!std::is_same_v<NewLayout, Layout>)void redistribute(
-    const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
+requires is_partial_sum_v<NewLayout> && (!std::is_same_v<NewLayout, Layout>)
+void redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
 
 }  // namespace shardwise

@@ -80,8 +80,7 @@ class dtensor {
       requires {
         Mesh::dimensions;
         typename Mesh::communicator_type;
-      },
-      "shardwise::dtensor: the third argument must be a shardwise::process_mesh");
+      }, "shardwise::dtensor: the third argument must be a shardwise::process_mesh");
   static_assert(layout<Layout, Mesh::dimensions>,
                 "shardwise::dtensor: Layout does not model shardwise::layout for a mesh of this many dimensions "
                 "(a policy with a nested mapping<D>; see layout/layout.hpp)");
@@ -123,8 +122,8 @@ class dtensor {
   // error names both layouts ("use of deleted function ... [with OtherLayout = ...; Layout = ...]") and
   // its excerpt of this line shows why.
   template <class OtherLayout>
-  requires(!std::same_as<OtherLayout, Layout>) dtensor(const dtensor<T, OtherLayout, Mesh>&)
-  = delete;  // layouts never convert: redistribute<L>(t) or reduce(t)
+  requires(!std::same_as<OtherLayout, Layout>)
+  dtensor(const dtensor<T, OtherLayout, Mesh>&) = delete;  // layouts never convert: redistribute<L>(t) or reduce(t)
 
   dtensor(const dtensor& other)
       : mesh_(other.mesh_),
