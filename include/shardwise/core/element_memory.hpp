@@ -6,8 +6,9 @@
 // nothing is counted and elements are stored.
 //
 // Shapes only: a rank that stores no elements still allocates (so the storage's size and the
-// accounting are those of a full run) but never fills, copies or reads the elements, so the pages stay
-// untouched and cost no resident memory. Element loops outside kernels ask stores_elements() first.
+// accounting are those of a full run) but neither zeroes nor copies the elements, so pages that nothing
+// else touches cost no resident memory. Element loops outside kernels ask stored_on_this_thread() first
+// (those that do not yet, such as tensor/accumulate.hpp, still touch the storage they loop over).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

@@ -29,8 +29,8 @@
 // kernels are launched and priced but do not compute; collectives and messages take the same virtual
 // time and count the same traffic, but payloads of floating-point elements (float, double, bf16: the
 // values) do not move, while integer payloads (counts, indices, plans: what steers the program) do
-// (detail::moves_payload, the one place that decides). Element storage is allocated, and counted,
-// but left untouched (core/element_memory.hpp).
+// (detail::moves_payload, the one place that decides). Element storage is allocated and counted but
+// not zeroed or copied (core/element_memory.hpp).
 //
 // The timeline, when the machine records one, has a track per stream of every GPU (kernels and
 // collectives, with the algorithm) and per network link (collectives drawn by rank 0 of each
