@@ -14,10 +14,13 @@
 // aligned alike, the same computation on the same offsets gives the same bits in every run.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <span>
 #include <type_traits>
+
+#include "shardwise/core/element_memory.hpp"
 
 namespace shardwise {
 
@@ -28,23 +31,21 @@ class shared_buffer {
 
   static constexpr std::size_t alignment = 64;
 
-  // `count` value-initialised elements (zeros for arithmetic types).
+  // `count` value-initialised elements (zeros for arithmetic types): storage of a tensor, of parameters
+  // or of optimizer state, counted by the rank's element_memory (core/element_memory.hpp) while it
+  // lives. Where the rank stores no elements the memory is allocated but left untouched.
   [[nodiscard]] static shared_buffer zeros(std::size_t count) {
-    static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
-    shared_buffer buffer;
-    T* elements =
-        static_cast<T*>(::operator new[](std::max<std::size_t>(count, 1) * sizeof(T), std::align_val_t{alignment}));
-    std::uninitialized_value_construct_n(elements, count);
-    buffer.owner_ = std::shared_ptr<T[]>(elements, [](T* p) { ::operator delete[](p, std::align_val_t{alignment}); });
-    buffer.data_ = elements;
-    buffer.size_ = count;
-    return buffer;
+    return allocate(count, element_memory::of_this_thread());
   }
+
+  // Like zeros, but working memory that an operation fills before reading and keeps for reuse (the
+  // products' gather buffers), not storage: never counted.
+  [[nodiscard]] static shared_buffer scratch(std::size_t count) { return allocate(count, nullptr); }
 
   // A new buffer holding a copy of `elements`.
   [[nodiscard]] static shared_buffer copy_of(std::span<const T> elements) {
     shared_buffer buffer = zeros(elements.size());
-    std::ranges::copy(elements, buffer.data_);
+    copy_elements(elements, buffer.data_);
     return buffer;
   }
 
@@ -63,6 +64,22 @@ class shared_buffer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
  private:
+  static shared_buffer allocate(std::size_t count, element_memory* counted) {
+    static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
+    shared_buffer buffer;
+    const std::size_t bytes = std::max<std::size_t>(count, 1) * sizeof(T);
+    T* elements = static_cast<T*>(::operator new[](bytes, std::align_val_t{alignment}));
+    if (element_memory::stored_on_this_thread()) std::uninitialized_value_construct_n(elements, count);
+    if (counted != nullptr) counted->allocated(static_cast<std::int64_t>(count * sizeof(T)));
+    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, count](T* p) {
+      if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)));
+      ::operator delete[](p, std::align_val_t{alignment});
+    });
+    buffer.data_ = elements;
+    buffer.size_ = count;
+    return buffer;
+  }
+
   std::shared_ptr<T[]> owner_;
   T* data_ = nullptr;
   std::size_t size_ = 0;

@@ -142,7 +142,7 @@ template <class T>
 [[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
   thread_local std::array<shared_buffer<T>, 3> buffers;
   shared_buffer<T>& held = buffers[static_cast<std::size_t>(which)];
-  if (held.size() < elements) held = shared_buffer<T>::zeros(elements);  // no copy of stale contents
+  if (held.size() < elements) held = shared_buffer<T>::scratch(elements);  // no copy of stale contents
   return held.span().first(elements);
 }
 

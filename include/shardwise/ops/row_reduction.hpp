@@ -46,7 +46,8 @@ template <class Derived>
 template <split_layout Layout, class Mesh, class Derived>
 [[nodiscard]] Eigen::Matrix<typename Derived::Scalar, Eigen::Dynamic, 1> row_sums(
     Mesh& mesh, const Eigen::DenseBase<Derived>& local, int tensors_read = 1) {
-  row_values<typename Derived::Scalar> sums;
+  // Sized before the kernel, which may not run (shapes-only simulation): the size is what moves on.
+  row_values<typename Derived::Scalar> sums(local.rows(), 1);
   run_kernel(mesh.world(), detail::row_reduction_work(local, tensors_read), "row sums",
              [&] { sums = local.rowwise().sum(); });
   combine_across_row<Layout>(mesh, sums, op::sum);
@@ -58,7 +59,7 @@ template <split_layout Layout, class Mesh, class Derived>
     Mesh& mesh, const Eigen::DenseBase<Derived>& local) {
   using Scalar = typename Derived::Scalar;
   // A rank may own no columns (the last pieces of a padded cut): it contributes the identity of max.
-  row_values<Scalar> maxima;
+  row_values<Scalar> maxima(local.rows(), 1);
   run_kernel(mesh.world(), detail::row_reduction_work(local, 1), "row maxima", [&] {
     maxima = local.cols() == 0 ? row_values<Scalar>::Constant(local.rows(), 1, -std::numeric_limits<Scalar>::infinity())
                                : row_values<Scalar>(local.rowwise().maxCoeff());

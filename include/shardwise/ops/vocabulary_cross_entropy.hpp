@@ -51,7 +51,8 @@ template <class T, split_layout Layout, class Mesh>
   const auto vocabulary_rows = static_cast<double>(rows.rows);
   const auto hidden_width = static_cast<double>(hidden.cols());
   const double logit_count = static_cast<double>(tokens) * vocabulary_rows;
-  whole_matrix<T> logits;
+  // Results are sized before their kernels, which may not run (shapes-only simulation).
+  whole_matrix<T> logits(hidden.rows(), rows.rows);
   run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
              "vocabulary logits", [&] { logits = hidden * table.local(0).transpose(); });
 
@@ -105,7 +106,7 @@ template <class T, split_layout Layout, class Mesh>
   const auto vocabulary_rows = static_cast<double>(saved.probabilities.cols());
   const auto hidden_width = static_cast<double>(saved.hidden.cols());
   const double logit_count = tokens * vocabulary_rows;
-  whole_matrix<T> logits_gradient;
+  whole_matrix<T> logits_gradient(saved.probabilities.rows(), saved.probabilities.cols());
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "logits gradient", [&] {
     logits_gradient = saved.probabilities;
     detail::for_each_owned_token(
@@ -115,7 +116,7 @@ template <class T, split_layout Layout, class Mesh>
   });
   run_kernel(world, gemm_work(vocabulary_rows, hidden_width, tokens, sizeof(T), true), "vocabulary table gradient",
              [&] { table_gradient.local(0).noalias() += logits_gradient.transpose() * saved.hidden; });
-  whole_matrix<T> hidden_gradient;
+  whole_matrix<T> hidden_gradient(saved.probabilities.rows(), saved.hidden.cols());
   run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient",
              [&] { hidden_gradient = logits_gradient * table.local(0); });
   world.all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())), op::sum);

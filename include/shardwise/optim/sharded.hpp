@@ -154,8 +154,8 @@ class data_parallel_update {
         gradients_(shared_buffer<float>::zeros(layout_.padded_elements())) {
     const std::size_t state_elements = sharded ? layout_.shard_elements() : layout_.padded_elements();
     state_length_ = state_elements;
-    state_.assign(K * state_elements, 0.0f);
-    if constexpr (has_master) master_.assign(state_elements, 0.0f);
+    state_ = shared_buffer<float>::zeros(K * state_elements);
+    if constexpr (has_master) master_ = shared_buffer<float>::zeros(state_elements);
 
     // Replicated, a rank updates every replica's block; sharded, only its own.
     for (int r = sharded ? rank_ : 0; r < (sharded ? rank_ + 1 : layout_.replicas()); ++r)
@@ -277,7 +277,7 @@ class data_parallel_update {
         for (const auto& run : block)
           if (run.tensor == tensor)
             std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(run.first), run.count,
-                        master_.begin() + static_cast<std::ptrdiff_t>(state_index(run)));
+                        master_.data() + state_index(run));
     }
   }
 
@@ -335,7 +335,7 @@ class data_parallel_update {
       throw argument_error(world_rank_, std::string(name) + "::gather_state",
                            "state variable " + std::to_string(state_variable) +
                                " does not exist; the optimizer keeps " + std::to_string(K));
-    const auto state = std::span<const float>(state_).subspan(state_variable * state_length_, state_length_);
+    const auto state = std::span<const float>(state_.span()).subspan(state_variable * state_length_, state_length_);
     const std::size_t begin = layout_.offset(tensor);
     const std::size_t size = layout_.shape(tensor).size();
     if constexpr (sharded) {
@@ -364,7 +364,7 @@ class data_parallel_update {
       for (const auto& run : block)
         if (run.tensor == tensor)
           std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(run.first), run.count,
-                      state_.begin() + static_cast<std::ptrdiff_t>(state_variable * state_length_ + state_index(run)));
+                      state_.data() + state_variable * state_length_ + state_index(run));
   }
 
   // The step count (Adam's bias correction reads it), for checkpoints.
@@ -618,12 +618,12 @@ class data_parallel_update {
                    std::span<const float>(gradients_.span()).subspan(run.flat, run.count),
                    {}};
     for (std::size_t k = 0; k < K; ++k)
-      piece.state[k] = std::span<float>(state_).subspan(k * state_length_ + state_index(run), run.count);
+      piece.state[k] = state_.span().subspan(k * state_length_ + state_index(run), run.count);
     return piece;
   }
 
   [[nodiscard]] std::span<float> master_weights(const flat_layout::segment& run) {
-    if constexpr (has_master) return std::span<float>(master_).subspan(state_index(run), run.count);
+    if constexpr (has_master) return master_.span().subspan(state_index(run), run.count);
     else
       return weights_.span().subspan(run.flat, run.count);
   }
@@ -653,9 +653,9 @@ class data_parallel_update {
   float gradient_scale_ = 1.0f;            // this step's averaging (and clipping) factor
   std::vector<double> norm_sums_;          // per-tensor sums of squared gradients
   std::vector<parameter_record> records_;  // the model's parameters, when built from a model
-  std::vector<float> master_;              // float32 weights when Weight is narrower, laid out like the state
+  shared_buffer<float> master_;            // float32 weights when Weight is narrower, laid out like the state
   std::size_t state_length_ = 0;           // elements of one state variable on this replica
-  std::vector<float> state_;               // K variables back to back
+  shared_buffer<float> state_;             // K variables back to back
   std::vector<std::vector<flat_layout::segment>> blocks_;  // the segments this replica updates, block by block
   std::vector<std::size_t> tensor_state_offsets_;
   std::vector<float> tensor_state_;

@@ -24,6 +24,14 @@
 // (use_stream), communication overlaps the kernels; on the default stream, started collectives hold
 // the kernels behind them.
 //
+// Shapes only (execution::shapes_only): the same program, priced the same, without its values. Every
+// rank is still a thread with its world rank, so meshes, layouts and every layer run unchanged;
+// kernels are launched and priced but do not compute; collectives and messages take the same virtual
+// time and count the same traffic, but payloads of floating-point elements (float, double, bf16: the
+// values) do not move, while integer payloads (counts, indices, plans: what steers the program) do
+// (detail::moves_payload, the one place that decides). Element storage is allocated and counted but
+// not zeroed or copied (core/element_memory.hpp).
+//
 // The timeline, when the machine records one, has a track per stream of every GPU (kernels and
 // collectives, with the algorithm) and per network link (collectives drawn by rank 0 of each
 // communicator, messages by their sender).
@@ -37,6 +45,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -44,6 +53,9 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/comm/traffic.hpp"
+#include "shardwise/core/bf16.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/device.hpp"
@@ -53,7 +65,44 @@
 
 namespace shardwise::sim_gpu {
 
+// How a run executes the program: `full` computes every kernel and moves every payload (results are
+// exact); `shapes_only` prices the same kernels and transfers without computing or moving values.
+enum class execution { full, shapes_only };
+
 namespace detail {
+
+template <class Call>
+struct element_of_call {
+  using type = void;  // barrier: no payload
+};
+template <template <class> class Call, class T>
+struct element_of_call<Call<T>> {
+  using type = T;
+};
+
+// The rule of shapes-only runs, decided here alone: a payload moves unless it holds values, i.e.
+// floating-point elements, which kernels that do not compute would neither produce nor read. Integers
+// (counts, indices, plans) steer the program, so they move in every run.
+template <class Call>
+[[nodiscard]] constexpr bool moves_payload(execution mode) {
+  using T = typename element_of_call<Call>::type;
+  return mode == execution::full || !(std::is_floating_point_v<T> || std::is_same_v<T, bf16>);
+}
+
+// What moves instead of a call whose payload does not: the same message without elements (so sends and
+// receives still pair up), and for a collective a barrier (so its members still meet).
+template <class T>
+calls::send<T> without_payload(const calls::send<T>& call) {
+  return {{}, call.destination, call.tag};
+}
+template <class T>
+calls::recv<T> without_payload(const calls::recv<T>& call) {
+  return {{}, call.source, call.tag};
+}
+template <class Call>
+calls::barrier without_payload(const Call&) {
+  return {};
+}
 
 // What the members posted for one collective: when each arrived, and for all_to_all_v what each sends.
 struct board {
@@ -117,11 +166,16 @@ struct group {
 
 // One run: the machine, its devices, the shared cost cache and timeline, and the groups splits made.
 struct machine_state {
-  machine_state(int ranks, sim::machine machine_model)
+  machine_state(int ranks, sim::machine machine_model, execution how)
       : model(std::move(machine_model)),
+        mode(how),
         trace(model.record_timeline ? std::make_shared<sim::timeline>() : nullptr),
-        costs(model) {
-    for (int r = 0; r < ranks; ++r) devices.push_back(std::make_unique<sim::device>(r, model.device, trace.get()));
+        costs(model),
+        traffic(static_cast<std::size_t>(ranks)) {
+    for (int r = 0; r < ranks; ++r) {
+      devices.push_back(std::make_unique<sim::device>(r, model.device, trace.get()));
+      memory.push_back(std::make_unique<element_memory>(how == execution::full));
+    }
   }
   machine_state(const machine_state&) = delete;
   machine_state& operator=(const machine_state&) = delete;
@@ -140,9 +194,12 @@ struct machine_state {
   }
 
   const sim::machine model;
+  const execution mode;
   const std::shared_ptr<sim::timeline> trace;
   sim::collective_cost costs;
   std::vector<std::unique_ptr<sim::device>> devices;
+  std::vector<std::unique_ptr<element_memory>> memory;  // per device
+  std::vector<traffic_count> traffic;                   // per device, each written by its rank's thread
   std::mutex mutex;
   std::atomic<std::int64_t> next_serial{0};
   std::map<std::tuple<std::int64_t, std::uint64_t, int>, std::shared_ptr<group>> splits;
@@ -387,7 +444,9 @@ class communicator : public communicator_interface<communicator> {
   template <class Compute>
   double launch(const work& w, Compute&& compute, const std::string& name) {
     sim::stream& compute_stream = device().default_stream();
-    const double end = compute_stream.launch(w, std::forward<Compute>(compute), name);
+    const double end = clock_->machine()->mode == execution::full
+                           ? compute_stream.launch(w, std::forward<Compute>(compute), name)
+                           : compute_stream.launch(w, name);
     if (&stream() != &compute_stream) stream().wait(compute_stream.record());
     return end;
   }
@@ -413,13 +472,13 @@ class communicator : public communicator_interface<communicator> {
   template <class Call>
   void run(const Call& call) {
     const std::uint64_t sequence = issue(call);
-    shardwise::detail::backend_hooks::run(data_, call);
+    move(call);
     device().wait_until(clock_->end_of(sequence));
   }
   template <class Call>
   [[nodiscard]] request start(const Call& call) {
     const std::uint64_t sequence = issue(call);
-    auto state = std::make_shared<detail::started>(shardwise::detail::backend_hooks::start(data_, call),
+    auto state = std::make_shared<detail::started>(start_moving(call),
                                                    [clock = clock_, sequence] { return clock->end_of(sequence); });
     // Later work on the stream queues behind this collective.
     stream().defer([weak = std::weak_ptr<detail::started>(state)] {
@@ -431,12 +490,12 @@ class communicator : public communicator_interface<communicator> {
   template <class T>
   void run(const calls::send<T>& call) {
     device().wait_until(depart(call));
-    shardwise::detail::backend_hooks::run(data_, call);
+    move(call);
   }
   template <class T>
   [[nodiscard]] request start(const calls::send<T>& call) {
     const double sent = depart(call);
-    auto data = shardwise::detail::backend_hooks::start(data_, call);
+    auto data = start_moving(call);
     return request(std::make_shared<detail::started>(std::move(data), [sent] { return sent; }), device());
   }
   template <class T>
@@ -452,17 +511,40 @@ class communicator : public communicator_interface<communicator> {
       const double left = clock->members()->departed(message);
       return left + clock->transfer_time(std::get<0>(message), std::get<1>(message), bytes);
     };
-    auto data = shardwise::detail::backend_hooks::start(data_, call);
+    count(call);
+    auto data = start_moving(call);
     return request(std::make_shared<detail::started>(std::move(data), std::move(arrival)), device());
   }
 
   template <class Call>
   std::uint64_t issue(const Call& call) {
+    count(call);
     return clock_->issue(detail::shape_of(call, size()), std::string(Call::name), detail::sent_bytes_of(call));
+  }
+  // This rank's traffic over all its communicators, for the run's report.
+  template <class Call>
+  void count(const Call& call) {
+    clock_->machine()->traffic[static_cast<std::size_t>(world_rank())] += traffic_of(call, rank(), size());
+  }
+
+  // The call's data movement through the threads communicator, or what stands in for it where the
+  // payload does not move (detail::moves_payload).
+  template <class Call>
+  void move(const Call& call) {
+    if (detail::moves_payload<Call>(clock_->machine()->mode)) shardwise::detail::backend_hooks::run(data_, call);
+    else
+      shardwise::detail::backend_hooks::run(data_, detail::without_payload(call));
+  }
+  template <class Call>
+  [[nodiscard]] threads::request start_moving(const Call& call) {
+    if (detail::moves_payload<Call>(clock_->machine()->mode))
+      return shardwise::detail::backend_hooks::start(data_, call);
+    return shardwise::detail::backend_hooks::start(data_, detail::without_payload(call));
   }
   // When a message has left: from the moment the stream is free, latency + bytes / bandwidth.
   template <class T>
   double depart(const calls::send<T>& call) {
+    count(call);
     const double leaves = stream().available();
     clock_->members()->depart(
         {rank(), call.destination, call.tag, clock_->next_message(true, call.destination, call.tag)}, leaves);
@@ -476,10 +558,14 @@ class communicator : public communicator_interface<communicator> {
 
 static_assert(shardwise::communicator<communicator>, "sim_gpu::communicator must model shardwise::communicator");
 
-// What a run leaves: each GPU's virtual time when its body returned (after its streams drained), and
-// the timeline if the machine recorded one.
+// What a run leaves, per GPU: its virtual time when its body returned (after its streams drained), the
+// traffic of all its collectives and messages (comm/traffic.hpp), and the high-water mark of the
+// element storage its tensors, parameters and optimizer state held (core/element_memory.hpp), in
+// bytes; and the timeline if the machine recorded one.
 struct report {
   std::vector<double> finish_times;
+  std::vector<traffic_count> traffic;
+  std::vector<std::int64_t> memory_high_water;
   std::shared_ptr<const sim::timeline> timeline;
   [[nodiscard]] double makespan() const {
     return finish_times.empty() ? 0.0 : *std::max_element(finish_times.begin(), finish_times.end());
@@ -487,26 +573,30 @@ struct report {
 };
 
 // Runs body(communicator&) on `ranks` simulated GPUs (threads) of `machine`, whose network must have
-// exactly that many devices. Failures propagate as in threads::run.
+// exactly that many devices, computing everything or pricing shapes only (`how`). Failures propagate
+// as in threads::run.
 template <class Body>
-report run(int ranks, sim::machine machine, Body&& body) {
+report run(int ranks, sim::machine machine, Body&& body, execution how = execution::full) {
   if (machine.network.devices() != ranks)
     throw argument_error(-1, "sim_gpu::run",
                          "the machine's network joins " + std::to_string(machine.network.devices()) +
                              " GPUs, the run has " + std::to_string(ranks) + " ranks");
-  auto state = std::make_shared<detail::machine_state>(ranks, std::move(machine));
+  auto state = std::make_shared<detail::machine_state>(ranks, std::move(machine), how);
   std::vector<int> everyone(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) everyone[static_cast<std::size_t>(r)] = r;
   const auto world = state->make_group(std::move(everyone));
   threads::run(ranks, [&](threads::communicator& data) {
     const int rank = data.rank();
     auto& gpu = *state->devices[static_cast<std::size_t>(rank)];
+    const element_memory::scope storage(*state->memory[static_cast<std::size_t>(rank)]);
     communicator comm(std::move(data), std::make_shared<detail::rank_clock>(state, world, rank, gpu.default_stream()));
     body(comm);
     gpu.synchronize();
   });
   report result;
   for (const auto& gpu : state->devices) result.finish_times.push_back(gpu->host_time());
+  result.traffic = state->traffic;
+  for (const auto& held : state->memory) result.memory_high_water.push_back(held->high_water());
   result.timeline = state->trace;
   return result;
 }

@@ -36,6 +36,7 @@
 
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/element.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/check_layout.hpp"
@@ -164,7 +165,7 @@ class dtensor {
                                " elements on this rank, the "
                                "buffer has " +
                                std::to_string(buffer.size()));
-    std::ranges::copy(data(), buffer.data());
+    copy_elements<T>(data(), buffer.data());
     storage_ = std::move(buffer);
     bound_ = true;
   }
@@ -209,7 +210,7 @@ class dtensor {
                            "a tensor bound to an update's buffer keeps its shape: it is " + std::to_string(rows()) +
                                "x" + std::to_string(cols()) + ", the value assigned " + std::to_string(other.rows()) +
                                "x" + std::to_string(other.cols()));
-    std::ranges::copy(other.data(), storage_.data());
+    copy_elements<T>(other.data(), storage_.data());
   }
 
   std::size_t checked(int b, const char* operation) const {
@@ -235,6 +236,7 @@ requires std::invocable<F&, std::int64_t, std::int64_t>
 [[nodiscard]] auto from_function(Mesh& mesh, matrix_extents extents, F&& f) {
   using T = std::remove_cvref_t<std::invoke_result_t<F&, std::int64_t, std::int64_t>>;
   dtensor<T, Layout, Mesh> tensor(mesh, extents);
+  if (!element_memory::stored_on_this_thread()) return tensor;  // shapes only: f is never asked
   for (int b = 0; b < tensor.block_count(); ++b) {
     const block_info& info = tensor.block(b);
     auto local = tensor.local(b);

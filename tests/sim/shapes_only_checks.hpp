@@ -1,0 +1,33 @@
+#pragma once
+// What the shapes-only tests share: a program run on simulated MI210s in full and with shapes only,
+// and the comparison of what the two runs report.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+
+#include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
+
+namespace shardwise::testing {
+
+// `body` on `ranks` simulated MI210s (nodes of four), with every value and with shapes only: every
+// rank finishes at the same virtual time to 1e-9 relative, with the same traffic and the same
+// high-water mark of element storage; and the program took time.
+template <class Body>
+void expect_same_costs(int ranks, Body body) {
+  const auto machine = sim::presets::mi210_nodes(ranks);
+  const auto full = sim_gpu::run(ranks, machine, body, sim_gpu::execution::full);
+  const auto shapes = sim_gpu::run(ranks, machine, body, sim_gpu::execution::shapes_only);
+  ASSERT_EQ(shapes.finish_times.size(), full.finish_times.size());
+  for (std::size_t r = 0; r < full.finish_times.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_GT(full.finish_times[r], 0.0);
+    EXPECT_NEAR(shapes.finish_times[r], full.finish_times[r], 1e-9 * full.finish_times[r]);
+    EXPECT_EQ(shapes.traffic[r], full.traffic[r]) << to_string(shapes.traffic[r]) << " against "
+                                                  << to_string(full.traffic[r]);
+    EXPECT_EQ(shapes.memory_high_water[r], full.memory_high_water[r]);
+  }
+}
+
+}  // namespace shardwise::testing

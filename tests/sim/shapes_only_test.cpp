@@ -1,0 +1,73 @@
+// Shapes-only execution of simulated GPUs (sim_gpu::execution::shapes_only): the same library program
+// run with its values and without them gives the same virtual time on every rank (to 1e-9 relative),
+// the same traffic and the same high-water mark of element storage; and that mark is the storage the
+// program allocated, counted by hand. The gpt step and the fused embedding are in
+// shapes_only_model_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/transformer_block.hpp"
+#include "shardwise/optim/adam.hpp"
+#include "shardwise/optim/sharded.hpp"
+#include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
+#include "sim/shapes_only_checks.hpp"
+
+namespace {
+
+using namespace shardwise;
+using shardwise::testing::expect_same_costs;
+
+// A block of the 3-D family on a 2x2x2 cube, forward and backward.
+TEST(shapes_only, a_transformer_block_costs_what_its_full_run_costs) {
+  expect_same_costs(8, [](sim_gpu::communicator& world) {
+    process_mesh mesh(world, {2, 2, 2});
+    using family = nn::tensor_parallel_3d<>;
+    const nn::block_options options{.hidden = 32, .heads = 4, .sequence = 8, .expansion = 4, .causal = true};
+    nn::transformer_block<float, family, decltype(mesh)> block(mesh, options, 7);
+    const matrix_extents extents{4 * options.sequence, options.hidden};
+    const auto x = from_function<family::input>(mesh, extents, [](auto i, auto j) { return float(i - j) / 64; });
+    const auto dy = from_function<family::input>(mesh, extents, [](auto i, auto j) { return float(i + j) / 64; });
+    const auto y = block.forward(x);
+    (void)block.backward(dy);
+  });
+}
+
+// Adam's sharded update over four replicas, two steps, with the gradient norm summed over a group.
+TEST(shapes_only, a_sharded_update_costs_what_its_full_run_costs) {
+  expect_same_costs(4, [](sim_gpu::communicator& world) {
+    const std::vector<optim::parameter_shape> shapes{{96, 40}, {1, 40}, {40, 17}};
+    optim::sharded_update<optim::adam> update(world, shapes);
+    for (std::size_t t = 0; t < shapes.size(); ++t)
+      for (float& g : update.gradients(t)) g = 0.25f;
+    for (int step = 0; step < 2; ++step) (void)update.step(world, world, {1e-3f, 1.0f});
+  });
+}
+
+// What a program allocates, by hand: on 4 ranks, a 16x12 tensor cut by columns holds 16x3 floats a
+// rank (192 bytes), its copy as many; a sharded Adam over 4 replicas of one 8x16 parameter holds its
+// weights and gradients whole (128 floats each) and two moments of its quarter (2 x 32 floats).
+// The copy is gone before the update is made, so the mark is 192 + 192, then 192 + 512 + 512 + 256.
+TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
+  constexpr std::int64_t tensor = 16 * 3 * sizeof(float);
+  constexpr std::int64_t update = (128 + 128 + 2 * 32) * sizeof(float);
+  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only}) {
+    const auto report = sim_gpu::run(
+        4, sim::presets::mi210_nodes(4),
+        [](sim_gpu::communicator& world) {
+          process_mesh mesh(world, {4});
+          const dtensor<float, row_1d<>, decltype(mesh)> a(mesh, {16, 12});
+          { const auto copy = a; }
+          const optim::sharded_update<optim::adam> sharded(world, {{8, 16}});
+        },
+        how);
+    for (const std::int64_t mark : report.memory_high_water) EXPECT_EQ(mark, tensor + update);
+  }
+}
+
+}  // namespace
