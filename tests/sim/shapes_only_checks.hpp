@@ -24,8 +24,8 @@ void expect_same_costs(int ranks, Body body) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_GT(full.finish_times[r], 0.0);
     EXPECT_NEAR(shapes.finish_times[r], full.finish_times[r], 1e-9 * full.finish_times[r]);
-    EXPECT_EQ(shapes.traffic[r], full.traffic[r]) << to_string(shapes.traffic[r]) << " against "
-                                                  << to_string(full.traffic[r]);
+    EXPECT_EQ(shapes.traffic[r], full.traffic[r])
+        << to_string(shapes.traffic[r]) << " against " << to_string(full.traffic[r]);
     EXPECT_EQ(shapes.memory_high_water[r], full.memory_high_water[r]);
   }
 }

@@ -62,7 +62,9 @@ TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
         [](sim_gpu::communicator& world) {
           process_mesh mesh(world, {4});
           const dtensor<float, row_1d<>, decltype(mesh)> a(mesh, {16, 12});
-          { const auto copy = a; }
+          {
+            const auto copy = a;
+          }
           const optim::sharded_update<optim::adam> sharded(world, {{8, 16}});
         },
         how);
