@@ -249,6 +249,50 @@ TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
 
 // The steps come from comm/algorithms/, one per step of the algorithm on every rank; alike neighbours
 // are played once with a repeat count, which keeps 1024-rank collectives cheap to cost.
+// Groups the network cannot tell apart (the same nodes and network interfaces up to renaming; the
+// same offsets on a ring or torus) are simulated once, and each gets the duration it gets alone;
+// groups that share an interface differently, or lie otherwise on a torus, are kept apart.
+TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each_as_if_alone) {
+  const link_model peer{bandwidth, alpha, "peer"};
+  const link_model ib{10e9, 5e-6, "ib"};
+  struct case_of {
+    machine m;
+    std::vector<std::vector<int>> groups;
+    std::size_t placements;
+  };
+  const std::vector<case_of> cases = {
+      // Nodes of 4 GPUs with 2 NICs each (GPUs 0 and 1 share one): within a node; one GPU per node on
+      // its node's first NIC; two nodes with both GPUs on one NIC, or on two.
+      {{gpu, topology::nodes(32, 4, peer, ib, 2)},
+       {{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 4, 8, 12}, {1, 5, 9, 13}, {0, 1, 4, 5}, {8, 9, 12, 13}, {0, 2, 4, 6}},
+       4},
+      {{gpu, topology::ring(16, peer)}, {{0, 2, 4, 6}, {5, 7, 9, 11}, {15, 1, 3, 5}, {0, 1, 2, 3}}, 2},
+      {{gpu, topology::torus_2d(4, 4, peer)}, {{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 4, 8, 12}, {1, 5, 9, 13}}, 2},
+      {{gpu, topology::fully_connected(16, peer)}, {{0, 1, 2, 3}, {3, 9, 12, 15}, {0, 1, 2, 3, 4, 5}}, 2},
+  };
+  for (const case_of& c : cases) {
+    collective_cost shared(c.m);
+    for (const auto& devices : c.groups) {
+      const int group = shared.group_id(devices);
+      for (const collective_shape& shape : {collective_shape{collective::all_reduce, 64.0 * (1 << 20), 0},
+                                            collective_shape{collective::all_to_all, 1 << 20, 0},
+                                            collective_shape{collective::broadcast, 1 << 24, 1}}) {
+        collective_cost alone(c.m);
+        EXPECT_EQ(shared.duration(group, devices, shape), alone.duration(alone.group_id(devices), devices, shape))
+            << name_of(shape.kind) << " on group starting at " << devices.front();
+      }
+    }
+    EXPECT_EQ(shared.groups(), c.groups.size());
+    EXPECT_EQ(shared.placements(), c.placements);
+  }
+  // The two placements of two nodes differ: both GPUs of a node behind one NIC take longer.
+  collective_cost costs({gpu, topology::nodes(32, 4, peer, ib, 2)});
+  const std::vector<int> one_nic{0, 1, 4, 5}, two_nics{0, 2, 4, 6};
+  const collective_shape shape{collective::all_to_all, 1 << 20, 0};
+  EXPECT_GT(costs.duration(costs.group_id(one_nic), one_nic, shape),
+            costs.duration(costs.group_id(two_nics), two_nics, shape));
+}
+
 TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {
   const auto ring = schedule(algorithm::ring, {collective::all_reduce, 1 << 20, 0}, 1024);
   ASSERT_EQ(ring.size(), 2U);  // the reduce-scatter's 1023 steps, then the all-gather's

@@ -2,8 +2,11 @@
 // The modelled duration of a collective on a group of devices: the steps of its algorithm
 // (sim/schedule.hpp) played on the network (sim/network.hpp), each step taking as long as its
 // slowest transfer plus the reduction of what arrived. A run shares one collective_cost among its
-// ranks; durations are cached per (group, collective, size, root), since programs repeat the same
-// calls, so each distinct call is simulated once however many ranks and iterations ask.
+// ranks; durations are cached per (placement, collective, size, root), since programs repeat the same
+// calls, so each distinct call is simulated once however many ranks and iterations ask. A placement is
+// a group up to the topology's symmetries: the 256 tensor-parallel groups of a 4096-GPU mesh, one per
+// node, cost the same, so they are simulated once, not 256 times (placement_class_of says which
+// groups the network cannot tell apart).
 //
 // Which algorithm: a fixed choice (machine.algorithms), or for an automatic one the applicable
 // algorithm of least modelled time on the group's devices — so the placement decides: where the GPUs
@@ -23,6 +26,7 @@
 #include "shardwise/sim/network.hpp"
 #include "shardwise/sim/schedule.hpp"
 #include "shardwise/sim/timeline.hpp"
+#include "shardwise/sim/topology.hpp"
 
 namespace shardwise::sim {
 
@@ -35,7 +39,23 @@ class collective_cost {
   // A small number naming a group of devices (communicator ranks in order), the same for equal groups.
   int group_id(const std::vector<int>& devices) {
     std::lock_guard lock(mutex_);
-    return groups_.try_emplace(devices, static_cast<int>(groups_.size())).first->second;
+    const auto [found, added] = groups_.try_emplace(devices, static_cast<int>(groups_.size()));
+    if (added) {
+      const auto placement = placements_.try_emplace(placement_class_of(devices), static_cast<int>(placements_.size()));
+      placement_of_group_.push_back(placement.first->second);
+    }
+    return found->second;
+  }
+
+  // How many groups the run named, and how many placements the network can tell apart among them:
+  // each collective is simulated once per placement.
+  [[nodiscard]] std::size_t groups() const {
+    std::lock_guard lock(mutex_);
+    return groups_.size();
+  }
+  [[nodiscard]] std::size_t placements() const {
+    std::lock_guard lock(mutex_);
+    return placements_.size();
   }
 
   // The algorithm the collective runs on group `group` (devices, in communicator rank order).
@@ -115,10 +135,47 @@ class collective_cost {
     return {static_cast<int>(width)};
   }
 
+  // The group relabelled by what the network model can tell of it, so that groups it prices alike
+  // get one label. Nodes: each member's node and NIC, numbered in order of first appearance (links
+  // inside a node are one per pair, all alike; the NICs and their sharing are what differ). Ring and
+  // torus: the members relative to the first, which is exact for their translation symmetry. A fully
+  // connected network tells groups apart by size only.
+  [[nodiscard]] std::vector<int> placement_class_of(const std::vector<int>& devices) const {
+    const topology& net = model_->network;
+    std::vector<int> label;
+    label.reserve(2 * devices.size());
+    switch (net.kind()) {
+      case topology::shape::fully_connected:
+        for (std::size_t i = 0; i < devices.size(); ++i) label.push_back(static_cast<int>(i));
+        break;
+      case topology::shape::ring:
+        for (const int d : devices) label.push_back((d - devices.front() + net.devices()) % net.devices());
+        break;
+      case topology::shape::torus_2d: {
+        const int cols = net.columns(), rows = net.devices() / cols;
+        const int row0 = devices.front() / cols, col0 = devices.front() % cols;
+        for (const int d : devices)
+          label.push_back((d / cols - row0 + rows) % rows * cols + (d % cols - col0 + cols) % cols);
+        break;
+      }
+      case topology::shape::nodes: {
+        std::map<std::int64_t, int> node_label, nic_label;
+        for (const int d : devices) {
+          label.push_back(
+              node_label.try_emplace(d / net.gpus_per_node(), static_cast<int>(node_label.size())).first->second);
+          label.push_back(nic_label.try_emplace(net.nic_of(d), static_cast<int>(nic_label.size())).first->second);
+        }
+        break;
+      }
+    }
+    return label;
+  }
+
   choice timed(int group, const std::vector<int>& devices, const collective_shape& shape) {
     const int ranks = static_cast<int>(devices.size());
-    const auto key = std::make_tuple(group, static_cast<int>(shape.kind), shape.bytes, shape.root);
     std::lock_guard lock(mutex_);
+    const auto key = std::make_tuple(placement_of_group_.at(static_cast<std::size_t>(group)),
+                                     static_cast<int>(shape.kind), shape.bytes, shape.root);
     if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
     const algorithm_choice& rules = model_->algorithms;
     const algorithm by_rule = rules.pick(shape, ranks);
@@ -137,6 +194,8 @@ class collective_cost {
   const machine* model_;
   mutable std::mutex mutex_;
   std::map<std::vector<int>, int> groups_;
+  std::map<std::vector<int>, int> placements_;
+  std::vector<int> placement_of_group_;  // by group id
   std::map<std::tuple<int, int, double, int>, choice> cache_;
 };
 

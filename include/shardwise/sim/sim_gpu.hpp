@@ -110,6 +110,14 @@ struct board {
   std::vector<std::vector<double>> sent_bytes;
   int posted = 0;
   int unread = 0;
+  std::optional<double> uneven_seconds;  // all_to_all_v's duration, priced once for all members
+};
+
+// What a member learns of a collective once all have posted.
+struct posted_call {
+  double last_arrival = 0;
+  double uneven_seconds = 0;                    // all_to_all_v only
+  std::vector<std::vector<double>> sent_bytes;  // all_to_all_v, and only when asked for (timelines)
 };
 
 // The ranks of one communicator and what they post to each other about time.
@@ -134,15 +142,25 @@ struct group {
     b.sent_bytes[static_cast<std::size_t>(rank)] = std::move(sent_bytes);
     ++b.posted;
   }
-  // Called once per member after the collective's data movement completed, so all have posted.
-  board read(std::uint64_t sequence, int world_rank, std::string_view operation) {
+  // Called once per member after the collective's data movement completed, so all have posted. For an
+  // all_to_all_v the first reader prices it (`price_uneven` of the matrix sent), once for the group:
+  // each member pricing it again would cost P times one simulation of P² transfers.
+  template <class PriceUneven>
+  posted_call read(std::uint64_t sequence, int world_rank, std::string_view operation, bool uneven,
+                   const PriceUneven& price_uneven, bool keep_sent_bytes) {
     std::lock_guard lock(mutex_);
     const auto found = boards_.find(sequence);
     if (found == boards_.end() || found->second.posted != size())
       throw peer_error(world_rank, operation, "not every member posted its arrival time");
-    board copy = found->second;
-    if (--found->second.unread == 0) boards_.erase(found);
-    return copy;
+    board& b = found->second;
+    posted_call call{*std::max_element(b.arrivals.begin(), b.arrivals.end()), 0, {}};
+    if (uneven) {
+      if (!b.uneven_seconds) b.uneven_seconds = price_uneven(b.sent_bytes);
+      call.uneven_seconds = *b.uneven_seconds;
+      if (keep_sent_bytes) call.sent_bytes = b.sent_bytes;
+    }
+    if (--b.unread == 0) boards_.erase(found);
+    return call;
   }
 
   // Point to point: when message (source, destination, tag, number) left its sender.
@@ -301,13 +319,14 @@ class rank_clock {
   void settle(std::uint64_t sequence) {
     auto node = unsettled_.extract(sequence);
     const entry& e = node.mapped();
-    const board b = members_->read(sequence, world_rank(), e.name);
-    double start = last_end_;
-    for (const double arrival : b.arrivals) start = std::max(start, arrival);
     auto& costs = machine_->costs;
     const bool uneven = e.shape.kind == sim::collective::all_to_all_v;
-    const double duration = uneven ? costs.duration(members_->devices, b.sent_bytes)
-                                   : costs.duration(members_->id, members_->devices, e.shape);
+    const bool drawn = rank_ == 0 && machine_->trace;
+    const posted_call call = members_->read(
+        sequence, world_rank(), e.name, uneven,
+        [&](const std::vector<std::vector<double>>& sent) { return costs.duration(members_->devices, sent); }, drawn);
+    const double start = std::max(last_end_, call.last_arrival);
+    const double duration = uneven ? call.uneven_seconds : costs.duration(members_->id, members_->devices, e.shape);
     last_end_ = start + duration;
     ends_[sequence] = last_end_;
     const auto algorithm =
@@ -316,8 +335,8 @@ class rank_clock {
                  {{"algorithm", std::string(sim::name_of(algorithm))},
                   {"bytes", std::to_string(e.shape.bytes)},
                   {"ranks", std::to_string(members_->size())}});
-    if (rank_ == 0 && machine_->trace) {
-      if (uneven) costs.record_links(*machine_->trace, members_->devices, b.sent_bytes, start);
+    if (drawn) {
+      if (uneven) costs.record_links(*machine_->trace, members_->devices, call.sent_bytes, start);
       else
         costs.record_links(*machine_->trace, members_->id, members_->devices, e.shape, start);
     }

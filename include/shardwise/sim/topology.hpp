@@ -71,6 +71,12 @@ class topology {
   [[nodiscard]] const link_model& peer_link() const noexcept { return peer_; }
   [[nodiscard]] const link_model& network_link() const noexcept { return shape_ == shape::nodes ? network_ : peer_; }
   [[nodiscard]] int gpus_per_node() const noexcept { return shape_ == shape::nodes ? width_ : devices_; }
+  // A torus's columns; the other shapes are one row.
+  [[nodiscard]] int columns() const noexcept { return shape_ == shape::torus_2d ? width_ : devices_; }
+  // The NIC (numbered across all nodes) a GPU of a node sends and receives through.
+  [[nodiscard]] std::int64_t nic_of(int gpu) const noexcept {
+    return static_cast<std::int64_t>(gpu / width_) * nics_per_node_ + (gpu % width_) * nics_per_node_ / width_;
+  }
 
   [[nodiscard]] route route_between(int source, int destination) const {
     check_device(source);
@@ -173,9 +179,6 @@ class topology {
 
   [[nodiscard]] std::int64_t nics() const noexcept {
     return static_cast<std::int64_t>(devices_ / width_) * nics_per_node_;
-  }
-  [[nodiscard]] std::int64_t nic_of(int gpu) const noexcept {
-    return static_cast<std::int64_t>(gpu / width_) * nics_per_node_ + (gpu % width_) * nics_per_node_ / width_;
   }
   [[nodiscard]] std::int64_t nic_link(std::int64_t nic, bool send) const noexcept {
     return static_cast<std::int64_t>(devices_) * width_ + (send ? 0 : nics()) + nic;
