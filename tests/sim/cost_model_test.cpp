@@ -383,6 +383,23 @@ TEST(presets, describe_the_papers_machines) {
   const auto v100 = presets::v100_nodes(16);
   EXPECT_DOUBLE_EQ(v100.network.network_link().bandwidth, 100e9 / 8);
   EXPECT_THROW((void)presets::v100_nodes(6), shardwise::argument_error);
+  // A full TPU v3 pod: 1024 chips in a 32 x 32 torus; a ring all-reduce round a row of 32 takes its
+  // 2 · 31 steps on the ICI links between neighbours, one hop each.
+  const auto pod = presets::tpu_v3_pod(32, 32);
+  EXPECT_EQ(pod.network.devices(), 1024);
+  EXPECT_EQ(pod.network.kind(), topology::shape::torus_2d);
+  EXPECT_EQ(pod.network.route_between(0, 31).links.size(), 1U);  // wrap-around neighbour
+  EXPECT_EQ(pod.network.route_between(0, 32 * 16).links.size(), 16U);
+  machine ring = pod;
+  ring.algorithms.all_reduce = algorithm::ring;
+  collective_cost costs(ring);
+  std::vector<int> row;
+  for (int c = 0; c < 32; ++c) row.push_back(c);
+  const double n = 64.0 * (1 << 20);
+  const double ici = pod.network.peer_link().bandwidth;
+  expect_within_one_percent(costs.duration(costs.group_id(row), row, {collective::all_reduce, n, 0}),
+                            2 * 31 * (1e-6 + n / 32 / ici) + 31.0 / 32 * n * pod.device.reduction_time(1),
+                            "ring all-reduce round a row of the pod");
 }
 
 }  // namespace

@@ -19,6 +19,14 @@
 //   Google TPU v3 core     half a chip: 123 TFLOP/s BF16 and 900 GB/s HBM2 per chip of two
 //                          TensorCores (Cloud TPU v3 documentation, system architecture); the
 //                          matrix units' BF16 figure, the precision TPUs train in
+//   Google TPU v3 pod      chips (two TensorCores each, 123 TFLOP/s BF16, 900 GB/s) in a 2-D torus,
+//                          1024 chips for a full pod (Cloud TPU v3 documentation); each chip has 4
+//                          ICI links, one per torus neighbour. Link bandwidth 82 GB/s per direction:
+//                          the documentation's all-reduce bandwidth of 340 TB/s per pod is 332 GB/s
+//                          per chip, over 4 links (it matches the 656 Gb/s ICI links of Jouppi et al.,
+//                          "A domain-specific supercomputer for training deep neural networks",
+//                          CACM 2020). Per hop 1 µs: an assumption (Google states none; "sub-
+//                          microsecond" between neighbours is what third-party accounts give)
 //   latencies              kernel launch 5 µs (HIP/CUDA launch overhead as commonly measured);
 //                          per message 2 µs on xGMI/NVLink (peer copy set-up of RCCL/NCCL), 2.5 µs
 //                          on HDR-class InfiniBand and 1.5 µs on EDR (MPI ping-pong order; the
@@ -35,11 +43,13 @@ inline device_model v100() { return {15.7e12, 900e9, 5e-6}; }
 inline device_model a100() { return {19.5e12, 2.039e12, 5e-6}; }
 inline device_model h100() { return {67e12, 3.35e12, 5e-6}; }
 inline device_model tpu_v3_core() { return {61.5e12, 450e9, 5e-6}; }
+inline device_model tpu_v3_chip() { return {123e12, 900e9, 5e-6}; }
 
 inline link_model xgmi() { return {80e9, 2e-6, "xGMI"}; }
 inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }
 inline link_model nvlink2_pair() { return {50e9, 2e-6, "NVLink"}; }
 inline link_model infiniband_edr() { return {12.5e9, 1.5e-6, "InfiniBand EDR"}; }
+inline link_model tpu_v3_ici() { return {82e9, 1e-6, "ICI"}; }
 
 namespace detail {
 inline int node_width(const char* preset, int gpus, int gpus_per_node) {
@@ -60,5 +70,10 @@ inline machine v100_nodes(int gpus, int gpus_per_node = 4) {
   const int k = detail::node_width("presets::v100_nodes", gpus, gpus_per_node);
   return {v100(), topology::nodes(gpus, k, nvlink2_pair(), infiniband_edr(), 1)};
 }
+
+// A TPU v3 pod slice of rows x cols chips in a 2-D torus (the full pod: 32 x 32), one device per
+// chip: the weight-update paper runs a replica per TensorCore, and the two cores of a chip reduce
+// through the chip's own memory, which this model folds into the chip.
+inline machine tpu_v3_pod(int rows, int cols) { return {tpu_v3_chip(), topology::torus_2d(rows, cols, tpu_v3_ici())}; }
 
 }  // namespace shardwise::sim::presets
