@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "shardwise/core/counter_random.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -36,7 +37,11 @@ struct parameter {
         gradient(mesh, extents) {}
 
   void add_gradient(const dtensor<T, Layout, Mesh>& addend) { accumulate(gradient, addend); }
-  void zero_gradient() { std::ranges::fill(gradient.data(), T{}); }
+  void zero_gradient() {
+    const auto elements = static_cast<double>(gradient.data().size());
+    run_kernel(gradient.mesh().world(), {0, sizeof(T) * elements}, "zero gradient",
+               [&] { std::ranges::fill(gradient.data(), T{}); });
+  }
 
   // value -= rate * gradient on this rank's blocks; padding, zero in both, stays zero.
   void descend(T rate) {

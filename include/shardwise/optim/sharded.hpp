@@ -322,7 +322,8 @@ class data_parallel_update {
                                  " ranks cuts; use a tensor-parallel group of one rank, or adamw, lamb or lars");
     const step_report report =
         run_step(comm, static_cast<C*>(nullptr), options.learning_rate, &tensor_parallel, options.clip_norm);
-    zero_gradients();
+    run_kernel(comm, {0, sizeof(float) * static_cast<double>(gradients_.span().size())}, "zero gradients",
+               [&] { zero_gradients(); });
     return report;
   }
 

@@ -4,6 +4,7 @@
 // Residual connections and gradients that meet at a fork (x feeding Q, K and V) add this way.
 #include <cstddef>
 
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -14,7 +15,11 @@ void accumulate(dtensor<T, Layout, Mesh>& sum, const dtensor<T, Layout, Mesh>& a
   detail::check_same_shape(sum, addend, "accumulate");
   auto s = sum.data();
   const auto a = addend.data();
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] += a[i];
+  const auto elements = static_cast<double>(s.size());
+  // One kernel: each stored element of both read, the sum's written.
+  run_kernel(sum.mesh().world(), {elements, 3 * sizeof(T) * elements}, "accumulate", [&] {
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] += a[i];
+  });
 }
 
 }  // namespace shardwise
