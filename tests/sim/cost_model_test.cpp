@@ -77,6 +77,18 @@ TEST(network, a_transfer_alone_takes_latency_plus_bytes_over_bandwidth) {
   EXPECT_NEAR(timing.transfers[0].finish, 0.5 + alpha + 1e6 * beta, 1e-15);
 }
 
+// Transfers of a few bytes that start late in a run (a long program's small all-reduce, split over
+// thousands of ranks) finish on time: their remaining bytes are below what the clock's rounding
+// resolves, which once left the simulation waiting for them forever.
+TEST(network, tiny_transfers_late_in_a_run_finish_on_time) {
+  const auto net = topology::fully_connected(16, {bandwidth, alpha, "l"});
+  std::vector<transfer> transfers;
+  for (int k = 1; k < 16; ++k) transfers.push_back({0, k, 1e-3 * k, 1.0});
+  const auto timing = simulate(net, transfers, false);
+  for (std::size_t i = 0; i < transfers.size(); ++i)
+    EXPECT_NEAR(timing.transfers[i].finish, 1.0 + alpha + transfers[i].bytes / bandwidth, 1e-15) << "transfer " << i;
+}
+
 TEST(network, transfers_sharing_a_link_share_its_bandwidth) {
   const auto net = topology::nodes(4, 2, {bandwidth, alpha, "peer"}, {10e9, 5e-6, "ib"}, 1);
   const double n = 4e6;

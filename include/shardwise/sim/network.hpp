@@ -72,6 +72,7 @@ inline network_timing simulate(const topology& net, std::span<const transfer> tr
   std::unordered_map<std::int64_t, int> users;  // streaming transfers per link right now
   std::vector<std::size_t> streaming;
   std::vector<double> rate(n, 0);
+  std::vector<double> due(n, 0);  // when it finishes at its current rate
   double now = 0;
   constexpr double infinity = std::numeric_limits<double>::infinity();
 
@@ -103,14 +104,17 @@ inline network_timing simulate(const topology& net, std::span<const transfer> tr
       double share = infinity;
       for (const auto link : routes[i].links) share = std::min(share, net.bandwidth(link) / users[link]);
       rate[i] = share;
-      next = std::min(next, now + remaining[i] / share);
+      due[i] = now + remaining[i] / share;
+      next = std::min(next, due[i]);
     }
     const double step = next - now;
     now = next;
     std::erase_if(streaming, [&](std::size_t i) {
       remaining[i] -= rate[i] * step;
-      // Relative tolerance: a transfer due at `next` may miss it by rounding.
-      if (remaining[i] > transfers[i].bytes * 1e-9) return false;
+      // Done when due now, whatever rounding left over: a few bytes late in the run, `next - now` is
+      // too coarse for the remainder to come out zero, and waiting for it would never advance. Or
+      // within a relative tolerance of done, when due at `next` but rounded past it.
+      if (due[i] > now && remaining[i] > transfers[i].bytes * 1e-9) return false;
       finish(i);
       if (record_links)
         for (const auto link : routes[i].links) busy[link].end = now;
