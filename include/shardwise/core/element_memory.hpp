@@ -7,8 +7,9 @@
 //
 // Shapes only: a rank that stores no elements still allocates (so the storage's size and the
 // accounting are those of a full run) but neither zeroes nor copies the elements, so pages that nothing
-// else touches cost no resident memory. Element loops outside kernels ask stored_on_this_thread() first
-// (those that do not yet, such as tensor/accumulate.hpp, still touch the storage they loop over).
+// else touches cost no resident memory. Element loops run as kernels (core/kernel.hpp) or ask
+// stored_on_this_thread() first; those that do neither yet (copies and zero-fills inside model::gpt,
+// the sharded update's gradient norm) still touch the storage they loop over.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
