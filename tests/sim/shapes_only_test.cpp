@@ -7,15 +7,19 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/transformer_block.hpp"
+#include "shardwise/ops/matmul.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
+#include "shardwise/tensor/distribute.hpp"
 #include "sim/shapes_only_checks.hpp"
 
 namespace {
@@ -46,6 +50,39 @@ TEST(shapes_only, a_sharded_update_costs_what_its_full_run_costs) {
     for (std::size_t t = 0; t < shapes.size(); ++t)
       for (float& g : update.gradients(t)) g = 0.25f;
     for (int step = 0; step < 2; ++step) (void)update.step(world, world, {1e-3f, 1.0f});
+  });
+}
+
+// Values on a rank that stores none have no memory of their own; integers do. Rank 0 runs on the
+// calling thread, so the products' buffers it keeps from a shapes-only run are there for a full run
+// that follows, which must not reuse them: its product is the serial one. A fresh thread stands for a
+// program whose first run is shapes-only (this one's thread has run products before).
+TEST(shapes_only, values_take_no_memory_and_a_later_full_run_computes_the_serial_product) {
+  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const auto a_of = [](auto i, auto j) { return float(i * 6 + j) / 8; };
+  const auto b_of = [](auto i, auto j) { return float(i - 2 * j) / 4; };
+  matrix a_whole(8, 6), b_whole(6, 4);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 6; ++j) a_whole(i, j) = a_of(i, j);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 4; ++j) b_whole(i, j) = b_of(i, j);
+  const matrix expected = a_whole * b_whole;
+  std::jthread program([&] {
+    for (const auto how : {sim_gpu::execution::shapes_only, sim_gpu::execution::full}) {
+      const bool stored = how == sim_gpu::execution::full;
+      sim_gpu::run(
+          4, sim::presets::mi210_nodes(4),
+          [&](sim_gpu::communicator& world) {
+            EXPECT_EQ(shared_buffer<float>::zeros(16).stored(), stored);
+            EXPECT_TRUE(shared_buffer<std::int32_t>::zeros(16).stored());
+            process_mesh mesh(world, {2, 2});
+            const auto a = from_function<block_2d<>>(mesh, {8, 6}, a_of);
+            const auto b = from_function<block_2d<>>(mesh, {6, 4}, b_of);
+            const matrix c = gather(matmul(a, b));
+            if (stored && world.rank() == 0) EXPECT_TRUE(c.isApprox(expected, 1e-5f)) << c << "\nagainst\n" << expected;
+          },
+          how);
+    }
   });
 }
 

@@ -18,6 +18,12 @@ template <class T>
 concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int32_t> ||
                     std::same_as<T, std::int64_t> || std::same_as<T, bf16>;
 
+// Elements that are values: what kernels compute and read (floating point, bf16), as opposed to
+// integers that steer a program (counts, indices, plans). A run that prices kernels without computing
+// them (sim_gpu's shapes-only execution) neither stores nor moves values, and still moves integers.
+template <class T>
+concept value_element = std::is_floating_point_v<T> || std::same_as<T, bf16>;
+
 // The type partial results are held in while reducing T.
 template <reducible T>
 using accumulator_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;

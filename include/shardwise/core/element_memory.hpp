@@ -5,13 +5,17 @@
 // (core/shared_buffer.hpp), where that storage is allocated, reports to it. Outside such a scope
 // nothing is counted and elements are stored.
 //
-// Shapes only: a rank that stores no elements still allocates (so the storage's size and the
-// accounting are those of a full run) but neither zeroes nor copies the elements, so pages that nothing
-// else touches cost no resident memory. Element loops run as kernels (core/kernel.hpp) or ask
-// stored_on_this_thread() first; those that do neither yet (copies and zero-fills inside model::gpt,
-// the sharded update's gradient norm) still touch the storage they loop over.
+// Shapes only: a rank that stores no elements counts its storage as a full run does, but its values
+// (core/element.hpp's value_element) get no memory of their own: every such buffer lies at the start
+// of one address range reserved for the process and backed by no memory until written
+// (unstored_values), so thousands of simulated ranks cost neither allocations nor resident pages.
+// Nothing should write there, since element loops run as kernels (core/kernel.hpp) or ask
+// stored_on_this_thread() first; what a stray write leaves is a value no one reads.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -42,6 +46,19 @@ class element_memory {
   [[nodiscard]] static bool stored_on_this_thread() noexcept {
     const element_memory* memory = current();
     return memory == nullptr || memory->stores_elements();
+  }
+
+  // Where a buffer of `bytes` of values lies on a rank that stores none: the start of the process's
+  // unstored range, or null when the range cannot be reserved (strict overcommit) or is too small;
+  // the caller then allocates for real.
+  [[nodiscard]] static void* unstored_values(std::size_t bytes) noexcept {
+    static constexpr std::size_t range_bytes = std::size_t{1} << 36;  // 64 GiB of addresses, no memory
+    static void* const range = [] {
+      void* start =
+          ::mmap(nullptr, range_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      return start == MAP_FAILED ? nullptr : start;
+    }();
+    return bytes <= range_bytes ? range : nullptr;
   }
 
   // Makes `memory` the calling thread's accounting until the scope closes.

@@ -20,6 +20,7 @@
 #include <span>
 #include <type_traits>
 
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/element_memory.hpp"
 
 namespace shardwise {
@@ -56,10 +57,14 @@ class shared_buffer {
     part.owner_ = owner_;
     part.data_ = data_ + offset;
     part.size_ = count;
+    part.stored_ = stored_;
     return part;
   }
 
   [[nodiscard]] std::span<T> span() const noexcept { return {data_, size_}; }
+  // Whether the elements have memory of their own: not for values on a rank that stores none
+  // (core/element_memory.hpp).
+  [[nodiscard]] bool stored() const noexcept { return stored_; }
   [[nodiscard]] T* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
@@ -68,12 +73,18 @@ class shared_buffer {
     static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
     shared_buffer buffer;
     const std::size_t bytes = std::max<std::size_t>(count, 1) * sizeof(T);
-    T* elements = static_cast<T*>(::operator new[](bytes, std::align_val_t{alignment}));
-    if (element_memory::stored_on_this_thread()) std::uninitialized_value_construct_n(elements, count);
+    T* elements = nullptr;
+    if constexpr (value_element<T>)
+      if (!element_memory::stored_on_this_thread()) elements = static_cast<T*>(element_memory::unstored_values(bytes));
+    buffer.stored_ = elements == nullptr;
+    if (buffer.stored_) {
+      elements = static_cast<T*>(::operator new[](bytes, std::align_val_t{alignment}));
+      if (element_memory::stored_on_this_thread()) std::uninitialized_value_construct_n(elements, count);
+    }
     if (counted != nullptr) counted->allocated(static_cast<std::int64_t>(count * sizeof(T)));
-    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, count](T* p) {
+    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, count, stored = buffer.stored_](T* p) {
       if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)));
-      ::operator delete[](p, std::align_val_t{alignment});
+      if (stored) ::operator delete[](p, std::align_val_t{alignment});
     });
     buffer.data_ = elements;
     buffer.size_ = count;
@@ -83,6 +94,7 @@ class shared_buffer {
   std::shared_ptr<T[]> owner_;
   T* data_ = nullptr;
   std::size_t size_ = 0;
+  bool stored_ = true;
 };
 
 }  // namespace shardwise

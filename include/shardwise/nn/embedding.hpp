@@ -18,6 +18,8 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/parameter.hpp"
@@ -51,11 +53,15 @@ class embedding {
                                " positions of the table)");
     tokens_.assign(tokens.begin(), tokens.end());
     sequence_ = sequence;
-    whole_matrix<T> x = whole_matrix<T>::Zero(static_cast<Eigen::Index>(tokens.size()), token_.value.cols());
+    whole_matrix<T> x(static_cast<Eigen::Index>(tokens.size()), token_.value.cols());
+    const double elements = static_cast<double>(x.size());
+    run_kernel(mesh.world(), fill_work(sizeof(T) * elements), "embedding zero", [&] { x.setZero(); });
     add_owned_rows(token_.value, tokens, x);
     mesh.world().all_reduce(std::span<T>(x.data(), static_cast<std::size_t>(x.size())), op::sum);
-    const auto positions = position_.value.local();
-    for (Eigen::Index t = 0; t < x.rows(); ++t) x.row(t) += positions.row(t % sequence);
+    run_kernel(mesh.world(), {elements, 3 * sizeof(T) * elements}, "position embedding", [&] {
+      const auto positions = position_.value.local();
+      for (Eigen::Index t = 0; t < x.rows(); ++t) x.row(t) += positions.row(t % sequence);
+    });
     return slice<typename Family::input>(mesh, x);
   } catch (...) {
     rethrow_within_call(world_rank_of(token_.value),
@@ -67,8 +73,12 @@ class embedding {
   void backward(const output_type& output_gradient) try {
     const whole_matrix<T> gradient = all_gather(output_gradient);
     add_to_owned_rows(token_.gradient, tokens_, gradient);
-    auto positions = position_.gradient.local();
-    for (Eigen::Index t = 0; t < gradient.rows(); ++t) positions.row(t % sequence_) += gradient.row(t);
+    const double elements = static_cast<double>(gradient.size());
+    run_kernel(output_gradient.mesh().world(), {elements, 3 * sizeof(T) * elements}, "position embedding backward",
+               [&] {
+                 auto positions = position_.gradient.local();
+                 for (Eigen::Index t = 0; t < gradient.rows(); ++t) positions.row(t % sequence_) += gradient.row(t);
+               });
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient),
                         call_text("nn::embedding::backward", describe(output_gradient)));

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
@@ -142,7 +143,10 @@ template <class T>
 [[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
   thread_local std::array<shared_buffer<T>, 3> buffers;
   shared_buffer<T>& held = buffers[static_cast<std::size_t>(which)];
-  if (held.size() < elements) held = shared_buffer<T>::scratch(elements);  // no copy of stale contents
+  // Rank 0 of a thread-run backend is the calling thread, which may run a shapes-only simulation and
+  // then a full run: a buffer without memory of its own (core/element_memory.hpp) is not reused there.
+  if (held.size() < elements || (!held.stored() && element_memory::stored_on_this_thread()))
+    held = shared_buffer<T>::scratch(elements);  // no copy of stale contents
   return held.span().first(elements);
 }
 

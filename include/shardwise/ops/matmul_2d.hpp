@@ -26,6 +26,8 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -67,7 +69,9 @@ template <class T, class Layout, class Mesh>
   const std::span<T> panel =
       workspace<T>(slot, static_cast<std::size_t>(tensor.mapping().block(owner, 0).stored_elements()));
   auto& line = tensor.mesh().axis(axis);
-  if (line.rank() == t) std::ranges::copy(tensor.data(), panel.begin());
+  if (line.rank() == t)
+    run_kernel(line, copy_work(static_cast<double>(tensor.data().size_bytes())), "SUMMA panel copy",
+               [&] { std::ranges::copy(tensor.data(), panel.begin()); });
   line.broadcast(panel, t);
   return owned_part<const T>(panel.data(), tensor.mapping(), owner);
 }
@@ -126,7 +130,8 @@ template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class 
     const int owner = rank_on_line(mesh, reduce_axis, t);
     const std::span<T> addend =
         workspace<T>(buffer::product, static_cast<std::size_t>(result.mapping().block(owner, 0).stored_elements()));
-    std::ranges::fill(addend, T{});
+    run_kernel(reduce_line, fill_work(static_cast<double>(addend.size_bytes())), "SUMMA addend zero",
+               [&] { std::ranges::fill(addend, T{}); });
     strided_map<T> owned = owned_part<T>(addend.data(), result.mapping(), owner);
     if constexpr (TransposeRight) {
       multiply<false, true>(reduce_line, owned, stays, moved, false);

@@ -15,6 +15,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardwise/comm/reduction.hpp"
@@ -37,7 +38,7 @@ struct cross_entropy_saved {
 
 // Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank.
 template <class T, split_layout Layout, class Mesh>
-[[nodiscard]] double vocabulary_cross_entropy(const whole_matrix<T>& hidden, const dtensor<T, Layout, Mesh>& table,
+[[nodiscard]] double vocabulary_cross_entropy(whole_matrix<T> hidden, const dtensor<T, Layout, Mesh>& table,
                                               std::span<const std::int32_t> targets,
                                               cross_entropy_saved<T>& saved) try {
   auto& world = table.mesh().world();
@@ -85,7 +86,7 @@ template <class T, split_layout Layout, class Mesh>
       saved.probabilities.row(static_cast<Eigen::Index>(t)) /= sums[t];
     }
   });
-  saved.hidden = hidden;
+  saved.hidden = std::move(hidden);  // the tokens x hidden matrix kept, not copied
   saved.targets.assign(targets.begin(), targets.end());
   return loss / static_cast<double>(tokens);
 } catch (...) {

@@ -46,9 +46,11 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/bf16.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/optim/flat_layout.hpp"
 #include "shardwise/optim/memory.hpp"
@@ -271,6 +273,7 @@ class data_parallel_update {
       throw argument_error(world_rank_, std::string(name) + "::set_weights",
                            "tensor " + std::to_string(tensor) + " has " + std::to_string(size) + " elements, got " +
                                std::to_string(values.size()));
+    if (!element_memory::stored_on_this_thread()) return;  // shapes only: no values to set
     std::copy(values.begin(), values.end(), weights_.data() + layout_.offset(tensor));
     if constexpr (has_master) {
       for (const auto& block : blocks_)
@@ -474,9 +477,14 @@ class data_parallel_update {
   [[nodiscard]] double gradient_norm(C& comm, T& tensor_parallel) {
     norm_sums_.resize(layout_.tensor_count());
     sum_over_blocks(comm, norm_sums_, [&](const std::vector<flat_layout::segment>& block, std::span<double> sums) {
-      for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
-        double& sum = sums[run.tensor];
-        for (const float g : piece.gradients) sum += static_cast<double>(g) * g;
+      double elements = 0;
+      for (const auto& run : block) elements += static_cast<double>(run.count);
+      // Per element: averaged, squared, added; the gradient read once.
+      run_kernel(comm, {3 * elements, sizeof(float) * elements}, "gradient norm", [&] {
+        for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
+          double& sum = sums[run.tensor];
+          for (const float g : piece.gradients) sum += static_cast<double>(g) * g;
+        });
       });
     });
     std::vector<std::size_t> one_each(layout_.tensor_count() + 1);
@@ -575,13 +583,18 @@ class data_parallel_update {
       across.all_reduce(reduced_gradients(buckets.front()));
       return;
     }
-    across_staging_.resize(layout_.shard_elements());
-    for (const auto& b : buckets)
-      std::ranges::copy(reduced_gradients(b), across_staging_.begin() + static_cast<std::ptrdiff_t>(b.shard_offset));
-    across.all_reduce(across_staging_);
-    for (const auto& b : buckets)
-      std::ranges::copy(std::span<const float>(across_staging_).subspan(b.shard_offset, b.shard),
-                        reduced_gradients(b).begin());
+    if (across_staging_.size() == 0) across_staging_ = shared_buffer<float>::zeros(layout_.shard_elements());
+    const auto staging = across_staging_.span();
+    const work copy = copy_work(sizeof(float) * static_cast<double>(staging.size()));
+    run_kernel(across, copy, "gradients to the staging buffer", [&] {
+      for (const auto& b : buckets)
+        std::ranges::copy(reduced_gradients(b), staging.begin() + static_cast<std::ptrdiff_t>(b.shard_offset));
+    });
+    across.all_reduce(staging);
+    run_kernel(across, copy, "gradients from the staging buffer", [&] {
+      for (const auto& b : buckets)
+        std::ranges::copy(staging.subspan(b.shard_offset, b.shard), reduced_gradients(b).begin());
+    });
   }
 
   // Whole-tensor sums of one round: each block's partial sums, added over the N blocks (and over the
@@ -663,7 +676,7 @@ class data_parallel_update {
   std::array<std::vector<std::size_t>, max_reduction_rounds> statistics_offsets_;
   std::array<std::vector<double>, max_reduction_rounds> statistics_;
   std::vector<double> partial_statistics_;  // replicated only: one block's partial sums
-  std::vector<float> across_staging_;       // partial sharding with several buckets: blocks to all-reduce
+  shared_buffer<float> across_staging_;     // partial sharding with several buckets: blocks to all-reduce
 };
 
 template <class Optimizer, class Weight = float>

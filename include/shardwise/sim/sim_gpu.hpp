@@ -55,6 +55,7 @@
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/bf16.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/collective_cost.hpp"
@@ -86,7 +87,7 @@ struct element_of_call<Call<T>> {
 template <class Call>
 [[nodiscard]] constexpr bool moves_payload(execution mode) {
   using T = typename element_of_call<Call>::type;
-  return mode == execution::full || !(std::is_floating_point_v<T> || std::is_same_v<T, bf16>);
+  return mode == execution::full || !value_element<T>;
 }
 
 // What moves instead of a call whose payload does not: the same message without elements (so sends and

@@ -19,6 +19,9 @@
 //    source blocks, then destination blocks, rows of each rectangle — so the packed stream needs no
 //    headers. Cost: each rank pairs its blocks with every other rank's, O(P * blocks^2) index work;
 //    fine for the few blocks per rank of split layouts.
+// A rank's copies between its blocks and the collectives' buffers are one kernel per path
+// (core/kernel.hpp), priced as memory traffic where the backend models time; the buffers are working
+// memory (shared_buffer::scratch), so a shapes-only run neither fills nor copies them.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +35,9 @@
 
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
+#include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -189,37 +195,53 @@ void copy_rectangle(const T* in, std::int64_t in_stride, T* out, std::int64_t ou
     std::copy(in + r * in_stride, in + r * in_stride + cols, out + r * out_stride);
 }
 
+// `copy`, which reads and writes `elements` elements of T, as one kernel on `world`'s device.
+template <class T, class Communicator, class Copy>
+void run_copy(Communicator& world, std::int64_t elements, std::string_view operation, Copy&& copy) {
+  const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(elements);
+  run_kernel(world, copy_work(bytes), [&] { return std::string(operation) + " copy"; }, std::forward<Copy>(copy));
+}
+
 // Path 1: this rank copies each destination block out of the source block containing it.
-template <class T, layout_mapping From, layout_mapping To>
-void copy_locally(int me, const From& from, std::span<const T> source, const To& to, std::span<T> target) {
-  const std::vector<std::int64_t> source_starts = block_starts(from, me);
-  const std::vector<std::int64_t> target_starts = block_starts(to, me);
-  for (int db = 0; db < to.block_count(me); ++db) {
-    const block_info wanted = to.block(me, db);
-    if (wanted.elements() == 0) continue;
-    const int sb = containing_block(from, me, wanted);
-    const block_info held = from.block(me, sb);
-    copy_rectangle(source.data() + source_starts[static_cast<std::size_t>(sb)] +
-                       (wanted.row_offset - held.row_offset) * held.stored_cols + (wanted.col_offset - held.col_offset),
-                   held.stored_cols, target.data() + target_starts[static_cast<std::size_t>(db)], wanted.stored_cols,
-                   wanted.rows, wanted.cols);
-  }
+template <class T, class Communicator, layout_mapping From, layout_mapping To>
+void copy_locally(Communicator& world, const From& from, std::span<const T> source, const To& to, std::span<T> target,
+                  std::string_view operation) {
+  const int me = world.rank();
+  std::int64_t elements = 0;
+  for (int db = 0; db < to.block_count(me); ++db) elements += to.block(me, db).elements();
+  run_copy<T>(world, elements, operation, [&] {
+    const std::vector<std::int64_t> source_starts = block_starts(from, me);
+    const std::vector<std::int64_t> target_starts = block_starts(to, me);
+    for (int db = 0; db < to.block_count(me); ++db) {
+      const block_info wanted = to.block(me, db);
+      if (wanted.elements() == 0) continue;
+      const int sb = containing_block(from, me, wanted);
+      const block_info held = from.block(me, sb);
+      copy_rectangle(source.data() + source_starts[static_cast<std::size_t>(sb)] +
+                         (wanted.row_offset - held.row_offset) * held.stored_cols +
+                         (wanted.col_offset - held.col_offset),
+                     held.stored_cols, target.data() + target_starts[static_cast<std::size_t>(db)], wanted.stored_cols,
+                     wanted.rows, wanted.cols);
+    }
+  });
 }
 
 // Path 2, collective over mesh.axis(axis): every rank's one source block, gathered along the axis, and
 // each piece put where it lies in this rank's one destination block.
 template <class T, class Mesh, layout_mapping From, layout_mapping To>
-void gather_along(Mesh& mesh, int axis, const From& from, std::span<const T> source, const To& to,
-                  std::span<T> target) {
+void gather_along(Mesh& mesh, int axis, const From& from, std::span<const T> source, const To& to, std::span<T> target,
+                  std::string_view operation) {
   auto& line = mesh.axis(axis);
-  std::vector<T> pieces(source.size() * static_cast<std::size_t>(line.size()));
-  line.all_gather(source, std::span<T>(pieces));
+  const auto pieces = shared_buffer<T>::scratch(source.size() * static_cast<std::size_t>(line.size()));
+  line.all_gather(source, pieces.span());
   const block_info wanted = to.block(mesh.world().rank(), 0);
-  for_each_on_line(mesh, axis, from, [&](int k, const block_info& held) {
-    if (held.elements() == 0) return;
-    copy_rectangle(pieces.data() + static_cast<std::size_t>(k) * source.size(), held.stored_cols,
-                   target.data() + offset_in(wanted, held.row_offset, held.col_offset), wanted.stored_cols, held.rows,
-                   held.cols);
+  run_copy<T>(mesh.world(), wanted.elements(), operation, [&] {
+    for_each_on_line(mesh, axis, from, [&](int k, const block_info& held) {
+      if (held.elements() == 0) return;
+      copy_rectangle(pieces.data() + static_cast<std::size_t>(k) * source.size(), held.stored_cols,
+                     target.data() + offset_in(wanted, held.row_offset, held.col_offset), wanted.stored_cols, held.rows,
+                     held.cols);
+    });
   });
 }
 
@@ -230,57 +252,72 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
                          std::span<T> target, std::string_view operation) {
   const int me = world.rank();
   const int ranks = world.size();
-  auto count = [&](std::size_t elements) {
-    return checked_count(static_cast<std::int64_t>(elements), world.world_rank(), operation, "all_to_all_v",
+  auto count = [&](std::int64_t elements) {
+    return checked_count(elements, world.world_rank(), operation, "all_to_all_v",
                          "elements would travel between one pair of ranks");
   };
 
-  const std::vector<std::int64_t> source_starts = block_starts(from, me);
-  std::vector<T> outgoing;
-  std::vector<int> send_counts(static_cast<std::size_t>(ranks));
-  for (int receiver = 0; receiver < ranks; ++receiver) {
-    const std::size_t before = outgoing.size();
-    for_each_transfer(
-        from, to, me, receiver, [&](const block_info& held, int sb, const block_info&, int, const rectangle& part) {
-          const T* first = source.data() + source_starts[static_cast<std::size_t>(sb)] +
-                           (part.row - held.row_offset) * held.stored_cols + (part.col - held.col_offset);
-          for (std::int64_t r = 0; r < part.rows; ++r)
-            outgoing.insert(outgoing.end(), first + r * held.stored_cols, first + r * held.stored_cols + part.cols);
-        });
-    send_counts[static_cast<std::size_t>(receiver)] = count(outgoing.size() - before);
-  }
-
-  struct arrival {
-    int block;
-    block_info wanted;
+  // A rectangle of this rank's blocks, with where it starts in the blocks' storage and its row stride.
+  struct piece {
+    std::int64_t start;
+    std::int64_t stride;
     rectangle part;
   };
-  std::vector<arrival> arrivals;
-  std::vector<int> receive_counts(static_cast<std::size_t>(ranks));
-  std::size_t incoming_total = 0;
-  for (int sender = 0; sender < ranks; ++sender) {
-    std::size_t elements = 0;
-    for_each_transfer(from, to, sender, me,
-                      [&](const block_info&, int, const block_info& wanted, int db, const rectangle& part) {
-                        arrivals.push_back({db, wanted, part});
-                        elements += static_cast<std::size_t>(part.rows * part.cols);
-                      });
-    receive_counts[static_cast<std::size_t>(sender)] = count(elements);
-    incoming_total += elements;
-  }
+  const auto elements_of = [](const std::vector<piece>& pieces) {
+    std::int64_t elements = 0;
+    for (const piece& p : pieces) elements += p.part.rows * p.part.cols;
+    return elements;
+  };
 
-  std::vector<T> incoming(incoming_total);
-  world.all_to_all_v(outgoing, send_counts, incoming, receive_counts);
+  const std::vector<std::int64_t> source_starts = block_starts(from, me);
+  std::vector<piece> departures;
+  std::vector<int> send_counts(static_cast<std::size_t>(ranks));
+  for (int receiver = 0; receiver < ranks; ++receiver) {
+    std::int64_t elements = 0;
+    for_each_transfer(
+        from, to, me, receiver, [&](const block_info& held, int sb, const block_info&, int, const rectangle& part) {
+          departures.push_back({source_starts[static_cast<std::size_t>(sb)] +
+                                    (part.row - held.row_offset) * held.stored_cols + (part.col - held.col_offset),
+                                held.stored_cols, part});
+          elements += part.rows * part.cols;
+        });
+    send_counts[static_cast<std::size_t>(receiver)] = count(elements);
+  }
 
   const std::vector<std::int64_t> target_starts = block_starts(to, me);
-  const T* next = incoming.data();
-  for (const arrival& a : arrivals) {
-    copy_rectangle(next, a.part.cols,
-                   target.data() + target_starts[static_cast<std::size_t>(a.block)] +
-                       (a.part.row - a.wanted.row_offset) * a.wanted.stored_cols + (a.part.col - a.wanted.col_offset),
-                   a.wanted.stored_cols, a.part.rows, a.part.cols);
-    next += a.part.rows * a.part.cols;
+  std::vector<piece> arrivals;
+  std::vector<int> receive_counts(static_cast<std::size_t>(ranks));
+  for (int sender = 0; sender < ranks; ++sender) {
+    std::int64_t elements = 0;
+    for_each_transfer(
+        from, to, sender, me, [&](const block_info&, int, const block_info& wanted, int db, const rectangle& part) {
+          arrivals.push_back({target_starts[static_cast<std::size_t>(db)] +
+                                  (part.row - wanted.row_offset) * wanted.stored_cols + (part.col - wanted.col_offset),
+                              wanted.stored_cols, part});
+          elements += part.rows * part.cols;
+        });
+    receive_counts[static_cast<std::size_t>(sender)] = count(elements);
   }
+
+  const std::int64_t outgoing_elements = elements_of(departures);
+  const auto outgoing = shared_buffer<T>::scratch(static_cast<std::size_t>(outgoing_elements));
+  run_copy<T>(world, outgoing_elements, operation, [&] {
+    T* next = outgoing.data();
+    for (const piece& p : departures) {
+      copy_rectangle(source.data() + p.start, p.stride, next, p.part.cols, p.part.rows, p.part.cols);
+      next += p.part.rows * p.part.cols;
+    }
+  });
+  const std::int64_t incoming_elements = elements_of(arrivals);
+  const auto incoming = shared_buffer<T>::scratch(static_cast<std::size_t>(incoming_elements));
+  world.all_to_all_v(std::span<const T>(outgoing.span()), send_counts, incoming.span(), receive_counts);
+  run_copy<T>(world, incoming_elements, operation, [&] {
+    const T* next = incoming.data();
+    for (const piece& p : arrivals) {
+      copy_rectangle(next, p.part.cols, target.data() + p.start, p.stride, p.part.rows, p.part.cols);
+      next += p.part.rows * p.part.cols;
+    }
+  });
 }
 
 // Collective over `mesh`, whose world's ranks are the mappings' ranks: fills `target` (this rank's
@@ -290,9 +327,9 @@ template <class T, class Mesh, layout_mapping From, layout_mapping To>
 void exchange(Mesh& mesh, const From& from, std::span<const T> source, const To& to, std::span<T> target,
               std::string_view operation) {
   if (needs_no_communication(from, to)) {
-    copy_locally(mesh.world().rank(), from, source, to, target);
+    copy_locally(mesh.world(), from, source, to, target, operation);
   } else if (const int axis = gathering_axis(from, to, mesh.shape()); axis >= 0) {
-    gather_along(mesh, axis, from, source, to, target);
+    gather_along(mesh, axis, from, source, to, target, operation);
   } else {
     exchange_all_to_all(mesh.world(), from, source, to, target, operation);
   }

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,7 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -80,17 +82,20 @@ template <layout_mapping From, layout_mapping To, std::size_t D, std::size_t N>
 }
 
 // Path 1's input: this rank's addend (its one block under `from`) cut into the blocks `to` gives the
-// ranks of its line along `axis`, each `part_size` elements stored as its owner stores it, in the
-// line's rank order.
+// ranks of its line along `axis`, each `part_size` elements stored as its owner stores it (padding
+// zero), in the line's rank order.
 template <class T, class Mesh, layout_mapping From, layout_mapping To>
-[[nodiscard]] std::vector<T> parts_along(Mesh& mesh, int axis, const From& from, std::span<const T> addend,
-                                         const To& to, std::size_t part_size) {
-  std::vector<T> parts(part_size * static_cast<std::size_t>(mesh.shape()[static_cast<std::size_t>(axis)]));
+[[nodiscard]] shared_buffer<T> parts_along(Mesh& mesh, int axis, const From& from, std::span<const T> addend,
+                                           const To& to, std::size_t part_size, std::string_view operation) {
+  auto parts =
+      shared_buffer<T>::scratch(part_size * static_cast<std::size_t>(mesh.shape()[static_cast<std::size_t>(axis)]));
   const block_info whole = from.block(mesh.world().rank(), 0);
-  for_each_on_line(mesh, axis, to, [&](int k, const block_info& part) {
-    if (part.elements() == 0) return;
-    copy_rectangle(addend.data() + offset_in(whole, part.row_offset, part.col_offset), whole.stored_cols,
-                   parts.data() + static_cast<std::size_t>(k) * part_size, part.stored_cols, part.rows, part.cols);
+  run_copy<T>(mesh.world(), whole.elements(), operation, [&] {
+    for_each_on_line(mesh, axis, to, [&](int k, const block_info& part) {
+      if (part.elements() == 0) return;
+      copy_rectangle(addend.data() + offset_in(whole, part.row_offset, part.col_offset), whole.stored_cols,
+                     parts.data() + static_cast<std::size_t>(k) * part_size, part.stored_cols, part.rows, part.cols);
+    });
   });
   return parts;
 }
@@ -102,13 +107,15 @@ template <class T, class Mesh, layout_mapping From, layout_mapping To, std::size
 void exchange_sum(Mesh& mesh, const From& from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
                   const To& to, std::span<T> target, std::string_view operation) {
   if (const int axis = scattering_axis(from, to, mesh.shape(), pending); axis >= 0) {
-    std::vector<T> parts = parts_along(mesh, axis, from, addends, to, target.size());
-    sum_along(mesh, pending, std::span<T>(parts), axis);
-    mesh.axis(axis).reduce_scatter(std::span<const T>(parts), target, op::sum);
+    const auto parts = parts_along(mesh, axis, from, addends, to, target.size(), operation);
+    sum_along(mesh, pending, parts.span(), axis);
+    mesh.axis(axis).reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
   } else {
-    std::vector<T> sums(addends.begin(), addends.end());
-    sum_along(mesh, pending, std::span<T>(sums));
-    exchange(mesh, from, std::span<const T>(sums), to, target, operation);
+    const auto sums = shared_buffer<T>::scratch(addends.size());
+    run_copy<T>(mesh.world(), static_cast<std::int64_t>(addends.size()), operation,
+                [&] { std::ranges::copy(addends, sums.data()); });
+    sum_along(mesh, pending, sums.span());
+    exchange(mesh, from, std::span<const T>(sums.span()), to, target, operation);
   }
 }
 

@@ -8,6 +8,8 @@
 //   dtensor<float, col_1d<>, Mesh> sums = reduce(addends);
 #include <algorithm>
 
+#include "shardwise/core/kernel.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -22,7 +24,8 @@ template <class T, class Layout, class Mesh>
   static_assert(detail::summable<T, Mesh::dimensions>(Layout::pending_axes),
                 "shardwise::reduce: the pending sum names a mesh axis the mesh does not have");
   dtensor<T, typename Layout::final_layout, Mesh> sums(addends.mesh(), addends.extents());
-  std::ranges::copy(addends.data(), sums.data().begin());
+  run_kernel(addends.mesh().world(), copy_work(static_cast<double>(addends.data().size_bytes())), "reduce copy",
+             [&] { std::ranges::copy(addends.data(), sums.data().begin()); });
   detail::sum_along(addends.mesh(), Layout::pending_axes, sums.data());
   return sums;
 } catch (...) {
