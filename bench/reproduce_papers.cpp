@@ -1,4 +1,4 @@
-// bench/reproduce_papers: the papers' measured tables, simulated. For now the 3-D paper (Bian, Xu,
+// bench/reproduce_papers: the papers' measured tables, simulated. The 3-D paper (Bian, Xu,
 // Wang, You: "Maximizing Parallelism in Distributed Training for Huge Neural Networks"), its Table 1
 // (weak scaling) and Table 2 (strong scaling): Transformer layers in the 1-D (Megatron), 2-D (SUMMA)
 // and 3-D (cube) families on 8 to 64 V100s of TACC Longhorn (sim::presets::v100_nodes: nodes of 4,
@@ -6,8 +6,14 @@
 //   reproduce_papers [--layers N] [--only TEXT]...   prints a JSON array of rows to stdout, progress
 //                                                   to stderr; --only keeps the rows whose label
 //                                                   ("Table 2, 3-D, 64 GPUs, ...") contains TEXT
-// Each row: {paper, table, row, quantity, simulated, published, note?, alternative?}. Times are in
-// seconds. scripts/reproduce-papers turns the rows into Markdown tables (docs/papers.md).
+// And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
+// in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
+// the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
+// its labels read "Section 6.1, Transformer, 1024 chips, replicated update" and alike.
+// Each row: {paper, table, row, quantity, simulated, published, note?, alternative?, absolute?}. The
+// 3-D paper's times are in seconds; the weight-update paper's in milliseconds, and its rows are
+// "absolute" (the simulated step is the whole model's, so no unknown factor stands between the two).
+// scripts/reproduce-papers turns the rows into Markdown tables (docs/papers.md).
 //
 // What the paper leaves unstated, and what is taken instead (the same rule for every row):
 // - Layers, and how many steps its times add up: not given. Its layers are identical, so the program
@@ -38,10 +44,15 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/model/gpt.hpp"
 #include "shardwise/nn/transformer_block.hpp"
+#include "shardwise/optim/adam.hpp"
+#include "shardwise/optim/sharded.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 
@@ -204,16 +215,180 @@ struct output_row {
   std::string table, row, quantity, note;
   double simulated, published;
   bool alternative;
+  const char* paper_name = paper;
+  bool absolute = false;  // the published value is the simulated quantity itself, with no unknown factor
 };
 
 std::string format_row(const output_row& r) {
   char numbers[96];
   std::snprintf(numbers, sizeof numbers, "\"simulated\": %.6g, \"published\": %.6g", r.simulated, r.published);
-  std::string line = "{\"paper\": " + json_string(paper) + ", \"table\": " + json_string(r.table) +
+  std::string line = "{\"paper\": " + json_string(r.paper_name) + ", \"table\": " + json_string(r.table) +
                      ", \"row\": " + json_string(r.row) + ", \"quantity\": " + json_string(r.quantity) + ", " + numbers;
   if (!r.note.empty()) line += ", \"note\": " + json_string(r.note);
   if (r.alternative) line += ", \"alternative\": true";
+  if (r.absolute) line += ", \"absolute\": true";
   return line + "}";
+}
+
+// ---- The weight-update paper (Xu et al., "Automatic Cross-Replica Sharding of Weight Update in
+// Data-Parallel Training"): its Transformer on 1024 TPU v3 chips, a training step with the weight update
+// replicated on every replica and sharded across them (Section 6.1).
+//
+// What the paper gives, and what is taken where it is silent (docs/papers.md says why):
+// - The machine: "Cloud TPUv3 ... 1024 chips in a 2D mesh, where each chip contains two processing
+//   cores ... each replica occupies a single core" (Section 6). sim::presets::tpu_v3_pod(32, 32): one
+//   device per chip (the preset folds the chip's two cores into one), so a replica here is a chip with
+//   the batch of its two cores.
+// - Batch and optimizer: Transformer, 2048 cores, batch 2048, ADAM (Table 1): one sequence a core, two a
+//   chip. Adam without weight decay or clipping (optim::adam), float32 weights and state.
+// - The model: "based on the same configuration as in the MLPerf 0.6 submission" (Section 6), which the
+//   paper does not spell out; the MLPerf Transformer is Transformer big (Vaswani et al.): width 1024,
+//   16 heads, MLP 4096, 6 encoder and 6 decoder layers, a shared vocabulary of 33708 subwords, and
+//   tensor2tensor's transformer_mlperf_tpu takes max_length 256 with packed examples. The library's model::gpt is
+//   decoder-only; 14 of its blocks have the same weights (168 · width²) and the same products per token pair as the 6 +
+//   6 encoder-decoder layers (an encoder layer 12 · width², a decoder layer 16 · width² with its cross-attention), so
+//   the program runs 14 blocks on sequences of 256 with the vocabulary tied to the head, as the original.
+// - Partial sharding: at large scale the replicas shard "in 64 ways" within groups and all-reduce across
+//   groups (Section 5.2: rows of the device array shard, columns all-reduce); 64 cores are 32 chips, a
+//   row of the 32 x 32 torus. Sharding in all 1024 chips is simulated as well, as another reading.
+// - Precision: the library's layers are float; the device model prices products at the TPU's bf16
+//   matrix rate, and every byte at float's size (the paper gathers the weights in bf16, Figure 7).
+constexpr const char* weight_update_paper = "Sharded weight update (Xu et al.)";
+constexpr const char* weight_update_table = "Section 6.1";
+constexpr int pod_rows = 32, pod_cols = 32;          // 1024 chips, the paper's large scale (Section 6)
+constexpr std::int64_t sequences_per_chip = 2;       // Table 1: batch 2048 over 2048 cores, two cores a chip
+constexpr int sharding_group = 32;                   // Section 5.2: groups of 64 replicas (cores) = 32 chips
+constexpr double step_replicated_ms = 46.5;          // Section 6.1: "reduces from 46.5ms ..."
+constexpr double step_sharded_ms = 25.6;             // Section 6.1: "... to 25.6ms"
+constexpr double update_fraction_replicated = 0.40;  // Section 2.2: "more than 40% of the step time in
+                                                     // weight update on 1024 TPUv3 chips"
+constexpr model::gpt_config transformer_big{
+    .vocabulary = 33708, .context = 256, .hidden = 1024, .heads = 16, .layers = 14, .expansion = 4};
+
+enum class update_variant { replicated, sharded_in_groups, sharded_in_all };
+
+const char* variant_name(update_variant v) {
+  switch (v) {
+    case update_variant::replicated: return "replicated update";
+    case update_variant::sharded_in_groups: return "sharded update (groups of 32 chips)";
+    case update_variant::sharded_in_all: return "sharded update (all 1024 chips)";
+  }
+  return "";
+}
+
+struct training_step_times {
+  double step = 0;    // forward, backward, gradient reduction, update, weight all-gather
+  double update = 0;  // from the barrier after the backward to the end of the step
+  std::int64_t storage_high_water = 0;
+};
+
+// One training step of the Transformer on `rows` x `cols` chips, data-parallel, shapes only, timed from
+// a barrier (every rank's streams drained) to the next, as the 3-D rows are.
+training_step_times simulate_training_step(update_variant variant, int rows, int cols) {
+  const int chips = rows * cols;
+  training_step_times times;
+  const auto report = sim_gpu::run(
+      chips, sim::presets::tpu_v3_pod(rows, cols),
+      [&](sim_gpu::communicator& world) {
+        data_parallel_mesh mesh(world, chips, coordinates<1>{1});
+        using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
+        model::gpt<float, nn::tensor_parallel_1d<>, tensor_parallel_mesh> transformer(mesh.tensor_parallel(),
+                                                                                      transformer_big);
+        // Token ids only steer which vocabulary rows are read; their values cost nothing.
+        std::vector<std::int32_t> tokens(static_cast<std::size_t>(sequences_per_chip * transformer_big.context));
+        for (std::size_t t = 0; t < tokens.size(); ++t)
+          tokens[t] = static_cast<std::int32_t>((t * 7919 + static_cast<std::size_t>(mesh.replica())) %
+                                                static_cast<std::size_t>(transformer_big.vocabulary));
+        const auto synchronized_now = [&] {
+          world.device().synchronize();
+          world.barrier();
+          return world.now();
+        };
+        const auto forward_backward = [&] {
+          (void)transformer.forward(tokens, tokens);
+          transformer.backward();
+        };
+        constexpr float learning_rate = 1e-3f;
+        double start = 0, backward_end = 0, end = 0;
+        if (variant == update_variant::replicated) {
+          optim::replicated_update<optim::adam> update(transformer, mesh.data());
+          start = synchronized_now();
+          forward_backward();
+          backward_end = synchronized_now();
+          update.step(mesh.data(), learning_rate);
+          end = synchronized_now();
+        } else if (variant == update_variant::sharded_in_all) {
+          optim::sharded_update<optim::adam> update(transformer, mesh.data());
+          start = synchronized_now();
+          forward_backward();
+          backward_end = synchronized_now();
+          update.step(mesh.data(), learning_rate);
+          end = synchronized_now();
+        } else {
+          // A row of the torus shards (ranks row-major, torus_2d), its column all-reduces the blocks.
+          const int group_size = std::min(sharding_group, chips);
+          auto group = mesh.data().split(mesh.replica() / group_size, mesh.replica());
+          auto across = mesh.data().split(mesh.replica() % group_size, mesh.replica());
+          optim::sharded_update<optim::adam> update(transformer, group);
+          start = synchronized_now();
+          forward_backward();
+          backward_end = synchronized_now();
+          update.step(group, across, learning_rate);
+          end = synchronized_now();
+        }
+        if (world.rank() == 0) {
+          times.step = end - start;
+          times.update = end - backward_end;
+        }
+      },
+      sim_gpu::execution::shapes_only);
+  times.storage_high_water = *std::max_element(report.memory_high_water.begin(), report.memory_high_water.end());
+  return times;
+}
+
+void weight_update_rows(const std::vector<std::string>& only, std::vector<output_row>& output) {
+  const std::string chips = std::to_string(pod_rows * pod_cols) + " chips";
+  const auto wanted = [&](const std::string& label) {
+    return only.empty() ||
+           std::ranges::any_of(only, [&](const std::string& text) { return label.find(text) != std::string::npos; });
+  };
+  const std::string model_note =
+      "14 decoder blocks of width 1024, 16 heads, MLP 4096, vocabulary 33708, 2 "
+      "sequences of 256 a chip, Adam, float";
+  std::optional<training_step_times> replicated, grouped, everywhere;
+  for (const update_variant variant :
+       {update_variant::replicated, update_variant::sharded_in_groups, update_variant::sharded_in_all}) {
+    const std::string row = "Transformer, " + chips + ", " + variant_name(variant);
+    if (!wanted(std::string(weight_update_table) + ", " + row)) continue;
+    const auto wall_start = std::chrono::steady_clock::now();
+    const training_step_times times = simulate_training_step(variant, pod_rows, pod_cols);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    std::fprintf(stderr, "%s %s: step %.3f ms, update phase %.3f ms, storage %.0f MiB per chip; %.1f s wall\n",
+                 weight_update_table, row.c_str(), times.step * 1e3, times.update * 1e3,
+                 static_cast<double>(times.storage_high_water) / (1 << 20), wall);
+    const bool alternative = variant == update_variant::sharded_in_all;
+    const double published = variant == update_variant::replicated ? step_replicated_ms : step_sharded_ms;
+    output.push_back({weight_update_table, row, "step time (ms)", model_note, times.step * 1e3, published, alternative,
+                      weight_update_paper, true});
+    (variant == update_variant::replicated          ? replicated
+     : variant == update_variant::sharded_in_groups ? grouped
+                                                    : everywhere) = times;
+  }
+  if (replicated && grouped)
+    output.push_back({weight_update_table, "Transformer, " + chips, "speedup of the sharded update", "",
+                      replicated->step / grouped->step, step_replicated_ms / step_sharded_ms, false,
+                      weight_update_paper, true});
+  // The weight update's share of the replicated step: the optimizer alone, timed on one chip (no
+  // gradient reduction to do: the update phase is the optimizer's kernels), over the 1024-chip step.
+  const std::string fraction_row = "Transformer, " + chips + ", replicated update";
+  if (replicated && wanted(std::string(weight_update_table) + ", " + fraction_row + ", fraction")) {
+    const training_step_times alone = simulate_training_step(update_variant::replicated, 1, 1);
+    std::fprintf(stderr, "%s optimizer alone on one chip: %.3f ms\n", weight_update_table, alone.update * 1e3);
+    output.push_back({weight_update_table, fraction_row, "weight update's fraction of the step",
+                      "optimizer time on one chip (no gradient all-reduce) / the 1024-chip step; published: "
+                      "\"more than 40%\" (Section 2.2)",
+                      alone.update / replicated->step, update_fraction_replicated, false, weight_update_paper, true});
+  }
 }
 
 struct simulated_row {
@@ -327,6 +502,8 @@ int main(int argc, char** argv) {
                         baseline->first / three_d->first, baseline->second / three_d->second, false});
     }
   }
+
+  weight_update_rows(given.only, output);
 
   std::printf("[\n");
   for (std::size_t i = 0; i < output.size(); ++i)
