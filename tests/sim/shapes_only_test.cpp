@@ -79,7 +79,9 @@ TEST(shapes_only, values_take_no_memory_and_a_later_full_run_computes_the_serial
             const auto a = from_function<block_2d<>>(mesh, {8, 6}, a_of);
             const auto b = from_function<block_2d<>>(mesh, {6, 4}, b_of);
             const matrix c = gather(matmul(a, b));
-            if (stored && world.rank() == 0) EXPECT_TRUE(c.isApprox(expected, 1e-5f)) << c << "\nagainst\n" << expected;
+            if (stored && world.rank() == 0) {
+              EXPECT_TRUE(c.isApprox(expected, 1e-5f)) << c << "\nagainst\n" << expected;
+            }
           },
           how);
     }
