@@ -68,6 +68,14 @@ namespace {
 
 using namespace shardwise;
 
+// The virtual time when every rank's streams have drained and all ranks have met: phases timed between
+// two such points are what a synchronized wall clock measures on a real machine.
+double synchronized_now(sim_gpu::communicator& world) {
+  world.device().synchronize();
+  world.barrier();
+  return world.now();
+}
+
 constexpr const char* paper = "3-D tensor parallelism (Bian et al.)";
 constexpr std::int64_t sequence = 512;  // "fix the sequence length to 512" (Table 1's caption; Table 2 alike)
 constexpr std::int64_t largest_head = 128;
@@ -180,16 +188,11 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
         dtensor<float, typename Family::input, mesh_type> activation(mesh, extents);
         dtensor<float, typename Family::input, mesh_type> gradient(mesh, extents);
 
-        const auto synchronized_now = [&] {
-          world.device().synchronize();
-          world.barrier();
-          return world.now();
-        };
-        const double start = synchronized_now();
+        const double start = synchronized_now(world);
         for (auto& block : blocks) activation = block.forward(activation);
-        const double forward_end = synchronized_now();
+        const double forward_end = synchronized_now(world);
         for (auto block = blocks.rbegin(); block != blocks.rend(); ++block) gradient = block->backward(gradient);
-        const double backward_end = synchronized_now();
+        const double backward_end = synchronized_now(world);
         if (world.rank() == 0) {
           times.forward = forward_end - start;
           times.backward = backward_end - forward_end;
@@ -307,42 +310,30 @@ training_step_times simulate_training_step(update_variant variant, int rows, int
         for (std::size_t t = 0; t < tokens.size(); ++t)
           tokens[t] = static_cast<std::int32_t>((t * 7919 + static_cast<std::size_t>(mesh.replica())) %
                                                 static_cast<std::size_t>(transformer_big.vocabulary));
-        const auto synchronized_now = [&] {
-          world.device().synchronize();
-          world.barrier();
-          return world.now();
-        };
-        const auto forward_backward = [&] {
-          (void)transformer.forward(tokens, tokens);
-          transformer.backward();
-        };
         constexpr float learning_rate = 1e-3f;
         double start = 0, backward_end = 0, end = 0;
+        // Forward and backward, then `update_step`, each phase timed from a synchronized clock.
+        const auto timed_step = [&](auto&& update_step) {
+          start = synchronized_now(world);
+          (void)transformer.forward(tokens, tokens);
+          transformer.backward();
+          backward_end = synchronized_now(world);
+          update_step();
+          end = synchronized_now(world);
+        };
         if (variant == update_variant::replicated) {
           optim::replicated_update<optim::adam> update(transformer, mesh.data());
-          start = synchronized_now();
-          forward_backward();
-          backward_end = synchronized_now();
-          update.step(mesh.data(), learning_rate);
-          end = synchronized_now();
+          timed_step([&] { update.step(mesh.data(), learning_rate); });
         } else if (variant == update_variant::sharded_in_all) {
           optim::sharded_update<optim::adam> update(transformer, mesh.data());
-          start = synchronized_now();
-          forward_backward();
-          backward_end = synchronized_now();
-          update.step(mesh.data(), learning_rate);
-          end = synchronized_now();
+          timed_step([&] { update.step(mesh.data(), learning_rate); });
         } else {
           // A row of the torus shards (ranks row-major, torus_2d), its column all-reduces the blocks.
           const int group_size = std::min(sharding_group, chips);
           auto group = mesh.data().split(mesh.replica() / group_size, mesh.replica());
           auto across = mesh.data().split(mesh.replica() % group_size, mesh.replica());
           optim::sharded_update<optim::adam> update(transformer, group);
-          start = synchronized_now();
-          forward_backward();
-          backward_end = synchronized_now();
-          update.step(group, across, learning_rate);
-          end = synchronized_now();
+          timed_step([&] { update.step(group, across, learning_rate); });
         }
         if (world.rank() == 0) {
           times.step = end - start;
@@ -467,16 +458,11 @@ fused_times simulate_fused(const fused_figure& figure, std::int64_t batch, int t
         const std::vector<std::span<const float>> tables(static_cast<std::size_t>(mine), std::span<const float>(rows));
         const std::vector<fused::embedding_bags> bags(static_cast<std::size_t>(mine),
                                                       fused::embedding_bags{offsets, indices});
-        const auto synchronized_now = [&] {
-          world.device().synchronize();
-          world.barrier();
-          return world.now();
-        };
-        const double start = synchronized_now();
+        const double start = synchronized_now(world);
         (void)op.fused(tables, bags);
-        const double fused_end = synchronized_now();
+        const double fused_end = synchronized_now(world);
         (void)op.baseline(tables, bags);
-        const double baseline_end = synchronized_now();
+        const double baseline_end = synchronized_now(world);
         if (world.rank() == 0) {
           times.fused = fused_end - start;
           times.baseline = baseline_end - fused_end;

@@ -8,7 +8,9 @@
 // launches kernels — sim_gpu's ranks drive modelled devices (sim/sim_gpu.hpp) — it is also one kernel
 // on the device's compute stream, lasting what the device's roofline gives `work`. Elsewhere the check
 // is compiled away and nothing is counted.
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -42,6 +44,14 @@ void run_kernel(Carrier& carrier, WorkOf&& work_of, Name&& name, Compute&& compu
 template <class Carrier, class Name, class Compute>
 void run_kernel(Carrier& carrier, const work& w, Name&& name, Compute&& compute) {
   run_kernel(carrier, [&w] { return w; }, std::forward<Name>(name), std::forward<Compute>(compute));
+}
+
+// `copy`, which reads and writes `elements` elements of T, as one kernel named "<operation> copy".
+template <class T, class Carrier, class Copy>
+void run_copy(Carrier& carrier, std::int64_t elements, std::string_view operation, Copy&& copy) {
+  run_kernel(
+      carrier, copy_work(static_cast<double>(sizeof(T)) * static_cast<double>(elements)),
+      [&] { return std::string(operation) + " copy"; }, std::forward<Copy>(copy));
 }
 
 }  // namespace shardwise

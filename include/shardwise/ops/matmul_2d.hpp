@@ -70,8 +70,8 @@ template <class T, class Layout, class Mesh>
       workspace<T>(slot, static_cast<std::size_t>(tensor.mapping().block(owner, 0).stored_elements()));
   auto& line = tensor.mesh().axis(axis);
   if (line.rank() == t)
-    run_kernel(line, copy_work(static_cast<double>(tensor.data().size_bytes())), "SUMMA panel copy",
-               [&] { std::ranges::copy(tensor.data(), panel.begin()); });
+    run_copy<T>(line, static_cast<std::int64_t>(tensor.data().size()), "SUMMA panel",
+                [&] { std::ranges::copy(tensor.data(), panel.begin()); });
   line.broadcast(panel, t);
   return owned_part<const T>(panel.data(), tensor.mapping(), owner);
 }

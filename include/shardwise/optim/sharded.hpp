@@ -35,6 +35,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <numeric>
 #include <span>
 #include <sstream>
@@ -585,13 +586,13 @@ class data_parallel_update {
     }
     if (across_staging_.size() == 0) across_staging_ = shared_buffer<float>::zeros(layout_.shard_elements());
     const auto staging = across_staging_.span();
-    const work copy = copy_work(sizeof(float) * static_cast<double>(staging.size()));
-    run_kernel(across, copy, "gradients to the staging buffer", [&] {
+    const auto elements = static_cast<std::int64_t>(staging.size());
+    run_copy<float>(across, elements, "gradient staging", [&] {
       for (const auto& b : buckets)
         std::ranges::copy(reduced_gradients(b), staging.begin() + static_cast<std::ptrdiff_t>(b.shard_offset));
     });
     across.all_reduce(staging);
-    run_kernel(across, copy, "gradients from the staging buffer", [&] {
+    run_copy<float>(across, elements, "gradient unstaging", [&] {
       for (const auto& b : buckets)
         std::ranges::copy(staging.subspan(b.shard_offset, b.shard), reduced_gradients(b).begin());
     });

@@ -54,7 +54,6 @@
 #include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/comm/traffic.hpp"
-#include "shardwise/core/bf16.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"

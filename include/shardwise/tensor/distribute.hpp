@@ -111,14 +111,9 @@ template <class Layout, class Mesh, class T>
 [[nodiscard]] dtensor<T, Layout, Mesh> slice(
     Mesh& mesh, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& whole) {
   dtensor<T, Layout, Mesh> tensor(mesh, {whole.rows(), whole.cols()});
-  std::int64_t elements = 0;
-  for (int b = 0; b < tensor.block_count(); ++b) elements += tensor.block(b).elements();
-  detail::run_copy<T>(mesh.world(), elements, "slice", [&] {
-    for (int b = 0; b < tensor.block_count(); ++b) {
-      const block_info& info = tensor.block(b);
-      tensor.local(b) = whole.block(info.row_offset, info.col_offset, info.rows, info.cols);
-    }
-  });
+  const mapping_t<replicated<>, Mesh::dimensions> everywhere(tensor.extents(), mesh.shape());
+  detail::exchange(mesh, everywhere, std::span<const T>(whole.data(), static_cast<std::size_t>(whole.size())),
+                   tensor.mapping(), tensor.data(), "slice");  // every rank holds all: local copies only
   return tensor;
 }
 

@@ -37,7 +37,6 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
-#include "shardwise/core/work.hpp"
 #include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -195,13 +194,6 @@ void copy_rectangle(const T* in, std::int64_t in_stride, T* out, std::int64_t ou
     std::copy(in + r * in_stride, in + r * in_stride + cols, out + r * out_stride);
 }
 
-// `copy`, which reads and writes `elements` elements of T, as one kernel on `world`'s device.
-template <class T, class Communicator, class Copy>
-void run_copy(Communicator& world, std::int64_t elements, std::string_view operation, Copy&& copy) {
-  const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(elements);
-  run_kernel(world, copy_work(bytes), [&] { return std::string(operation) + " copy"; }, std::forward<Copy>(copy));
-}
-
 // Path 1: this rank copies each destination block out of the source block containing it.
 template <class T, class Communicator, layout_mapping From, layout_mapping To>
 void copy_locally(Communicator& world, const From& from, std::span<const T> source, const To& to, std::span<T> target,
@@ -263,14 +255,9 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
     std::int64_t stride;
     rectangle part;
   };
-  const auto elements_of = [](const std::vector<piece>& pieces) {
-    std::int64_t elements = 0;
-    for (const piece& p : pieces) elements += p.part.rows * p.part.cols;
-    return elements;
-  };
-
   const std::vector<std::int64_t> source_starts = block_starts(from, me);
   std::vector<piece> departures;
+  std::int64_t outgoing_elements = 0;
   std::vector<int> send_counts(static_cast<std::size_t>(ranks));
   for (int receiver = 0; receiver < ranks; ++receiver) {
     std::int64_t elements = 0;
@@ -282,11 +269,13 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
           elements += part.rows * part.cols;
         });
     send_counts[static_cast<std::size_t>(receiver)] = count(elements);
+    outgoing_elements += elements;
   }
 
   const std::vector<std::int64_t> target_starts = block_starts(to, me);
   std::vector<piece> arrivals;
   std::vector<int> receive_counts(static_cast<std::size_t>(ranks));
+  std::int64_t incoming_elements = 0;
   for (int sender = 0; sender < ranks; ++sender) {
     std::int64_t elements = 0;
     for_each_transfer(
@@ -297,9 +286,9 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
           elements += part.rows * part.cols;
         });
     receive_counts[static_cast<std::size_t>(sender)] = count(elements);
+    incoming_elements += elements;
   }
 
-  const std::int64_t outgoing_elements = elements_of(departures);
   const auto outgoing = shared_buffer<T>::scratch(static_cast<std::size_t>(outgoing_elements));
   run_copy<T>(world, outgoing_elements, operation, [&] {
     T* next = outgoing.data();
@@ -308,7 +297,6 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
       next += p.part.rows * p.part.cols;
     }
   });
-  const std::int64_t incoming_elements = elements_of(arrivals);
   const auto incoming = shared_buffer<T>::scratch(static_cast<std::size_t>(incoming_elements));
   world.all_to_all_v(std::span<const T>(outgoing.span()), send_counts, incoming.span(), receive_counts);
   run_copy<T>(world, incoming_elements, operation, [&] {

@@ -7,9 +7,9 @@
 //   dtensor<float, partial_sum<col_1d<>, 1>, Mesh> addends = ...;   // rows over axis 0, sum over axis 1
 //   dtensor<float, col_1d<>, Mesh> sums = reduce(addends);
 #include <algorithm>
+#include <cstdint>
 
 #include "shardwise/core/kernel.hpp"
-#include "shardwise/core/work.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -24,8 +24,8 @@ template <class T, class Layout, class Mesh>
   static_assert(detail::summable<T, Mesh::dimensions>(Layout::pending_axes),
                 "shardwise::reduce: the pending sum names a mesh axis the mesh does not have");
   dtensor<T, typename Layout::final_layout, Mesh> sums(addends.mesh(), addends.extents());
-  run_kernel(addends.mesh().world(), copy_work(static_cast<double>(addends.data().size_bytes())), "reduce copy",
-             [&] { std::ranges::copy(addends.data(), sums.data().begin()); });
+  run_copy<T>(addends.mesh().world(), static_cast<std::int64_t>(addends.data().size()), "reduce",
+              [&] { std::ranges::copy(addends.data(), sums.data().begin()); });
   detail::sum_along(addends.mesh(), Layout::pending_axes, sums.data());
   return sums;
 } catch (...) {
