@@ -8,6 +8,7 @@
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>]
 #                         [ARGS <arguments...>])
 #   shardwise_add_header_check()
+#   shardwise_add_mpi_main_library(): main() of the MPI tests, object library shardwise_test_mpi_main
 #
 # Included by each directory that registers tests (the variables below are directory-scoped).
 include_guard(DIRECTORY)
@@ -87,6 +88,17 @@ function(shardwise_add_backend_test)
   endif()
 endfunction()
 
+# main() of the MPI test executables, compiled once: object library shardwise_test_mpi_main.
+function(shardwise_add_mpi_main_library)
+  if(TARGET shardwise_test_mpi_main)
+    return()
+  endif()
+  add_library(shardwise_test_mpi_main OBJECT "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
+  target_compile_definitions(shardwise_test_mpi_main PRIVATE SHARDWISE_TEST_MPI=1)
+  target_include_directories(shardwise_test_mpi_main PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(shardwise_test_mpi_main PRIVATE shardwise::mpi GTest::gtest shardwise_project_options)
+endfunction()
+
 # The MPI half of a backend test (nothing without MPI): <name>_mpi (SHARDWISE_TEST_MPI=1, main() from
 # tests/support/mpi_main.cpp) runs under mpiexec as <name>.mpi.<n> for each n in MPI_RANKS (default
 # 1 3 8), with only the tests that declare n among their rank counts (tests/support/rank_counts.hpp).
@@ -108,7 +120,15 @@ function(shardwise_add_mpi_test)
     set(arg_TIMEOUT ${_shardwise_default_timeout})
   endif()
   set(target ${arg_NAME}_mpi)
-  add_executable(${target} ${arg_SOURCES} "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
+  if(arg_COMPILE_DEFINITIONS)
+    # Definitions may change what the headers mpi_main.cpp includes define: its own compile, so that
+    # no inline function has two bodies in one executable.
+    add_executable(${target} ${arg_SOURCES} "${PROJECT_SOURCE_DIR}/tests/support/mpi_main.cpp")
+  else()
+    shardwise_add_mpi_main_library()
+    add_executable(${target} ${arg_SOURCES})
+    target_link_libraries(${target} PRIVATE shardwise_test_mpi_main)
+  endif()
   target_compile_definitions(${target} PRIVATE SHARDWISE_TEST_MPI=1 ${arg_COMPILE_DEFINITIONS})
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
   target_link_libraries(${target} PRIVATE shardwise::mpi GTest::gtest shardwise_project_options)
