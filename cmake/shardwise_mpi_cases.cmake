@@ -2,10 +2,10 @@
 # which MPI sizes each of its backend tests runs on (tests/support/rank_counts.hpp), and writes OUTPUT,
 # the CTest file that registers NAME.mpi.<n> for each n of RANKS with those tests alone.
 # Refuses (failing the build) a size of RANKS that runs no test and a test that runs at none of them.
-# Lists arrive comma-separated: RANKS, ENVIRONMENT, PREFLAGS, POSTFLAGS.
+# Lists arrive separated by "|" (their items may hold commas): RANKS, ENVIRONMENT, PREFLAGS, POSTFLAGS.
 cmake_minimum_required(VERSION 3.21)
 foreach(list IN ITEMS RANKS ENVIRONMENT PREFLAGS POSTFLAGS)
-  string(REPLACE "," ";" ${list} "${${list}}")
+  string(REPLACE "|" ";" ${list} "${${list}}")
   list(REMOVE_ITEM ${list} "")
 endforeach()
 
