@@ -21,6 +21,7 @@
 //   model::dlrm<float, threads::communicator> model(mesh, config, global_batch);
 //   double loss = model.forward(batch);   // batch: data::dlrm_generator's, this rank's part
 //   model.backward();
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/fused/embedding_bag.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
@@ -94,7 +96,8 @@ class dlrm {
                                " tables' bags; this rank's are from " + std::to_string(first_row()) + " (" +
                                std::to_string(rows()) + ") and " + std::to_string(input_tables().size()) + " tables");
     tensor_type dense(mesh_->tensor_parallel(), {rows(), config_.dense_features});
-    std::copy(batch.dense.begin(), batch.dense.end(), dense.data().begin());
+    run_copy<T>(mesh_->tensor_parallel().world(), static_cast<std::int64_t>(batch.dense.size()), "dense features",
+                [&] { std::ranges::copy(batch.dense, dense.data().begin()); });
     const auto x = bottom_.forward(dense);
     bags_.clear();
     for (const auto& b : batch.sparse) bags_.push_back({b.offsets, b.indices});

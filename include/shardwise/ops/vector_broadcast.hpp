@@ -27,11 +27,11 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/tensor/distribute.hpp"
@@ -104,10 +104,13 @@ template <split_layout MatrixLayout, std::floating_point T, class Mesh>
     if (!axes::nests(mesh, vector.cols())) return redistribute<broadcast>(vector);
     // Algorithm 7: broadcast b_li in y (from the diagonal rank), all-gather b_l in x.
     dtensor<T, broadcast, Mesh> spread(mesh, vector.extents());
-    std::vector<T> piece(vector.data().begin(), vector.data().end());  // empty off the diagonal
-    piece.resize(axes::piece_size(mesh, vector.cols()));
-    mesh.axis(axes::other).broadcast(piece, mesh.coords()[axes::column]);
-    mesh.axis(axes::across).all_gather(piece, spread.data());
+    const auto piece = shared_buffer<T>::scratch(static_cast<std::size_t>(axes::piece_size(mesh, vector.cols())));
+    run_copy<T>(mesh.world(), static_cast<std::int64_t>(piece.size()), "vector off the diagonal", [&] {
+      const auto copied = std::ranges::copy(vector.data(), piece.data()).out;  // nothing off the diagonal
+      std::fill(copied, piece.data() + piece.size(), T{});
+    });
+    mesh.axis(axes::other).broadcast(piece.span(), mesh.coords()[axes::column]);
+    mesh.axis(axes::across).all_gather(piece.span(), spread.data());
     return spread;
   }
 }
@@ -130,10 +133,12 @@ template <std::floating_point T, split_layout Layout, class Mesh>
     if (!axes::nests(mesh, matrix.cols())) return redistribute<storage>(reduce(sums));
     // Algorithm 8: reduce-scatter in x, then reduce in y (or z) onto the diagonal rank.
     dtensor<T, storage, Mesh> gradient(mesh, sums.extents());
-    std::vector<T> piece(axes::piece_size(mesh, matrix.cols()));
-    mesh.axis(axes::across).reduce_scatter(sums.data(), piece, op::sum);
-    mesh.axis(axes::other).reduce(piece, op::sum, mesh.coords()[axes::column]);
-    if (gradient.block_count() == 1) std::ranges::copy(piece, gradient.data().begin());
+    const auto piece = shared_buffer<T>::scratch(static_cast<std::size_t>(axes::piece_size(mesh, matrix.cols())));
+    mesh.axis(axes::across).reduce_scatter(sums.data(), piece.span(), op::sum);
+    mesh.axis(axes::other).reduce(piece.span(), op::sum, mesh.coords()[axes::column]);
+    if (gradient.block_count() == 1)
+      run_copy<T>(mesh.world(), static_cast<std::int64_t>(piece.size()), "column sums onto the diagonal",
+                  [&] { std::ranges::copy(piece.span(), gradient.data().begin()); });
     return gradient;
   }
 }
