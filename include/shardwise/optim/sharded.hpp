@@ -420,10 +420,15 @@ class data_parallel_update {
   // that traffic leaves time for on any device modelled.
   [[nodiscard]] work update_work() const {
     double elements = 0;
-    for (const auto& block : blocks_)
-      for (const auto& run : block) elements += static_cast<double>(run.count);
+    for (const auto& block : blocks_) elements += elements_of(block);
     const double per_element = sizeof(float) * (3 + 2 * static_cast<double>(K)) + (has_master ? sizeof(Weight) : 0);
     return {0, elements * per_element};
+  }
+
+  [[nodiscard]] static double elements_of(const std::vector<flat_layout::segment>& block) {
+    double elements = 0;
+    for (const auto& run : block) elements += static_cast<double>(run.count);
+    return elements;
   }
 
   // Where a segment's state (and master weights) live: this replica's blocks when sharded, the flat
@@ -478,8 +483,7 @@ class data_parallel_update {
   [[nodiscard]] double gradient_norm(C& comm, T& tensor_parallel) {
     norm_sums_.resize(layout_.tensor_count());
     sum_over_blocks(comm, norm_sums_, [&](const std::vector<flat_layout::segment>& block, std::span<double> sums) {
-      double elements = 0;
-      for (const auto& run : block) elements += static_cast<double>(run.count);
+      const double elements = elements_of(block);
       // Per element: averaged, squared, added; the gradient read once.
       run_kernel(comm, {3 * elements, sizeof(float) * elements}, "gradient norm", [&] {
         for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
@@ -605,10 +609,15 @@ class data_parallel_update {
     auto& sums = statistics_[static_cast<std::size_t>(round)];
     const auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
     sum_over_blocks(comm, sums, [&](const std::vector<flat_layout::segment>& block, std::span<double> partial) {
-      for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
-        optimizers_[run.tensor].accumulate(
-            round, step, piece, tensor_state(run.tensor),
-            partial.subspan(offsets[run.tensor], offsets[run.tensor + 1] - offsets[run.tensor]));
+      const double elements = elements_of(block);
+      // Per element: the weight, the gradient and the K states read; a few products added (the trust
+      // ratio's norms), fewer than the traffic leaves time for, as in the update.
+      run_kernel(comm, {0, sizeof(float) * (2 + static_cast<double>(K)) * elements}, "optimizer statistics", [&] {
+        for_each_slice(block, [&](const flat_layout::segment& run, const slice<K>& piece) {
+          optimizers_[run.tensor].accumulate(
+              round, step, piece, tensor_state(run.tensor),
+              partial.subspan(offsets[run.tensor], offsets[run.tensor + 1] - offsets[run.tensor]));
+        });
       });
     });
     if (tensor_parallel != nullptr) sum_over_tensor_parallel(*tensor_parallel, sums, offsets);
