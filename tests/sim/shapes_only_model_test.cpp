@@ -1,13 +1,12 @@
 // Shapes-only execution of whole programs (sim_gpu::execution::shapes_only): a GPT training step over
 // data replicas and the fused embedding-bag + all-to-all cost, on every rank, what their full runs
-// cost (time to 1e-9 relative, traffic, storage high-water mark).
+// cost (time to 1e-9 relative, traffic, storage high-water mark). The fused embedding compiles in a
+// source of its own (shapes_only_embedding.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "fused/embedding_data.hpp"
-#include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/optim/adamw.hpp"
@@ -38,18 +37,6 @@ TEST(shapes_only, a_gpt_training_step_costs_what_its_full_run_costs) {
       gpt.backward();
       (void)update.step(mesh.data(), mesh.tensor_parallel().world(), {1e-3f, 1.0f});
     }
-  });
-}
-
-// The fused operator and its unfused baseline, uneven bags, on four ranks in one node.
-TEST(shapes_only, the_fused_embedding_costs_what_its_full_run_costs) {
-  expect_same_costs(4, [](sim_gpu::communicator& world) {
-    fused::embedding_options options;
-    options.slice_rows = 3;
-    fused::embedding_all_to_all op(world, {11, 8, 37}, options);
-    const shardwise::testing::rank_inputs in(op.plan(), world.rank(), 0);
-    (void)op.fused(in.table_spans, in.bag_spans);
-    (void)op.baseline(in.table_spans, in.bag_spans);
   });
 }
 

@@ -1,8 +1,8 @@
 // Shapes-only execution of simulated GPUs (sim_gpu::execution::shapes_only): the same library program
 // run with its values and without them gives the same virtual time on every rank (to 1e-9 relative),
 // the same traffic and the same high-water mark of element storage; and that mark is the storage the
-// program allocated, counted by hand. The gpt step and the fused embedding are in
-// shapes_only_model_test.cpp.
+// program allocated, counted by hand. The transformer block compiles in a source of its own
+// (shapes_only_block.cpp); the gpt step and the fused embedding are in shapes_only_model_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,7 +13,6 @@
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
-#include "shardwise/nn/transformer_block.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -26,21 +25,6 @@ namespace {
 
 using namespace shardwise;
 using shardwise::testing::expect_same_costs;
-
-// A block of the 3-D family on a 2x2x2 cube, forward and backward.
-TEST(shapes_only, a_transformer_block_costs_what_its_full_run_costs) {
-  expect_same_costs(8, [](sim_gpu::communicator& world) {
-    process_mesh mesh(world, {2, 2, 2});
-    using family = nn::tensor_parallel_3d<>;
-    const nn::block_options options{.hidden = 32, .heads = 4, .sequence = 8, .expansion = 4, .causal = true};
-    nn::transformer_block<float, family, decltype(mesh)> block(mesh, options, 7);
-    const matrix_extents extents{4 * options.sequence, options.hidden};
-    const auto x = from_function<family::input>(mesh, extents, [](auto i, auto j) { return float(i - j) / 64; });
-    const auto dy = from_function<family::input>(mesh, extents, [](auto i, auto j) { return float(i + j) / 64; });
-    const auto y = block.forward(x);
-    (void)block.backward(dy);
-  });
-}
 
 // Adam's sharded update over four replicas, two steps, with the gradient norm summed over a group.
 TEST(shapes_only, a_sharded_update_costs_what_its_full_run_costs) {
