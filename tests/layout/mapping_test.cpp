@@ -4,29 +4,26 @@
 // the element, blocks stay inside the matrix, the padding stays within its rule, balanced layouts store
 // equal amounts, and cube_3d stores 1/P of the matrix per rank. Exact layouts reject shapes that do not
 // divide, naming the shape, the grid and the rule. The block views (blocks_of, all_blocks) list the
-// blocks the mapping gives, in its order.
+// blocks the mapping gives, in its order. The layouts on 2-D and 3-D meshes compile in sources of their
+// own (mapping_2d_test.cpp, mapping_3d_test.cpp; the check they share is in mapping_checks.hpp).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include <range/v3/algorithm/equal.hpp>
-
+#include "layout/mapping_checks.hpp"
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/layout/block_cyclic_2d.hpp"
-#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_3d.hpp"
+#include "shardwise/mesh/shape.hpp"
 #include "shardwise/tensor/exchange.hpp"
 #include "support/messages.hpp"
 #include "support/test_layouts.hpp"
@@ -35,8 +32,12 @@ namespace {
 
 using namespace shardwise;
 using shardwise::testing::breach;
+using shardwise::testing::check_all;
+using shardwise::testing::divisible;
 using shardwise::testing::message_of;
+using shardwise::testing::shapes;
 using shardwise::testing::test_layout;
+using shardwise::testing::where;
 
 // ---- the concept and the type algebra, at compile time
 static_assert(layout<replicated<>, 1> && layout<row_1d<padded>, 3> && layout<col_1d<ragged>, 2>);
@@ -53,113 +54,12 @@ static_assert(std::is_same_v<cube_3d<>::input, split<rows_over<0, 1>, cols_over<
 static_assert(mapping_t<row_1d<>, 2>::is_replicated && !mapping_t<block_2d<>, 2>::is_replicated);
 static_assert(mapping_t<block_2d<padded>, 2>::is_balanced && !mapping_t<block_2d<ragged>, 2>::is_balanced);
 
-template <std::size_t D>
-std::string where(const coordinates<D>& grid, const matrix_extents& shape) {
-  return "grid " + detail::shape_string(grid) + ", matrix " + std::to_string(shape.rows) + "x" +
-         std::to_string(shape.cols);
-}
-
-// Every property of the layout concept's contract, checked element by element.
-template <class Layout, std::size_t D>
-void check_mapping(const coordinates<D>& grid, const matrix_extents& shape) {
-  SCOPED_TRACE(where(grid, shape));
-  const mapping_t<Layout, D> m(shape, grid);
-  ASSERT_EQ(m.extents(), shape);
-  ASSERT_EQ(m.ranks(), grid_size(grid));
-  std::vector<int> held(static_cast<std::size_t>(shape.rows * shape.cols), 0);
-  std::vector<int> lowest(held.size(), m.ranks());
-  std::vector<std::int64_t> stored(static_cast<std::size_t>(m.ranks()));
-  std::vector<placed_block> every_block;
-  for (int rank = 0; rank < m.ranks(); ++rank) {
-    std::vector<block_info> rank_blocks;
-    for (int b = 0; b < m.block_count(rank); ++b) {
-      const block_info info = m.block(rank, b);
-      rank_blocks.push_back(info);
-      every_block.push_back({rank, b, info});
-      ASSERT_GE(info.row_offset, 0);
-      ASSERT_GE(info.col_offset, 0);
-      ASSERT_LE(info.row_offset + info.rows, shape.rows);
-      ASSERT_LE(info.col_offset + info.cols, shape.cols);
-      ASSERT_GE(info.stored_rows, info.rows);
-      ASSERT_GE(info.stored_cols, info.cols);
-      stored[static_cast<std::size_t>(rank)] += info.stored_elements();
-      for (std::int64_t r = 0; r < info.rows; ++r)
-        for (std::int64_t c = 0; c < info.cols; ++c) {
-          const auto at = static_cast<std::size_t>((info.row_offset + r) * shape.cols + info.col_offset + c);
-          ++held[at];
-          lowest[at] = std::min(lowest[at], rank);
-        }
-    }
-    EXPECT_TRUE(ranges::equal(blocks_of(m, rank), rank_blocks)) << "blocks_of rank " << rank;
-  }
-  EXPECT_TRUE(ranges::equal(all_blocks(m), every_block)) << "all_blocks";
-  for (std::int64_t i = 0; i < shape.rows; ++i)
-    for (std::int64_t j = 0; j < shape.cols; ++j) {
-      const auto at = static_cast<std::size_t>(i * shape.cols + j);
-      ASSERT_EQ(held[at], m.replicas()) << "element (" << i << ", " << j << ")";
-      const location owner = m.owner(i, j);
-      ASSERT_EQ(owner.rank, lowest[at]) << "element (" << i << ", " << j << ")";
-      ASSERT_EQ(global_index(m, owner), (std::pair<std::int64_t, std::int64_t>{i, j}));
-    }
-  if (mapping_t<Layout, D>::is_balanced) {
-    EXPECT_TRUE(std::all_of(stored.begin(), stored.end(), [&](std::int64_t s) { return s == stored[0]; }));
-  }
-  if (!mapping_t<Layout, D>::is_replicated) {
-    EXPECT_EQ(m.replicas(), 1);
-  }
-  EXPECT_NO_THROW(check_layout<Layout>(shape, grid));  // check_layout agrees with the element-by-element check
-}
-
-template <class... Layouts, std::size_t D>
-void check_all(const coordinates<D>& grid, const matrix_extents& shape) {
-  (check_mapping<Layouts, D>(grid, shape), ...);
-}
-
-// Random shapes, the same on every run: 1, small primes, and whatever the generator gives.
-std::vector<matrix_extents> shapes() {
-  std::vector<matrix_extents> result{{1, 1}, {1, 13}, {7, 1}, {2, 3}, {17, 31}, {12, 36}};
-  std::mt19937 generator(20261122);
-  std::uniform_int_distribution<std::int64_t> extent(1, 40);
-  for (int k = 0; k < 6; ++k) result.push_back({extent(generator), extent(generator)});
-  return result;
-}
-
-// Shapes divisible by every part count a grid of `ranks` ranks can form.
-matrix_extents divisible(const matrix_extents& shape, int ranks) { return {shape.rows * ranks, shape.cols * ranks}; }
-
 TEST(layout_mapping, one_dimensional_meshes) {
   for (int p = 1; p <= 8; ++p) {
     const coordinates<1> grid{p};
     for (const auto& shape : shapes()) {
       check_all<replicated<ragged>, row_1d<ragged>, row_1d<padded>, col_1d<ragged>, col_1d<padded>>(grid, shape);
       check_all<row_1d<>, col_1d<>, replicated<>>(grid, divisible(shape, p));
-    }
-  }
-}
-
-TEST(layout_mapping, two_dimensional_meshes) {
-  for (const coordinates<2> grid :
-       {coordinates<2>{2, 2}, coordinates<2>{3, 3}, coordinates<2>{2, 3}, coordinates<2>{1, 4}}) {
-    for (const auto& shape : shapes()) {
-      check_all<block_2d<ragged>, block_2d<padded>, row_1d<ragged>, col_1d<padded>, replicated<>,
-                split<rows_over<1, 0>, cols_over<>, ragged>, block_cyclic_2d<2, 3>, block_cyclic_2d<1>,
-                block_cyclic_2d<5, 4>>(grid, shape);
-      check_all<block_2d<>, split<rows_over<0, 1>, cols_over<>>>(grid, divisible(shape, grid_size(grid)));
-    }
-  }
-}
-
-TEST(layout_mapping, three_dimensional_meshes) {
-  using paper = cube_3d<directions<>, padded>;
-  using other = cube_3d<directions<2, 1, 0>, ragged>;
-  for (const coordinates<3> grid :
-       {coordinates<3>{2, 2, 2}, coordinates<3>{3, 3, 3}, coordinates<3>{2, 3, 1}, coordinates<3>{3, 2, 2}}) {
-    for (const auto& shape : shapes()) {
-      check_all<paper::input, paper::weight, paper::output, other::input, other::weight, other::output, replicated<>,
-                row_1d<ragged>>(grid, shape);
-      check_all<cube_3d<>::input, cube_3d<>::weight, cube_3d<>::output>(grid, divisible(shape, grid_size(grid)));
-      if (grid[1] == grid[2]) check_all<paper::vector>(grid, shape);  // diagonal of axes 1 and 2
-      if (grid[0] == grid[2]) check_all<other::vector>(grid, shape);  // diagonal of axes 0 and 2
     }
   }
 }
