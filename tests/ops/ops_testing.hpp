@@ -5,11 +5,13 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "shardwise/layout/cube_3d.hpp"
@@ -101,6 +103,20 @@ void for_every_family(Communicator& world, Check&& check) {
           shape);
     run(mesh, layouts<cube_3d<>::input, cube_3d<>::output, cube_3d<>::weight>{}, even);
   }
+}
+
+// for_every_family's calls on the mesh of `Dimensions` dimensions only (1: replicated, row_1d, col_1d;
+// 2: block_2d; 3: the cube's layouts) and, if padding rules are given, with the layouts of those rules only
+// (exact on the shape that divides the grid, padded and ragged on the others): so that a test can compile
+// its checks of each family, or part of one, in a source of its own. It builds every mesh for_every_family
+// builds.
+template <std::size_t Dimensions, padding_rule... Paddings, class Communicator, class Check>
+void for_family(Communicator& world, Check&& check) {
+  for_every_family(world, [&]<class Layout, class Mesh>(Mesh& mesh, const matrix_extents& shape) {
+    if constexpr (Mesh::dimensions == Dimensions &&
+                  (sizeof...(Paddings) == 0 || (std::is_same_v<typename Layout::padding, Paddings> || ...)))
+      check.template operator()<Layout>(mesh, shape);
+  });
 }
 
 // Layouts that cut the columns, so that row statistics cross ranks, for the finite-difference checks:
