@@ -4,24 +4,41 @@
 //   [rank 2] redistribute(row_1d<> → col_1d<>, 8x8): all_to_all_v: injected fault
 //
 // on every backend; and threads::run reports the rank that failed on its own, every time, while the
-// ranks it stopped throw peer_error saying so ("stopped because rank 2 failed: …").
+// ranks it stopped throw peer_error saying so ("stopped because rank 2 failed: …"). The threads::run tests
+// compile in a source of their own (errors_threads_run_test.cpp; errors_checks.hpp).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <mutex>
+#include <Eigen/Core>
 #include <string>
 #include <vector>
 
-#include "shardwise/shardwise.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/cube_3d.hpp"
+#include "shardwise/layout/layout_name.hpp"
+#include "shardwise/layout/split.hpp"
+#include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/mesh/shape.hpp"
+#include "shardwise/nn/linear.hpp"
+#include "shardwise/ops/add_vector.hpp"
+#include "shardwise/ops/collective_matmul.hpp"
+#include "shardwise/ops/dropout.hpp"
+#include "shardwise/ops/layer_norm.hpp"
+#include "shardwise/ops/local_product.hpp"
+#include "shardwise/ops/matmul.hpp"
+#include "shardwise/optim/checkpoint.hpp"
+#include "shardwise/optim/checkpoint_files.hpp"
+#include "shardwise/optim/optimizer.hpp"
+#include "shardwise/optim/sgd.hpp"
+#include "shardwise/optim/sharded.hpp"
+#include "shardwise/tensor/distribute.hpp"
 #include "support/backends.hpp"
-#include "support/faulty_communicator.hpp"
+#include "tensor/errors_checks.hpp"
 
 namespace {
 
 using namespace shardwise;
 using namespace shardwise::testing;
-
-double value(std::int64_t i, std::int64_t j) { return static_cast<double>(3 * i + j); }
 
 // Runs `call`, which must throw a shardwise::error (of type Error) whose message is
 // "[rank <world_rank>] <starts_with>…" and names the rank once, and contains `detail`.
@@ -129,84 +146,6 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
             "");
       },
       {2, 3, 4});
-}
-
-// ---- threads::run: which error surfaces (these run under the threads backend only)
-
-constexpr int failing_rank = 2;
-
-// Runs `body(faulty world)` on 4 ranks, with rank 2's first collective named `call` failing, `times`
-// times. Each time, run() must rethrow rank 2's own error with message `expected`, and every other
-// rank must have thrown peer_error naming rank 2 (saying why, when `with_reason`).
-template <class Body>
-void expect_rank_2_every_time(int times, std::string_view call, const std::string& expected, bool with_reason,
-                              Body&& body) {
-  for (int attempt = 0; attempt < times; ++attempt) {
-    std::mutex mutex;
-    std::vector<std::string> stopped;
-    try {
-      threads::run(4, [&](threads::communicator& world) {
-        faulty_communicator faulty(world.split(0, world.rank()), failing_rank, call);
-        try {
-          body(faulty);
-        } catch (const peer_error& e) {
-          std::lock_guard lock(mutex);
-          stopped.push_back(e.what());
-          throw;
-        }
-      });
-      FAIL() << "attempt " << attempt << ": the injected fault did not surface";
-    } catch (const peer_error& e) {
-      FAIL() << "attempt " << attempt << ": run() reported a rank the failure stopped: " << e.what();
-    } catch (const error& e) {
-      ASSERT_EQ(e.rank(), failing_rank) << "attempt " << attempt << ": " << e.what();
-      ASSERT_EQ(std::string(e.what()), expected) << "attempt " << attempt;
-    }
-    ASSERT_EQ(stopped.size(), 3U) << "attempt " << attempt;
-    for (const std::string& text : stopped) {
-      const std::string stop = "stopped because rank 2 failed" + (with_reason ? ": " + expected.substr(9) : "");
-      ASSERT_NE(text.find(stop), std::string::npos) << "attempt " << attempt << ": " << text;
-      ASSERT_EQ(text.find("[rank", 1), std::string::npos) << text;
-    }
-  }
-}
-
-// The others wait in the collective rank 2 never joins: its error reaches them, reason and all.
-TEST(threads_run_errors, a_failed_redistribute_surfaces_as_the_failing_ranks_error_every_time) {
-  expect_rank_2_every_time(100, "all_to_all_v",
-                           "[rank 2] redistribute(row_1d<> → col_1d<>, 8x8): all_to_all_v: injected fault", true,
-                           [](auto& world) {
-                             process_mesh line(world, {4});
-                             const auto t = from_function<row_1d<>>(line, {8, 8}, value);
-                             (void)redistribute<col_1d<>>(t);
-                           });
-}
-
-// Rank 2 fails while collectives it started are outstanding, so its peers are stopped while its error
-// is still on its way up (they know that rank 2 failed, not yet why): still rank 2's error surfaces.
-TEST(threads_run_errors, a_failed_pipelined_product_surfaces_as_the_failing_ranks_error_every_time) {
-  expect_rank_2_every_time(
-      500, "reduce_scatter",
-      "[rank 2] matmul(cube_3d<>::input 16x8, cube_3d<>::weight 8x12, chunks 4): reduce_scatter: injected fault", false,
-      [](auto& world) {
-        process_mesh cube(world, {1, 2, 2});
-        const auto a = from_function<cube_3d<>::input>(cube, {16, 8}, value);
-        const auto b = from_function<cube_3d<>::weight>(cube, {8, 12}, value);
-        (void)matmul(a, b, {.chunks = 4});
-      });
-}
-
-// Through nested calls (a layer, its product's ring of messages) each error names its rank once.
-TEST(threads_run_errors, a_failure_in_nested_calls_names_each_call_and_each_rank_once) {
-  expect_rank_2_every_time(
-      500, "send",
-      "[rank 2] nn::linear::forward(col_1d<padded> 8x6): "
-      "all_gather_matmul(col_1d<padded> 8x6, row_1d<padded> 6x4): send: injected fault",
-      false, [](auto& world) {
-        process_mesh line(world, {4});
-        nn::linear<double, col_1d<padded>, row_1d<padded>, std::remove_cvref_t<decltype(line)>> layer(line, 6, 4, 1);
-        (void)layer.forward(from_function<col_1d<padded>>(line, {8, 6}, value));
-      });
 }
 
 }  // namespace
