@@ -6,22 +6,25 @@
 // divide, grids whose cuts of the product's rows differ, P = 1 and rings beside a second mesh axis.
 // The rings move what an all-gather or a reduce-scatter moves, the bands are separate all-gathers and
 // reduce-scatters moving what the plain product's collectives move, and the linear layers that use
-// them equal the serial layer.
+// them equal the serial layer. The bands and the linear layers compile in sources of their own
+// (collective_matmul_checks.hpp); the products in float (the traffic of rings and bands) compile here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <numeric>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "ops/collective_matmul_checks.hpp"
 #include "ops/matmul_checks.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
-#include "shardwise/nn/linear.hpp"
+#include "shardwise/mesh/shape.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "support/backends.hpp"
@@ -29,40 +32,12 @@
 namespace {
 
 using namespace shardwise;
-using shardwise::testing::distributed;
-using shardwise::testing::expect_equals_serial;
-using shardwise::testing::matrix;
-using shardwise::testing::serial;
-
-template <class Backend>
-class collective_matmul_test : public ::testing::Test {};
-TYPED_TEST_SUITE(collective_matmul_test, shardwise::testing::backends);
-
-struct product_shape {
-  std::int64_t m, k, n;
-};
+using namespace shardwise::testing;
 
 std::vector<product_shape> shapes(std::int64_t p) { return {{1, 1, 1}, {13, 7, 11}, {5, 9, 3}, {2 * p, p, 3 * p}}; }
 
 template <class Tensor, class Layout>
 constexpr bool has_layout = std::is_same_v<typename Tensor::layout_type, Layout>;
-
-// Integers in [-4, 4]: every product and sum here is exact in double, so any order of summation gives
-// the serial result bit for bit.
-matrix integers(matrix_extents shape, int seed) {
-  matrix m(shape.rows, shape.cols);
-  for (std::int64_t i = 0; i < shape.rows; ++i)
-    for (std::int64_t j = 0; j < shape.cols; ++j) m(i, j) = static_cast<double>((i * 7 + j * 3 + seed * 5) % 9 - 4);
-  return m;
-}
-
-// Operands of one kind: integers compared exactly, or fractions within rounding.
-struct operands {
-  matrix (*values)(matrix_extents, int);
-  double tolerance;
-  const char* name;
-};
-const std::vector<operands> kinds = {{integers, 0.0, "integers, bit for bit"}, {serial, 1e-12, "fractions"}};
 
 // Both rings in each of their forms: sequence-parallel column-parallel (x rows cut, W columns cut) and
 // row-parallel (h columns cut, V rows cut, the sum's rows cut), each forward and both gradients.
@@ -189,51 +164,6 @@ TYPED_TEST(collective_matmul_test, user_messages_on_axis_0_do_not_meet_the_rings
       {2, 3, 4, 8});
 }
 
-// The 3-D forms pipelined in bands; Cube is cube_3d<Directions, Padding>. On 1x2x4, 2x2x1 and 1x2x3
-// grids the left operand's sources and the result's destinations cut the product's rows differently
-// (on 1x2x3 neither cut divides the other; this rank's rows of a band lie in several strips, copied
-// together to be sent or into place on arrival), and the gradient of the weight sends column bands of
-// its transposed left operand.
-template <class Cube, class Mesh>
-void check_pipelined_forms(Mesh& mesh, const product_shape& s, int chunks, const operands& kind) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
-               std::to_string(s.k) + " x " + std::to_string(s.n) + ", chunks " + std::to_string(chunks) + ", " +
-               kind.name);
-  const matrix a = kind.values({s.m, s.k}, 1);
-  const matrix b = kind.values({s.k, s.n}, 2);
-  const matrix dc = kind.values({s.m, s.n}, 3);
-  const auto a_input = distributed<typename Cube::input>(mesh, a);
-  const auto b_weight = distributed<typename Cube::weight>(mesh, b);
-  const auto dc_output = distributed<typename Cube::output>(mesh, dc);
-  const matmul_options options{.chunks = chunks};
-  expect_equals_serial(matmul(a_input, b_weight, options), a * b, kind.tolerance);
-  expect_equals_serial(matmul(dc_output, transposed(b_weight), options), dc * b.transpose(), kind.tolerance);
-  expect_equals_serial(matmul(transposed(a_input), dc_output, options), a.transpose() * dc, kind.tolerance);
-}
-
-TYPED_TEST(collective_matmul_test, pipelined_3d_products_equal_serial_eigen) {
-  TypeParam::run(
-      [](communicator auto& world) {
-        const int p = world.size();
-        const std::vector<coordinates<3>> grids = p == 8   ? std::vector<coordinates<3>>{{2, 2, 2}, {1, 2, 4}}
-                                                  : p == 6 ? std::vector<coordinates<3>>{{1, 2, 3}}
-                                                           : std::vector{balanced_shape<3>(p)};
-        for (const auto& grid : grids) {
-          process_mesh mesh(world, grid);
-          for (const operands& kind : kinds)
-            for (const int chunks : {2, 3, 7, 1000}) {
-              check_pipelined_forms<cube_3d<>>(mesh, {4 * p, 2 * p, 3 * p}, chunks, kind);
-              check_pipelined_forms<cube_3d<directions<2, 0, 1>>>(mesh, {6 * p, p, 2 * p}, chunks, kind);
-              for (const product_shape& s : std::vector<product_shape>{{1, 1, 1}, {13, 7, 11}, {5, 9, 3}}) {
-                check_pipelined_forms<cube_3d<directions<>, padded>>(mesh, s, chunks, kind);
-                check_pipelined_forms<cube_3d<directions<0, 2, 1>, ragged>>(mesh, s, chunks, kind);
-              }
-            }
-        }
-      },
-      {1, 4, 6, 8});
-}
-
 // Pipelined, each form of the 3-D product gathers its left operand in as many all-gathers as it has
 // bands and reduce-scatters in as many reduce-scatters (never more than the rows of a strip, the finer
 // of the two cuts of the product's rows), gathers its right operand once, whole, and moves on every
@@ -277,43 +207,6 @@ TYPED_TEST(collective_matmul_test, pipelined_3d_products_move_what_the_plain_one
         check("A^T*dC", [&](matmul_options o) { return matmul(transposed(a), dc, o); }, 1, 0, k / grid[2]);
       },
       {1, 4, 8});
-}
-
-// The linear layers: sequence-parallel 1-D linears through the rings, and a 3-D linear in bands, equal
-// the serial layer forward and backward.
-template <class Layer, class Mesh>
-void check_linear(Mesh& mesh, Layer& layer, std::int64_t m, std::int64_t k, std::int64_t n) {
-  const matrix x = integers({m, k}, 7);
-  const matrix dy = integers({m, n}, 8);
-  const matrix w = all_gather(layer.weight().value);
-  const auto y = layer.forward(distributed<typename Layer::input_type::layout_type>(mesh, x));
-  expect_equals_serial(y, x * w, 1e-12);
-  const auto dx = layer.backward(distributed<typename Layer::output_layout>(mesh, dy));
-  expect_equals_serial(dx, dy * w.transpose(), 1e-12);
-  expect_equals_serial(layer.weight().gradient, x.transpose() * dy, 1e-12);
-  expect_equals_serial(layer.bias().gradient, matrix(dy.colwise().sum()), 1e-12);
-}
-
-TYPED_TEST(collective_matmul_test, linear_layers_use_the_collective_products) {
-  TypeParam::run(
-      [](communicator auto& world) {
-        const int p = world.size();
-        process_mesh line(world, {p});
-        using Line = decltype(line);
-        nn::linear<double, col_1d<padded>, row_1d<padded>, Line> gathering(line, 7, 9, 1);
-        static_assert(std::is_same_v<typename decltype(gathering)::output_layout, row_1d<padded>>);
-        check_linear(line, gathering, 11, 7, 9);
-        nn::linear<double, row_1d<ragged>, col_1d<ragged>, Line, col_1d<ragged>> scattering(line, 9, 7, 2);
-        static_assert(std::is_same_v<typename decltype(scattering)::output_layout, col_1d<ragged>>);
-        check_linear(line, scattering, 11, 9, 7);
-
-        if (p == 2) return;  // the 3-D bias lives on a diagonal: 1x1x1, 1x2x2 and 2x2x2 only
-        process_mesh cube(world, {p == 8 ? 2 : 1, p == 1 ? 1 : 2, p == 1 ? 1 : 2});
-        using Cube = decltype(cube);
-        nn::linear<double, cube_3d<>::input, cube_3d<>::weight, Cube> banded(cube, 2 * p, 3 * p, 3, {.chunks = 3});
-        check_linear(cube, banded, 4 * p, 2 * p, 3 * p);
-      },
-      {1, 2, 4, 8});
 }
 
 TYPED_TEST(collective_matmul_test, misuse_throws_naming_rank_and_values) {

@@ -1,0 +1,58 @@
+// The collective matmul test's linear layers (collective_matmul_test.cpp describes the test), compiled
+// in a source of their own (collective_matmul_checks.hpp).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/collective_matmul_checks.hpp"
+#include "ops/matmul_checks.hpp"
+#include "shardwise/layout/cube_3d.hpp"
+#include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/linear.hpp"
+#include "support/backends.hpp"
+
+namespace {
+
+using namespace shardwise;
+using namespace shardwise::testing;
+
+// The linear layers: sequence-parallel 1-D linears through the rings, and a 3-D linear in bands, equal
+// the serial layer forward and backward.
+template <class Layer, class Mesh>
+void check_linear(Mesh& mesh, Layer& layer, std::int64_t m, std::int64_t k, std::int64_t n) {
+  const matrix x = integers({m, k}, 7);
+  const matrix dy = integers({m, n}, 8);
+  const matrix w = all_gather(layer.weight().value);
+  const auto y = layer.forward(distributed<typename Layer::input_type::layout_type>(mesh, x));
+  expect_equals_serial(y, x * w, 1e-12);
+  const auto dx = layer.backward(distributed<typename Layer::output_layout>(mesh, dy));
+  expect_equals_serial(dx, dy * w.transpose(), 1e-12);
+  expect_equals_serial(layer.weight().gradient, x.transpose() * dy, 1e-12);
+  expect_equals_serial(layer.bias().gradient, matrix(dy.colwise().sum()), 1e-12);
+}
+
+TYPED_TEST(collective_matmul_test, linear_layers_use_the_collective_products) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const int p = world.size();
+        process_mesh line(world, {p});
+        using Line = decltype(line);
+        nn::linear<double, col_1d<padded>, row_1d<padded>, Line> gathering(line, 7, 9, 1);
+        static_assert(std::is_same_v<typename decltype(gathering)::output_layout, row_1d<padded>>);
+        check_linear(line, gathering, 11, 7, 9);
+        nn::linear<double, row_1d<ragged>, col_1d<ragged>, Line, col_1d<ragged>> scattering(line, 9, 7, 2);
+        static_assert(std::is_same_v<typename decltype(scattering)::output_layout, col_1d<ragged>>);
+        check_linear(line, scattering, 11, 9, 7);
+
+        if (p == 2) return;  // the 3-D bias lives on a diagonal: 1x1x1, 1x2x2 and 2x2x2 only
+        process_mesh cube(world, {p == 8 ? 2 : 1, p == 1 ? 1 : 2, p == 1 ? 1 : 2});
+        using Cube = decltype(cube);
+        nn::linear<double, cube_3d<>::input, cube_3d<>::weight, Cube> banded(cube, 2 * p, 3 * p, 3, {.chunks = 3});
+        check_linear(cube, banded, 4 * p, 2 * p, 3 * p);
+      },
+      {1, 2, 4, 8});
+}
+
+}  // namespace
