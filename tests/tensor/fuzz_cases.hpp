@@ -1,9 +1,8 @@
 #pragma once
 // The layout fuzz test's cases (tensor/fuzz_test.cpp describes the campaign): the catalogues of layouts and
 // product forms for meshes of 1, 2 and 3 dimensions, drawing a case, and running it on every rank. The
-// layouts and the products of each mesh dimension compile in sources of their own, the layouts by which
-// half of the catalogue a case's first layout is in, the 3-D products by the half of their forms
-// (`extern template` at the end).
+// layouts and the products of each mesh dimension compile in sources of their own (`extern template` at
+// the end).
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -16,7 +15,6 @@
 #include <random>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -75,23 +73,6 @@ template <class... Ts, class F>
 void visit(type_list<Ts...>, std::size_t index, F&& f) {
   std::size_t k = 0;
   (void)((k++ == index ? (f.template operator()<Ts>(), true) : false) || ...);
-}
-
-// The half of the list that index is in (0: [0, size / 2), 1: [size / 2, size)), and visit() for an
-// index in one half, which instantiates f for that half's types only.
-template <class List>
-constexpr int half_of(std::size_t index) {
-  return index < List::size / 2 ? 0 : 1;
-}
-template <int Half, class... Ts, class F>
-void visit_half(type_list<Ts...>, std::size_t index, F&& f) {
-  constexpr std::size_t first = Half == 0 ? 0 : sizeof...(Ts) / 2;
-  constexpr std::size_t last = Half == 0 ? sizeof...(Ts) / 2 : sizeof...(Ts);
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (void)((first + I == index ? (f.template operator()<std::tuple_element_t<first + I, std::tuple<Ts...>>>(), true)
-                               : false) ||
-           ...);
-  }(std::make_index_sequence<last - first>{});
 }
 
 // "split<rows_over<>, cols_over<0>, padded>": a type's name, as the compiler spells it, without namespaces.
@@ -364,15 +345,14 @@ void check_product(Mesh& mesh, const fuzz_case& c) {
   }
 }
 
-// Scatter from a random root, gather to another, redistribute to the second layout; for cases whose
-// first layout is in that half of the catalogue.
-template <std::size_t D, int Half, class Mesh>
+// Scatter from a random root, gather to another, redistribute to the second layout.
+template <std::size_t D, class Mesh>
 void run_layouts(Mesh& mesh, const fuzz_case& c) {
   auto& world = mesh.world();
   using layouts = typename catalogue<D>::layouts;
   const matrix whole = checks::serial(c.shape, 0);
   const bool checks_layouts = world.rank() == 0;
-  visit_half<Half>(layouts{}, c.from, [&]<class A>() {
+  visit(layouts{}, c.from, [&]<class A>() {
     const auto a = scatter<A>(mesh, world.rank() == c.scatter_root ? whole : matrix{}, c.scatter_root);
     checks::expect_equals_serial(a, whole, 0.0);
     const matrix back = gather(a, c.gather_root);
@@ -394,33 +374,26 @@ void run_layouts(Mesh& mesh, const fuzz_case& c) {
   });
 }
 
-// The product of the form drawn, if one fits and is in that half of the catalogue's forms.
-template <std::size_t D, int Half, class Mesh>
+// The product of the form drawn, if one fits.
+template <std::size_t D, class Mesh>
 void run_product(Mesh& mesh, const fuzz_case& c) {
   if (c.product >= 0)
-    visit_half<Half>(typename catalogue<D>::products{}, static_cast<std::size_t>(c.product),
-                     [&]<class Form>() { check_product<Form>(mesh, c); });
+    visit(typename catalogue<D>::products{}, static_cast<std::size_t>(c.product),
+          [&]<class Form>() { check_product<Form>(mesh, c); });
 }
 
 // The meshes of this executable's backend.
 template <std::size_t D>
 using fuzz_mesh = process_mesh<backend::communicator_type, D>;
 
-// Each mesh dimension's layouts, by half of the catalogue, and its products (with the drawing, which
-// deduces the products' layouts) compile in sources of their own: fuzz_layouts_<D>d_first_half.cpp and
-// _second_half.cpp, fuzz_products_<D>d.cpp, the 3-D products by half of their forms.
-extern template void run_layouts<1, 0>(fuzz_mesh<1>&, const fuzz_case&);
-extern template void run_layouts<1, 1>(fuzz_mesh<1>&, const fuzz_case&);
-extern template void run_layouts<2, 0>(fuzz_mesh<2>&, const fuzz_case&);
-extern template void run_layouts<2, 1>(fuzz_mesh<2>&, const fuzz_case&);
-extern template void run_layouts<3, 0>(fuzz_mesh<3>&, const fuzz_case&);
-extern template void run_layouts<3, 1>(fuzz_mesh<3>&, const fuzz_case&);
-extern template void run_product<1, 0>(fuzz_mesh<1>&, const fuzz_case&);
-extern template void run_product<1, 1>(fuzz_mesh<1>&, const fuzz_case&);
-extern template void run_product<2, 0>(fuzz_mesh<2>&, const fuzz_case&);
-extern template void run_product<2, 1>(fuzz_mesh<2>&, const fuzz_case&);
-extern template void run_product<3, 0>(fuzz_mesh<3>&, const fuzz_case&);
-extern template void run_product<3, 1>(fuzz_mesh<3>&, const fuzz_case&);
+// Each mesh dimension's layouts, and its products (with the drawing, which deduces the products'
+// layouts), compile in sources of their own: fuzz_layouts_<D>d.cpp, fuzz_products_<D>d.cpp.
+extern template void run_layouts<1>(fuzz_mesh<1>&, const fuzz_case&);
+extern template void run_layouts<2>(fuzz_mesh<2>&, const fuzz_case&);
+extern template void run_layouts<3>(fuzz_mesh<3>&, const fuzz_case&);
+extern template void run_product<1>(fuzz_mesh<1>&, const fuzz_case&);
+extern template void run_product<2>(fuzz_mesh<2>&, const fuzz_case&);
+extern template void run_product<3>(fuzz_mesh<3>&, const fuzz_case&);
 extern template void draw_on<1>(generator&, fuzz_case&);
 extern template void draw_on<2>(generator&, fuzz_case&);
 extern template void draw_on<3>(generator&, fuzz_case&);
@@ -430,17 +403,8 @@ void run_case(backend::communicator_type& world, const fuzz_case& c) {
   coordinates<D> grid{};
   std::copy_n(c.grid.begin(), D, grid.begin());
   fuzz_mesh<D> mesh(world, grid);
-  if (half_of<typename catalogue<D>::layouts>(c.from) == 0) {
-    run_layouts<D, 0>(mesh, c);
-  } else {
-    run_layouts<D, 1>(mesh, c);
-  }
-  if (c.product < 0) return;
-  if (half_of<typename catalogue<D>::products>(static_cast<std::size_t>(c.product)) == 0) {
-    run_product<D, 0>(mesh, c);
-  } else {
-    run_product<D, 1>(mesh, c);
-  }
+  run_layouts<D>(mesh, c);
+  run_product<D>(mesh, c);
 }
 
 }  // namespace shardwise::testing::fuzz

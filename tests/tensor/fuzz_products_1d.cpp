@@ -5,7 +5,6 @@
 namespace shardwise::testing::fuzz {
 
 template void draw_on<1>(generator&, fuzz_case&);
-template void run_product<1, 0>(fuzz_mesh<1>&, const fuzz_case&);
-template void run_product<1, 1>(fuzz_mesh<1>&, const fuzz_case&);
+template void run_product<1>(fuzz_mesh<1>&, const fuzz_case&);
 
 }  // namespace shardwise::testing::fuzz

@@ -5,7 +5,6 @@
 namespace shardwise::testing::fuzz {
 
 template void draw_on<2>(generator&, fuzz_case&);
-template void run_product<2, 0>(fuzz_mesh<2>&, const fuzz_case&);
-template void run_product<2, 1>(fuzz_mesh<2>&, const fuzz_case&);
+template void run_product<2>(fuzz_mesh<2>&, const fuzz_case&);
 
 }  // namespace shardwise::testing::fuzz

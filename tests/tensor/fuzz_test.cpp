@@ -15,7 +15,7 @@
 // SHARDWISE_FUZZ_CASES sets how many cases run (default: 3000 on threads, 1500 on 4 MPI ranks, 800 on
 // 8, some 30 s in all); scripts/fuzz runs a longer campaign with fresh seeds. The counts of what was
 // drawn are printed. The cases (fuzz_cases.hpp) compile in sources of their own: each mesh dimension's
-// layouts, by the half of the catalogue a case's first layout is in, and its products.
+// layouts, and its products.
 #include <gtest/gtest.h>
 
 #include <cstdint>
