@@ -1,0 +1,479 @@
+// Example 08: plan a GPT training run before buying the machine time — rank every way of laying the
+// model out on N devices by its simulated step time, and drop the ways that do not fit in memory.
+//
+//   build/examples/08_plan_gpt                                    64 V100s, a GPT of 8 blocks
+//   build/examples/08_plan_gpt --preset mi210 --devices 16 --layers 24 --hidden 2048 --heads 16
+//   build/examples/08_plan_gpt --check                            this machine: the plan against threads
+//
+// A mesh is data replicas x a tensor-parallel grid (1-D, 2-D or 3-D), with the optimizer's update
+// sharded across the replicas or replicated, and the replica's batch in 1, 2, 4 ... micro-batches.
+// Each is one training step of model::gpt (forward, backward, AdamW with clipping) run shapes only on
+// the simulated cluster (sim_gpu::execution::shapes_only: every kernel and transfer priced, no values
+// computed), whose report gives the step's time and each device's memory high-water mark: weights,
+// gradients, optimizer state and activations. --check does the same with a model of this machine and
+// then runs each mesh on threads, so the ranking can be compared with measured time.
+//
+// Read top to bottom: options, the machines, the meshes, one training step (the same code simulated
+// and measured), then main.
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "shardwise/comm/threads.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/model/gpt.hpp"
+#include "shardwise/ops/gemm_rate.hpp"
+#include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/sharded.hpp"
+#include "shardwise/sim/presets.hpp"
+#include "shardwise/sim/sim_gpu.hpp"
+
+namespace sw = shardwise;
+
+namespace {
+
+// ---- options
+
+struct options {
+  std::string preset = "v100";
+  int devices = 64;
+  sw::model::gpt_config model{.vocabulary = 50304, .context = 1024, .hidden = 1536, .heads = 16, .layers = 8};
+  long batch = 256;       // sequences per step, over all replicas
+  double memory_gib = 0;  // per device; 0: the preset's
+  int top = 0;            // rows of the table; 0: all
+  bool check = false;     // plan on this machine's model, then measure each mesh on threads
+  int check_steps = 4;    // measured steps per mesh, after one to warm up
+};
+
+constexpr const char* options_text =
+    "options: --preset v100|mi210|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
+    "         --vocabulary N  --batch N  --memory-gib X  --top N  --check  --check-steps N  --help\n"
+    "(--check: the cpu preset, 2 devices and a small model unless given; docs/planner.md)\n";
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr, "08_plan_gpt: %s\n%s", problem.c_str(), options_text);
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  bool devices_given = false, model_given = false, batch_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf("%s", options_text);
+      std::exit(0);
+    }
+    if (flag == "--check") {
+      o.check = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage(std::string(flag) + " needs a value");
+    const std::string value = argv[++i];
+    const auto number = [&] {
+      try {
+        std::size_t used = 0;
+        const long n = std::stol(value, &used);
+        if (used == value.size() && n > 0) return n;
+      } catch (const std::exception&) {
+      }
+      usage(std::string(flag) + " takes a positive whole number, not " + value);
+    };
+    if (flag == "--preset") o.preset = value;
+    else if (flag == "--devices")
+      o.devices = static_cast<int>(number()), devices_given = true;
+    else if (flag == "--layers")
+      o.model.layers = number(), model_given = true;
+    else if (flag == "--hidden")
+      o.model.hidden = number(), model_given = true;
+    else if (flag == "--heads")
+      o.model.heads = number(), model_given = true;
+    else if (flag == "--context")
+      o.model.context = number(), model_given = true;
+    else if (flag == "--vocabulary")
+      o.model.vocabulary = number(), model_given = true;
+    else if (flag == "--batch")
+      o.batch = number(), batch_given = true;
+    else if (flag == "--memory-gib") {
+      o.memory_gib = std::atof(value.c_str());
+      if (!(o.memory_gib > 0)) usage("--memory-gib takes a positive number of GiB, not " + value);
+    } else if (flag == "--top")
+      o.top = static_cast<int>(number());
+    else if (flag == "--check-steps")
+      o.check_steps = static_cast<int>(number());
+    else
+      usage("unknown option " + std::string(flag));
+  }
+  if (o.check) {
+    // Small enough to run every mesh for real in seconds; as many devices as cores.
+    o.preset = "cpu";
+    if (!devices_given) o.devices = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (!model_given) o.model = {.vocabulary = 256, .context = 64, .hidden = 128, .heads = 4, .layers = 2};
+    if (!batch_given) o.batch = 16;
+  }
+  return o;
+}
+
+// ---- the machines
+
+struct cluster {
+  sw::sim::machine machine;
+  double memory_bytes;  // per device
+  std::string description;
+};
+
+// This machine as a simulator model, measured now: a device per core, whose GEMM rate and memory
+// bandwidth are one core's (shared when there are more devices than cores), joined by shared memory
+// (a copy's bandwidth, and the latency of a one-element all-reduce between two threads).
+cluster this_machine(int devices) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const double share = static_cast<double>(std::min(cores, devices)) / devices;
+  std::vector<char> from(std::size_t{64} << 20, 1), to(from.size());
+  double copy_rate = 0;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(to.data(), from.data(), from.size());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    copy_rate = std::max(copy_rate, static_cast<double>(from.size()) / seconds);
+  }
+  double all_reduce_seconds = 0;
+  sw::threads::run(2, [&](sw::threads::communicator& world) {
+    double value = 1;
+    constexpr int repeats = 2000;
+    world.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < repeats; ++r) world.all_reduce(std::span<double>(&value, 1));
+    if (world.rank() == 0)
+      all_reduce_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+  });
+  const sw::sim::device_model core{sw::measured_gemm_flops() * share, 2 * copy_rate * share, 0.0};
+  const sw::sim::link_model shared_memory{copy_rate * share, all_reduce_seconds / 2, "shared memory"};
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  char text[160];
+  std::snprintf(text, sizeof text, "this machine: %d device(s) on %d core(s), %.1f GFLOP/s and %.1f GB/s each", devices,
+                cores, core.peak_flops / 1e9, core.memory_bandwidth / 1e9);
+  return {{core, sw::sim::topology::fully_connected(devices, shared_memory)},
+          static_cast<double>(pages) * static_cast<double>(page) / devices,
+          text};
+}
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+// The presets of sim/presets.hpp with their devices' memory (vendors' datasheets, docs/planner.md).
+cluster preset_cluster(const options& o) {
+  const int n = o.devices;
+  if (o.preset == "v100") {
+    const int per_node = n % 4 == 0 ? 4 : n;
+    return {sw::sim::presets::v100_nodes(n, per_node), 16 * gib,
+            std::to_string(n) + " V100 SXM2 16 GB, " + std::to_string(per_node) +
+                " per node on NVLink 2, nodes on one EDR InfiniBand NIC each"};
+  }
+  if (o.preset == "mi210") {
+    const int per_node = n % 4 == 0 ? 4 : n;
+    return {sw::sim::presets::mi210_nodes(n, per_node), 64 * gib,
+            std::to_string(n) + " MI210 64 GB, " + std::to_string(per_node) + " per node on xGMI, InfiniBand between"};
+  }
+  if (o.preset == "tpu") {
+    int rows = static_cast<int>(std::sqrt(n));
+    while (n % rows != 0) --rows;
+    return {sw::sim::presets::tpu_v3_pod(rows, n / rows), 32 * gib,
+            "a TPU v3 slice of " + std::to_string(rows) + " x " + std::to_string(n / rows) +
+                " chips, 32 GB each, in a 2-D torus"};
+  }
+  if (o.preset == "cpu") return this_machine(n);
+  usage("--preset is v100, mi210, tpu or cpu, not " + o.preset);
+}
+
+cluster cluster_of(const options& o) {
+  cluster c = preset_cluster(o);
+  if (o.memory_gib > 0) c.memory_bytes = o.memory_gib * gib;
+  return c;
+}
+
+// ---- the meshes
+
+enum class family { one_d, two_d, three_d };
+
+struct mesh_choice {
+  int data = 1;
+  family tensor_family = family::one_d;
+  std::vector<int> grid;  // the tensor-parallel grid's extents
+  bool sharded = true;    // the update sharded across the replicas, or replicated
+  long micro_batches = 1;
+
+  [[nodiscard]] int grid_size() const {
+    int size = 1;
+    for (const int extent : grid) size *= extent;
+    return size;
+  }
+  // How many blocks of whole samples the family's activations cut a micro-batch's rows into.
+  [[nodiscard]] int row_blocks() const { return grid.size() == 1 ? 1 : grid.size() == 2 ? grid[0] : grid[0] * grid[1]; }
+  [[nodiscard]] std::string name() const {
+    std::string text = "data " + std::to_string(data) + " x " + std::to_string(grid.size()) + "d:";
+    for (std::size_t a = 0; a < grid.size(); ++a) text += (a ? "x" : "") + std::to_string(grid[a]);
+    return text;
+  }
+  [[nodiscard]] std::string label() const {
+    return name() + (sharded ? ", sharded" : ", replicated") + " update, " + std::to_string(micro_batches) +
+           " micro-batch" + (micro_batches > 1 ? "es" : "");
+  }
+};
+
+// Every grid of each family on t devices: 1-D t; 2-D q x q (SUMMA's square); 3-D p x q x q with q > 1
+// (the cube keeps its vectors on the diagonal of its last two axes).
+std::vector<std::pair<family, std::vector<int>>> grids(int t) {
+  std::vector<std::pair<family, std::vector<int>>> result{{family::one_d, {t}}};
+  for (int q = 2; q * q <= t; ++q) {
+    if (q * q == t) result.push_back({family::two_d, {q, q}});
+    if (t % (q * q) == 0) result.push_back({family::three_d, {t / (q * q), q, q}});
+  }
+  return result;
+}
+
+// More micro-batches than this only add launches to a step that already fits.
+constexpr long max_micro_batches = 8;
+
+// Data x grid for every grid size dividing the devices, each update, and 1, 2, 4 or 8 micro-batches
+// that split the replica's batch into whole samples for every row block.
+std::vector<mesh_choice> meshes(int devices, long batch) {
+  std::vector<mesh_choice> result;
+  for (int t = 1; t <= devices; ++t) {
+    if (devices % t != 0) continue;
+    const int data = devices / t;
+    if (batch % data != 0) continue;
+    for (const auto& [tensor_family, grid] : grids(t))
+      for (const bool sharded : {true, false}) {
+        if (data == 1 && !sharded) continue;  // one replica: the two updates are the same
+        for (long micro = 1; micro <= std::min(batch / data, max_micro_batches); micro *= 2) {
+          mesh_choice m{data, tensor_family, grid, sharded, micro};
+          const long micro_batch = batch / data / micro;
+          if (batch / data % micro == 0 && micro_batch % m.row_blocks() == 0) result.push_back(m);
+        }
+      }
+  }
+  return result;
+}
+
+// ---- one training step, the same code simulated and measured
+
+// `steps` training steps of the GPT on the mesh (forward and backward per micro-batch, then the
+// update with clipping), each timed by `now` (a clock every rank reads after all ranks have finished
+// what came before). Returns the steps' times.
+template <class Family, sw::optim::weight_update Mode, class Communicator, class Clock>
+std::vector<double> train_steps(Communicator& world, const mesh_choice& m, const options& o, int steps, Clock now) {
+  constexpr std::size_t dimensions = Family::mesh_dimensions;
+  sw::coordinates<dimensions> shape{};
+  std::copy(m.grid.begin(), m.grid.end(), shape.begin());
+  sw::data_parallel_mesh mesh(world, m.data, shape);
+  using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
+  sw::model::gpt<float, Family, tensor_parallel_mesh> model(mesh.tensor_parallel(), o.model);
+  sw::optim::data_parallel_update<sw::optim::adamw, Mode> update(model, mesh.data());
+
+  // Token ids only choose which embedding rows are read; their values do not change the cost.
+  const long micro_batch = o.batch / m.data / m.micro_batches;
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(micro_batch * o.model.context));
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    tokens[t] = static_cast<std::int32_t>((t * 7919 + static_cast<std::size_t>(mesh.replica())) %
+                                          static_cast<std::size_t>(o.model.vocabulary));
+  std::vector<double> times;
+  for (int step = 0; step < steps; ++step) {
+    const double start = now(world);
+    for (long micro = 0; micro < m.micro_batches; ++micro) {
+      (void)model.forward(tokens, tokens);
+      model.backward(1.0f / static_cast<float>(m.micro_batches));
+    }
+    (void)update.step(mesh.data(), mesh.tensor_parallel().world(), {.learning_rate = 1e-4f, .clip_norm = 1.0f});
+    times.push_back(now(world) - start);
+  }
+  return times;
+}
+
+// Calls visit.template operator()<Family, Mode>() for the mesh's family and update.
+template <class Visit>
+auto with_types(const mesh_choice& m, Visit&& visit) {
+  const auto by_update = [&]<class Family>() {
+    return m.sharded ? visit.template operator()<Family, sw::optim::weight_update::sharded>()
+                     : visit.template operator()<Family, sw::optim::weight_update::replicated>();
+  };
+  switch (m.tensor_family) {
+    case family::one_d: return by_update.template operator()<sw::nn::tensor_parallel_1d<>>();
+    case family::two_d: return by_update.template operator()<sw::nn::tensor_parallel_2d<>>();
+    case family::three_d: return by_update.template operator()<sw::nn::tensor_parallel_3d<>>();
+  }
+  throw std::logic_error("08_plan_gpt: unknown family");
+}
+
+struct simulated_step {
+  double seconds = 0;
+  double memory_bytes = 0;  // the largest high-water mark of any device
+  std::string refused;      // why the model does not fit this mesh, if it does not
+};
+
+simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c) {
+  simulated_step result;
+  try {
+    const auto report = sw::sim_gpu::run(
+        o.devices, c.machine,
+        [&](sw::sim_gpu::communicator& world) {
+          const auto synchronized_now = [](sw::sim_gpu::communicator& w) {
+            w.device().synchronize();
+            w.barrier();
+            return w.now();
+          };
+          const auto times = with_types(m, [&]<class Family, sw::optim::weight_update Mode>() {
+            return train_steps<Family, Mode>(world, m, o, 1, synchronized_now);
+          });
+          if (world.rank() == 0) result.seconds = times.front();
+        },
+        sw::sim_gpu::execution::shapes_only);
+    result.memory_bytes =
+        static_cast<double>(*std::max_element(report.memory_high_water.begin(), report.memory_high_water.end()));
+  } catch (const sw::error& refusal) {
+    result.refused = refusal.what();
+  }
+  return result;
+}
+
+// The median of `steps` steps on threads, after one to warm up.
+double measure(const mesh_choice& m, const options& o) {
+  double median = 0;
+  sw::threads::run(o.devices, [&](sw::threads::communicator& world) {
+    const auto wall_now = [](sw::threads::communicator& w) {
+      w.barrier();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+    auto times = with_types(m, [&]<class Family, sw::optim::weight_update Mode>() {
+      return train_steps<Family, Mode>(world, m, o, o.check_steps + 1, wall_now);
+    });
+    times.erase(times.begin());
+    std::sort(times.begin(), times.end());
+    if (world.rank() == 0) median = times[times.size() / 2];
+  });
+  return median;
+}
+
+struct planned {
+  mesh_choice mesh;
+  simulated_step simulated;
+  double measured_seconds = 0;
+};
+
+// Kendall's tau between the simulated and the measured order: 1 when every pair agrees.
+double rank_agreement(const std::vector<planned>& rows) {
+  long agree = 0, pairs = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = i + 1; j < rows.size(); ++j) {
+      const double simulated = rows[i].simulated.seconds - rows[j].simulated.seconds;
+      const double measured = rows[i].measured_seconds - rows[j].measured_seconds;
+      agree += simulated * measured > 0 ? 1 : -1;
+      ++pairs;
+    }
+  return pairs == 0 ? 1.0 : static_cast<double>(agree) / static_cast<double>(pairs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const options o = parse(argc, argv);
+  const cluster c = cluster_of(o);
+  const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
+  std::printf(
+      "shardwise 08: a GPT of %.1fM parameters (%ld blocks of width %ld, %ld heads, context %ld, vocabulary %ld),\n"
+      "%ld sequences per step, on %s; %.1f GiB per device\n",
+      sw::model::parameter_count(o.model) / 1e6, static_cast<long>(o.model.layers), static_cast<long>(o.model.hidden),
+      static_cast<long>(o.model.heads), static_cast<long>(o.model.context), static_cast<long>(o.model.vocabulary),
+      o.batch, c.description.c_str(), c.memory_bytes / gib);
+
+  // 1. Every mesh, simulated: one step each, shapes only.
+  const auto candidates = meshes(o.devices, o.batch);
+  std::vector<planned> fitting;
+  std::vector<std::string> dropped, refused_grids;
+  const auto wall_start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const mesh_choice& m = candidates[i];
+    const simulated_step s = simulate(m, o, c);
+    const std::string what = m.label();
+    if (!s.refused.empty()) {
+      // Its other updates and micro-batches fail alike: the grid's first reason is enough.
+      if (std::find(refused_grids.begin(), refused_grids.end(), m.name()) == refused_grids.end()) {
+        refused_grids.push_back(m.name());
+        dropped.push_back(m.name() + ": " + s.refused);
+      }
+      std::printf("[%zu/%zu] %s: the model does not fit this grid\n", i + 1, candidates.size(), what.c_str());
+    } else if (s.memory_bytes > c.memory_bytes) {
+      char text[96];
+      std::snprintf(text, sizeof text, ": %.3g GiB per device", s.memory_bytes / gib);
+      dropped.push_back(what + text);
+      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory\n", i + 1, candidates.size(), what.c_str(),
+                  s.seconds * 1e3, s.memory_bytes / gib);
+    } else {
+      fitting.push_back({m, s});
+      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB\n", i + 1, candidates.size(), what.c_str(), s.seconds * 1e3,
+                  s.memory_bytes / gib);
+    }
+    std::fflush(stdout);
+  }
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [](const planned& a, const planned& b) { return a.simulated.seconds < b.simulated.seconds; });
+  std::printf("simulated %zu meshes in %.1f s\n", candidates.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+
+  // 2. On threads, each mesh that fits, measured (--check).
+  if (o.check)
+    for (auto& row : fitting) {
+      row.measured_seconds = measure(row.mesh, o);
+      std::printf("measured %s: %.2f ms\n", row.mesh.label().c_str(), row.measured_seconds * 1e3);
+      std::fflush(stdout);
+    }
+
+  // 3. The table, fastest first.
+  std::printf("\n%4s  %-22s %-11s %6s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "step ms", "tokens/s",
+              "memory GiB", o.check ? "  measured ms  measured rank" : "");
+  std::vector<double> measured_order;
+  for (const auto& row : fitting) measured_order.push_back(row.measured_seconds);
+  std::sort(measured_order.begin(), measured_order.end());
+  const std::size_t shown =
+      o.top > 0 ? std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(o.top)) : fitting.size();
+  for (std::size_t i = 0; i < shown; ++i) {
+    const planned& row = fitting[i];
+    std::printf("%4zu  %-22s %-11s %6ld %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
+                row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches, row.simulated.seconds * 1e3,
+                tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
+    if (o.check) {
+      const auto at = std::lower_bound(measured_order.begin(), measured_order.end(), row.measured_seconds);
+      std::printf("  %11.2f  %13td", row.measured_seconds * 1e3, at - measured_order.begin() + 1);
+    }
+    std::printf("\n");
+  }
+  if (!dropped.empty()) {
+    std::printf("\ndropped %zu:\n", dropped.size());
+    for (const auto& why : dropped) std::printf("  %s\n", why.c_str());
+  }
+  if (o.check && !fitting.empty()) {
+    // The first, the middle and the last mesh by simulated time: does the measured time order them so?
+    const planned &first = fitting.front(), &middle = fitting[fitting.size() / 2], &last = fitting.back();
+    const bool three_in_order = fitting.size() >= 3 && first.measured_seconds < middle.measured_seconds &&
+                                middle.measured_seconds < last.measured_seconds;
+    std::printf(
+        "\ncheck: Kendall's tau between the simulated and the measured ranking %.2f over %zu meshes;\n"
+        "the simulated first, middle and last (%s; %s; %s) are %sin that order measured\n",
+        rank_agreement(fitting), fitting.size(), first.mesh.label().c_str(), middle.mesh.label().c_str(),
+        last.mesh.label().c_str(), three_in_order ? "" : "not ");
+  }
+  return 0;
+} catch (const std::exception& failure) {
+  std::fprintf(stderr, "08_plan_gpt: %s\n", failure.what());
+  return 1;
+}
