@@ -3,6 +3,7 @@
 # the CTest file that registers NAME.mpi.<n> for each n of RANKS with those tests alone.
 # Refuses (failing the build) a size of RANKS that runs no test and a test that runs at none of them.
 # Lists arrive separated by "|" (their items may hold commas): RANKS, ENVIRONMENT, PREFLAGS, POSTFLAGS.
+# In ENVIRONMENT, "<ranks>" stands for the size of the run (or "listing"), which names its session directory.
 cmake_minimum_required(VERSION 3.21)
 foreach(list IN ITEMS RANKS ENVIRONMENT PREFLAGS POSTFLAGS)
   string(REPLACE "|" ";" ${list} "${${list}}")
@@ -24,8 +25,9 @@ function(refuse text)
 endfunction()
 
 set(listing "${OUTPUT}.txt")
+string(REPLACE "<ranks>" "listing" listing_environment "${ENVIRONMENT}")
 execute_process(
-  COMMAND "${CMAKE_COMMAND}" -E env ${ENVIRONMENT} "${MPIEXEC}" ${NUMPROC_FLAG} 1 ${PREFLAGS} "${EXECUTABLE}"
+  COMMAND "${CMAKE_COMMAND}" -E env ${listing_environment} "${MPIEXEC}" ${NUMPROC_FLAG} 1 ${PREFLAGS} "${EXECUTABLE}"
           ${POSTFLAGS} "--shardwise_list_rank_counts=${listing}"
   RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output TIMEOUT 300)
 if(NOT result EQUAL 0 OR NOT EXISTS "${listing}")
@@ -65,9 +67,10 @@ foreach(n IN LISTS RANKS)
   endif()
   string(REPLACE ";" ":" filter "${tests_${n}}")
   quoted(command "${MPIEXEC}" ${NUMPROC_FLAG} ${n} ${PREFLAGS} "${EXECUTABLE}" ${POSTFLAGS} "--gtest_filter=${filter}")
+  string(REPLACE "<ranks>" "${n}" environment "${ENVIRONMENT}")
   string(APPEND registered
          "add_test([==[${NAME}.mpi.${n}]==]${command})\n"
          "set_tests_properties([==[${NAME}.mpi.${n}]==] PROPERTIES PROCESSORS ${n} TIMEOUT ${TIMEOUT} "
-         "ENVIRONMENT [==[${ENVIRONMENT}]==] LABELS mpi)\n")
+         "ENVIRONMENT [==[${environment}]==] LABELS mpi)\n")
 endforeach()
 file(WRITE "${OUTPUT}" "${registered}")

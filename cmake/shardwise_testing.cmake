@@ -38,6 +38,18 @@ set(_shardwise_mpi_environment
   # Open MPI forwards output through a pseudo-terminal, which would make GoogleTest colour the logs.
   GTEST_COLOR=no)
 
+# Open MPI launchers started together race to create the session directory they share
+# (/tmp/ompi.<host>.<uid>) and one may fail with "File exists" (open-mpi/ompi#8510), which CTest's
+# parallel runs hit: each run gets a directory of its own under one made here.
+set(_shardwise_mpi_sessions "${PROJECT_BINARY_DIR}/mpi-sessions")
+file(MAKE_DIRECTORY "${_shardwise_mpi_sessions}")
+
+# Sets OUT to the environment of the MPI run called RUN.
+function(shardwise_mpi_environment out run)
+  set(${out} ${_shardwise_mpi_environment} "OMPI_MCA_orte_tmpdir_base=${_shardwise_mpi_sessions}/${run}"
+      PARENT_SCOPE)
+endfunction()
+
 # Registers CTest test TEST running TARGET on RANKS MPI processes, each given ARGS.
 function(shardwise_add_mpi_run)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "TEST;TARGET;RANKS;TIMEOUT" "LABELS;ARGS")
@@ -49,13 +61,14 @@ function(shardwise_add_mpi_run)
     set(arg_TIMEOUT ${_shardwise_default_timeout})
   endif()
   set(labels mpi ${arg_LABELS})
+  shardwise_mpi_environment(environment ${arg_TEST})
   add_test(NAME ${arg_TEST}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS} ${_shardwise_oversubscribe}
             ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${arg_TARGET}> ${MPIEXEC_POSTFLAGS} ${arg_ARGS})
   set_tests_properties(${arg_TEST} PROPERTIES
     PROCESSORS ${arg_RANKS}
     TIMEOUT ${arg_TIMEOUT}
-    ENVIRONMENT "${_shardwise_mpi_environment}"
+    ENVIRONMENT "${environment}"
     LABELS "${labels}")
 endfunction()
 
@@ -140,7 +153,9 @@ function(shardwise_add_mpi_test)
   # The tests, registered when CTest reads the file the build writes (a placeholder that fails until then).
   set(cases "${CMAKE_CURRENT_BINARY_DIR}/${target}_cases.cmake")
   string(REPLACE ";" "|" ranks "${arg_MPI_RANKS}")
-  string(REPLACE ";" "|" environment "${_shardwise_mpi_environment}")
+  # The script names each run's session directory: <ranks> becomes the run's size, or "listing".
+  shardwise_mpi_environment(environment "${arg_NAME}.mpi.<ranks>")
+  string(REPLACE ";" "|" environment "${environment}")
   string(REPLACE ";" "|" before "${_shardwise_oversubscribe};${MPIEXEC_PREFLAGS}")
   string(REPLACE ";" "|" after "${MPIEXEC_POSTFLAGS}")
   # A file of its own (not a post-build step), so that a build stopped between the link and the listing
