@@ -68,14 +68,6 @@ namespace {
 
 using namespace shardwise;
 
-// The virtual time when every rank's streams have drained and all ranks have met: phases timed between
-// two such points are what a synchronized wall clock measures on a real machine.
-double synchronized_now(sim_gpu::communicator& world) {
-  world.device().synchronize();
-  world.barrier();
-  return world.now();
-}
-
 constexpr const char* paper = "3-D tensor parallelism (Bian et al.)";
 constexpr std::int64_t sequence = 512;  // "fix the sequence length to 512" (Table 1's caption; Table 2 alike)
 constexpr std::int64_t largest_head = 128;
@@ -188,11 +180,11 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
         dtensor<float, typename Family::input, mesh_type> activation(mesh, extents);
         dtensor<float, typename Family::input, mesh_type> gradient(mesh, extents);
 
-        const double start = synchronized_now(world);
+        const double start = world.synchronized_now();
         for (auto& block : blocks) activation = block.forward(activation);
-        const double forward_end = synchronized_now(world);
+        const double forward_end = world.synchronized_now();
         for (auto block = blocks.rbegin(); block != blocks.rend(); ++block) gradient = block->backward(gradient);
-        const double backward_end = synchronized_now(world);
+        const double backward_end = world.synchronized_now();
         if (world.rank() == 0) {
           times.forward = forward_end - start;
           times.backward = backward_end - forward_end;
@@ -314,12 +306,12 @@ training_step_times simulate_training_step(update_variant variant, int rows, int
         double start = 0, backward_end = 0, end = 0;
         // Forward and backward, then `update_step`, each phase timed from a synchronized clock.
         const auto timed_step = [&](auto&& update_step) {
-          start = synchronized_now(world);
+          start = world.synchronized_now();
           (void)transformer.forward(tokens, tokens);
           transformer.backward();
-          backward_end = synchronized_now(world);
+          backward_end = world.synchronized_now();
           update_step();
-          end = synchronized_now(world);
+          end = world.synchronized_now();
         };
         if (variant == update_variant::replicated) {
           optim::replicated_update<optim::adam> update(transformer, mesh.data());
@@ -458,11 +450,11 @@ fused_times simulate_fused(const fused_figure& figure, std::int64_t batch, int t
         const std::vector<std::span<const float>> tables(static_cast<std::size_t>(mine), std::span<const float>(rows));
         const std::vector<fused::embedding_bags> bags(static_cast<std::size_t>(mine),
                                                       fused::embedding_bags{offsets, indices});
-        const double start = synchronized_now(world);
+        const double start = world.synchronized_now();
         (void)op.fused(tables, bags);
-        const double fused_end = synchronized_now(world);
+        const double fused_end = world.synchronized_now();
         (void)op.baseline(tables, bags);
-        const double baseline_end = synchronized_now(world);
+        const double baseline_end = world.synchronized_now();
         if (world.rank() == 0) {
           times.fused = fused_end - start;
           times.baseline = baseline_end - fused_end;

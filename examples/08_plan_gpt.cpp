@@ -327,11 +327,7 @@ simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c
     const auto report = sw::sim_gpu::run(
         o.devices, c.machine,
         [&](sw::sim_gpu::communicator& world) {
-          const auto synchronized_now = [](sw::sim_gpu::communicator& w) {
-            w.device().synchronize();
-            w.barrier();
-            return w.now();
-          };
+          const auto synchronized_now = [](sw::sim_gpu::communicator& w) { return w.synchronized_now(); };
           const auto times = with_types(m, [&]<class Family, sw::optim::weight_update Mode>() {
             return train_steps<Family, Mode>(world, m, o, 1, synchronized_now);
           });

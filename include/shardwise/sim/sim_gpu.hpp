@@ -449,6 +449,13 @@ class communicator : public communicator_interface<communicator> {
     clock_->use_stream(s);
   }
   [[nodiscard]] double now() const noexcept { return device().host_time(); }
+  // The virtual time once this rank's streams have drained and all ranks have met: phases timed between
+  // two such points are what a synchronized wall clock measures on a real machine.
+  double synchronized_now() {
+    device().synchronize();
+    barrier();
+    return now();
+  }
 
   // For operations that model their own time (GPU-initiated kernels, fused/): the machine, the run's
   // timeline (null when not recorded), and this communicator's data movement without modelled time.
