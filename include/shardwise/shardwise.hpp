@@ -15,6 +15,7 @@
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/block_cyclic_2d.hpp"
+#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/padding.hpp"

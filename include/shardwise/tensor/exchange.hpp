@@ -30,14 +30,10 @@
 #include <string_view>
 #include <vector>
 
-#include <range/v3/algorithm/all_of.hpp>
-#include <range/v3/algorithm/contains.hpp>
-
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
-#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
 
@@ -85,13 +81,25 @@ struct rectangle {
   return {row, col, std::max<std::int64_t>(0, row_end - row), std::max<std::int64_t>(0, col_end - col)};
 }
 
+// These queries walk a mapping's blocks in plain loops, not layout/blocks.hpp's views: every
+// redistribution instantiates them for its pair of layouts, and the views' types would cost a source
+// that builds a 3-D GPT a third more compile time and a quarter more memory (docs/architecture.md).
+
+// Whether `rank` holds `block` itself, as one of its blocks.
+template <layout_mapping M>
+[[nodiscard]] bool holds_block(const M& mapping, int rank, const block_info& block) {
+  for (int b = 0; b < mapping.block_count(rank); ++b)
+    if (mapping.block(rank, b) == block) return true;
+  return false;
+}
+
 // Whether `sender`'s copy of source block `held` is the one `receiver` takes.
 template <layout_mapping From>
 [[nodiscard]] bool sends(const From& from, int sender, const block_info& held, int receiver) {
   if constexpr (!From::is_replicated) {
     return true;  // nobody else holds it
   } else {
-    if (ranges::contains(blocks_of(from, receiver), held)) return sender == receiver;
+    if (holds_block(from, receiver, held)) return sender == receiver;
     return from.owner(held.row_offset, held.col_offset).rank == sender;
   }
 }
@@ -128,9 +136,12 @@ template <layout_mapping From>
 // Whether every rank holds, in its own source blocks, everything its destination blocks need (path 1).
 template <layout_mapping From, layout_mapping To>
 [[nodiscard]] bool needs_no_communication(const From& from, const To& to) {
-  return ranges::all_of(all_blocks(to), [&](const placed_block& wanted) {
-    return wanted.block.elements() == 0 || containing_block(from, wanted.rank, wanted.block) >= 0;
-  });
+  for (int rank = 0; rank < to.ranks(); ++rank)
+    for (int b = 0; b < to.block_count(rank); ++b) {
+      const block_info wanted = to.block(rank, b);
+      if (wanted.elements() != 0 && containing_block(from, rank, wanted) < 0) return false;
+    }
+  return true;
 }
 
 // Whether, on every line along mesh axis a, each rank holds one block under `pieces` and one under

@@ -24,12 +24,9 @@
 #include <string_view>
 #include <vector>
 
-#include <range/v3/algorithm/equal.hpp>
-
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/shared_buffer.hpp"
-#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/shape.hpp"
 #include "shardwise/tensor/exchange.hpp"
@@ -62,7 +59,9 @@ template <layout_mapping Mapping, std::size_t D>
     coordinates<D> point = point_in_grid(grid, rank);
     point[b] = 0;
     const int first = rank_in_grid(grid, point);
-    if (!ranges::equal(blocks_of(mapping, rank), blocks_of(mapping, first))) return false;
+    if (mapping.block_count(rank) != mapping.block_count(first)) return false;
+    for (int block = 0; block < mapping.block_count(rank); ++block)
+      if (!(mapping.block(rank, block) == mapping.block(first, block))) return false;
   }
   return true;
 }
