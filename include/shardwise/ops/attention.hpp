@@ -22,6 +22,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
+#include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -120,7 +121,10 @@ template <class T, class Layout, class Mesh>
   const auto work_of = [&] { return detail::attention_work<T>(shape, detail::tile_count(q, shape), false); };
   run_kernel(q.mesh().world(), work_of, "attention", [&] {
     detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-      matrix p = (q.local(b).block(r, c, n, d) * k.local(b).block(r, c, n, d).transpose()) * scale;
+      matrix p(n, n);
+      detail::gemm(detail::destination(p), detail::operand(q.local(b).block(r, c, n, d)),
+                   detail::operand(k.local(b).block(r, c, n, d)).transposed());
+      p *= scale;
       for (std::int64_t i = 0; i < n; ++i) {
         // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
         // denormal there, which would slow every product that reads P several times over.
@@ -130,7 +134,8 @@ template <class T, class Layout, class Mesh>
         row /= row.sum();
         p.row(i).tail(n - seen).setZero();
       }
-      out.local(b).block(r, c, n, d) = p * v.local(b).block(r, c, n, d);
+      detail::gemm(detail::destination(out.local(b).block(r, c, n, d)), detail::operand(p),
+                   detail::operand(v.local(b).block(r, c, n, d)));
       saved.probabilities.push_back(std::move(p));
     });
   });
@@ -167,13 +172,16 @@ template <class T, class Layout, class Mesh>
                              "the saved forward state has " + std::to_string(saved.probabilities.size()) +
                                  " tiles, fewer than these tensors need: pass the state of the same forward call");
       const matrix& p = saved.probabilities[tile++];
-      const auto d_o = d_out.local(b).block(r, c, n, d);
-      grad.v.local(b).block(r, c, n, d) = p.transpose() * d_o;
-      const matrix d_p = d_o * v.local(b).block(r, c, n, d).transpose();
+      const auto d_o = detail::operand(d_out.local(b).block(r, c, n, d));
+      detail::gemm(detail::destination(grad.v.local(b).block(r, c, n, d)), detail::operand(p).transposed(), d_o);
+      matrix d_p(n, n);
+      detail::gemm(detail::destination(d_p), d_o, detail::operand(v.local(b).block(r, c, n, d)).transposed());
       const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
       const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
-      grad.q.local(b).block(r, c, n, d) = d_s * k.local(b).block(r, c, n, d);
-      grad.k.local(b).block(r, c, n, d) = d_s.transpose() * q.local(b).block(r, c, n, d);
+      detail::gemm(detail::destination(grad.q.local(b).block(r, c, n, d)), detail::operand(d_s),
+                   detail::operand(k.local(b).block(r, c, n, d)));
+      detail::gemm(detail::destination(grad.k.local(b).block(r, c, n, d)), detail::operand(d_s).transposed(),
+                   detail::operand(q.local(b).block(r, c, n, d)));
     });
   });
   return grad;

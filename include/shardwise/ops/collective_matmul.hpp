@@ -234,9 +234,8 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     auto sum = last ? result.local()
                     : typename dtensor<T, result_layout, Mesh>::block_map(own.data(), destination.extent, width,
                                                                           Eigen::OuterStride<>(width));
-    multiply<false, TransposeRight>(
-        ring, sum, oriented<TransposeLeft>(rows_of<TransposeLeft>(left_local, destination.offset, destination.extent)),
-        right_local, false);
+    multiply<TransposeLeft, TransposeRight>(
+        ring, sum, rows_of<TransposeLeft>(left_local, destination.offset, destination.extent), right_local, false);
     if (step > 0) {
       arrival.wait();
       sum += strided_map<const T>(slot(2, destination.extent).data(), destination.extent, width,

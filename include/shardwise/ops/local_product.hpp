@@ -1,10 +1,10 @@
 #pragma once
 // What every distributed matrix product (ops/matmul.hpp) shares: the operand view transposed(t), the
-// local GEMM out = op(left) · op(right) on Eigen maps of stored buffers (op a transpose or not), the
-// global shape check, and the reusable buffers the products gather into.
+// local GEMM out = op(left) · op(right) on blocks of stored buffers (op a transpose or not), the global
+// shape check, and the reusable buffers the products gather into.
 //
-// The local GEMM is the one place every product computes, so it is where a product's compute takes
-// modelled time: on a communicator that launches kernels (sim_gpu, sim/sim_gpu.hpp) each GEMM is a
+// The local GEMM (ops/gemm.hpp) is the one place every product computes, so it is where a product's
+// compute takes modelled time: on a communicator that launches kernels (sim_gpu, sim/sim_gpu.hpp) each GEMM is a
 // kernel declaring its work (2·m·n·k FLOPs, its operands read and its result written); on the others
 // it simply runs, and the check is compiled away.
 #include <Eigen/Core>
@@ -22,6 +22,7 @@
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/core/work.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -44,28 +45,11 @@ void transposed(const dtensor<T, Layout, Mesh>&&) = delete;
 
 namespace detail {
 
-template <class T>
-using row_major = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-// A row-major block of a buffer, rows `stride` elements apart; const T gives a read-only map.
-template <class T>
-using strided_map =
-    Eigen::Map<std::conditional_t<std::is_const_v<T>, const row_major<std::remove_const_t<T>>, row_major<T>>,
-               Eigen::Unaligned, Eigen::OuterStride<>>;
-
 // A dtensor's only block with its padding, as stored: what the products multiply and send.
 template <class T, class Layout, class Mesh>
 [[nodiscard]] strided_map<const T> stored_block(const dtensor<T, Layout, Mesh>& tensor) {
   const block_info& b = tensor.block();
   return {tensor.data().data(), b.stored_rows, b.stored_cols, Eigen::OuterStride<>(b.stored_cols)};
-}
-
-template <bool Transpose, class Matrix>
-[[nodiscard]] decltype(auto) oriented(const Matrix& m) {
-  if constexpr (Transpose) {
-    return m.transpose();
-  } else {
-    return (m);
-  }
 }
 
 // Rows first..first+count of op(m) (op a transpose or not), as a block of m itself: writable when m
@@ -83,24 +67,20 @@ template <bool Transposed, class Matrix>
 // result on: where it launches kernels, the GEMM is one, and what it sends afterwards waits for it.
 template <bool TransposeLeft, bool TransposeRight, class Communicator, class Out, class Left, class Right>
 void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& right, bool accumulate) {
-  const auto gemm = [&] {
-    if (accumulate) {
-      out.noalias() += oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
-    } else {
-      out.noalias() = oriented<TransposeLeft>(left) * oriented<TransposeRight>(right);
-    }
-  };
-  const auto m = static_cast<double>(out.rows());
-  const auto n = static_cast<double>(out.cols());
-  const auto k = static_cast<double>(TransposeLeft ? left.rows() : left.cols());
-  const double element = sizeof(typename std::remove_cvref_t<Out>::Scalar);
+  const auto result = destination(out);
+  const auto a = TransposeLeft ? operand(left).transposed() : operand(left);
+  const auto b = TransposeRight ? operand(right).transposed() : operand(right);
+  const auto m = static_cast<double>(result.rows());
+  const auto n = static_cast<double>(result.cols());
+  const auto k = static_cast<double>(a.is_transposed ? a.stored.rows() : a.stored.cols());
+  const double element = sizeof(typename decltype(result)::Scalar);
   run_kernel(
       carrier, gemm_work(m, n, k, element, accumulate),
       [&] {
-        return "GEMM " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + "x" +
+        return "GEMM " + std::to_string(result.rows()) + "x" + std::to_string(result.cols()) + "x" +
                std::to_string(static_cast<std::int64_t>(k));
       },
-      gemm);
+      [&] { gemm(result, a, b, accumulate); });
 }
 
 // How error messages name the three forms.

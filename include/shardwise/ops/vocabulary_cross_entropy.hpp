@@ -23,6 +23,7 @@
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
+#include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -55,7 +56,10 @@ template <class T, split_layout Layout, class Mesh>
   // Results are sized before their kernels, which may not run (shapes-only simulation).
   whole_matrix<T> logits(hidden.rows(), rows.rows);
   run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
-             "vocabulary logits", [&] { logits = hidden * table.local(0).transpose(); });
+             "vocabulary logits", [&] {
+               detail::gemm(detail::destination(logits), detail::operand(hidden),
+                            detail::operand(table.local(0)).transposed());
+             });
 
   std::vector<T> maximum(tokens, -std::numeric_limits<T>::infinity());
   run_kernel(world, {logit_count, sizeof(T) * logit_count}, "logit maxima", [&] {
@@ -116,10 +120,15 @@ template <class T, split_layout Layout, class Mesh>
     logits_gradient *= scale / static_cast<T>(saved.targets.size());
   });
   run_kernel(world, gemm_work(vocabulary_rows, hidden_width, tokens, sizeof(T), true), "vocabulary table gradient",
-             [&] { table_gradient.local(0).noalias() += logits_gradient.transpose() * saved.hidden; });
+             [&] {
+               detail::gemm(detail::destination(table_gradient.local(0)), detail::operand(logits_gradient).transposed(),
+                            detail::operand(saved.hidden), true);
+             });
   whole_matrix<T> hidden_gradient(saved.probabilities.rows(), saved.hidden.cols());
-  run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient",
-             [&] { hidden_gradient = logits_gradient * table.local(0); });
+  run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient", [&] {
+    detail::gemm(detail::destination(hidden_gradient), detail::operand(logits_gradient),
+                 detail::operand(table.local(0)));
+  });
   world.all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())), op::sum);
   return hidden_gradient;
 } catch (...) {

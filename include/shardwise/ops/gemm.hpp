@@ -1,0 +1,86 @@
+#pragma once
+// gemm(out, left, right): out = op(left)·op(right), the one place the library's local products reach
+// Eigen's GEMM. Every operand is first described as what it is in memory, a row-major block of a buffer
+// (rows an outer stride apart) read as stored or transposed, so the products of the distributed
+// matrix products, attention and the vocabulary's logits instantiate Eigen's product for these four
+// forms only, not once for each expression type (a block of a map, a transposed block, a matrix...)
+// they happen to hold: each instantiation costs seconds of compile time (docs/compile-time.md).
+#include <Eigen/Core>
+#include <type_traits>
+
+namespace shardwise::detail {
+
+template <class T>
+using row_major = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// A row-major block of a buffer, rows `stride` elements apart; const T gives a read-only map.
+template <class T>
+using strided_map =
+    Eigen::Map<std::conditional_t<std::is_const_v<T>, const row_major<std::remove_const_t<T>>, row_major<T>>,
+               Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// A product's operand: a stored row-major block, and whether the product reads its transpose.
+template <class T>
+struct gemm_operand {
+  strided_map<const T> stored;
+  bool is_transposed = false;
+
+  [[nodiscard]] gemm_operand transposed() const { return {stored, !is_transposed}; }
+};
+
+template <class Expression>
+constexpr void require_stored_block() {
+  using E = std::remove_cvref_t<Expression>;
+  static_assert((E::Flags & Eigen::DirectAccessBit) != 0 && E::InnerStrideAtCompileTime == 1,
+                "shardwise: a local product's operand must be a block of stored elements, contiguous along its rows "
+                "or its columns (a matrix, a map or a block of one, or the transpose of one)");
+}
+
+// `matrix` as an operand: a row-major block as stored, or a column-major one (the transpose of a
+// row-major block) as the transpose of its storage.
+template <class Expression>
+[[nodiscard]] auto operand(const Expression& matrix) {
+  require_stored_block<Expression>();
+  using T = typename Expression::Scalar;
+  if constexpr ((Expression::Flags & Eigen::RowMajorBit) != 0) {
+    return gemm_operand<T>{{matrix.data(), matrix.rows(), matrix.cols(), Eigen::OuterStride<>(matrix.outerStride())},
+                           false};
+  } else {
+    return gemm_operand<T>{{matrix.data(), matrix.cols(), matrix.rows(), Eigen::OuterStride<>(matrix.outerStride())},
+                           true};
+  }
+}
+
+// A writable row-major block (a matrix, a map or a block of one) as the map a product writes into.
+template <class Expression>
+[[nodiscard]] auto destination(Expression&& matrix) {
+  using E = std::remove_cvref_t<Expression>;
+  require_stored_block<E>();
+  static_assert((E::Flags & Eigen::RowMajorBit) != 0, "shardwise: a local product writes into a row-major block");
+  using T = typename E::Scalar;
+  return strided_map<T>(matrix.data(), matrix.rows(), matrix.cols(), Eigen::OuterStride<>(matrix.outerStride()));
+}
+
+// out = op(left)·op(right), or out += it when `accumulate`. `out` must not overlap the operands.
+template <class T>
+void gemm(strided_map<T> out, const gemm_operand<T>& left, const gemm_operand<T>& right, bool accumulate = false) {
+  const auto product = [&](const auto& a, const auto& b) {
+    if (accumulate) {
+      out.noalias() += a * b;
+    } else {
+      out.noalias() = a * b;
+    }
+  };
+  if (left.is_transposed) {
+    if (right.is_transposed) {
+      product(left.stored.transpose(), right.stored.transpose());
+    } else {
+      product(left.stored.transpose(), right.stored);
+    }
+  } else if (right.is_transposed) {
+    product(left.stored, right.stored.transpose());
+  } else {
+    product(left.stored, right.stored);
+  }
+}
+
+}  // namespace shardwise::detail
