@@ -18,6 +18,7 @@
 #include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/mapping_ref.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
@@ -61,6 +62,7 @@
 #include "shardwise/sim/timeline.hpp"
 #include "shardwise/sim/topology.hpp"
 // ---- distributed matrix products: 1-D, 2-D and 3-D, forward and transposed forms
+#include "shardwise/ops/gemm.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/matmul_1d.hpp"

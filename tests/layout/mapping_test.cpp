@@ -20,6 +20,7 @@
 #include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/mapping_ref.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_3d.hpp"
@@ -279,6 +280,31 @@ TEST(layout_mapping, redistribution_without_communication_is_recognised) {
   EXPECT_FALSE(detail::needs_no_communication(tiles, blocks));
   const mapping_t<col_1d<ragged>, 2> rows(shape, grid);  // rows over axis 0, replicated over axis 1
   EXPECT_TRUE(detail::needs_no_communication(rows, blocks));
+}
+
+// A mapping_ref answers every question as the mapping it refers to.
+template <class Mapping>
+void expect_answers_as(const Mapping& mapping) {
+  const mapping_ref erased(mapping);
+  EXPECT_EQ(erased.extents(), mapping.extents());
+  EXPECT_EQ(erased.ranks(), mapping.ranks());
+  EXPECT_EQ(erased.is_replicated(), Mapping::is_replicated);
+  for (int rank = 0; rank < mapping.ranks(); ++rank) {
+    ASSERT_EQ(erased.block_count(rank), mapping.block_count(rank)) << "rank " << rank;
+    for (int b = 0; b < mapping.block_count(rank); ++b) EXPECT_EQ(erased.block(rank, b), mapping.block(rank, b));
+  }
+  for (std::int64_t i = 0; i < mapping.extents().rows; ++i)
+    for (std::int64_t j = 0; j < mapping.extents().cols; ++j) EXPECT_EQ(erased.owner(i, j), mapping.owner(i, j));
+}
+
+TEST(layout_mapping, mapping_ref_answers_as_its_mapping) {
+  const matrix_extents shape{13, 7};
+  const coordinates<2> grid{2, 3};
+  expect_answers_as(mapping_t<replicated<>, 2>(shape, grid));
+  expect_answers_as(mapping_t<row_1d<ragged>, 2>(shape, grid));
+  expect_answers_as(mapping_t<block_2d<padded>, 2>(shape, grid));
+  expect_answers_as(mapping_t<block_cyclic_2d<2>, 2>(shape, grid));
+  expect_answers_as(mapping_t<cube_3d<directions<>, ragged>::input, 3>(shape, coordinates<3>{2, 1, 2}));
 }
 
 }  // namespace

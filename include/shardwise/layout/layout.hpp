@@ -116,6 +116,14 @@ concept layout_mapping = std::copyable<M> && requires(const M& m, int rank, int 
   typename std::bool_constant<M::is_balanced>;
 };
 
+// What reading a mapping's blocks takes: every layout_mapping, and a mapping_ref to one
+// (layout/mapping_ref.hpp).
+template <class M>
+concept block_mapping = requires(const M& m, int rank, int b) {
+  { m.block_count(rank) } -> std::convertible_to<int>;
+  { m.block(rank, b) } -> std::same_as<block_info>;
+};
+
 // L is a layout for D-dimensional meshes.
 template <class L, std::size_t D>
 concept layout = requires { typename L::template mapping<D>; } && layout_mapping<typename L::template mapping<D>> &&
@@ -143,7 +151,7 @@ template <layout_mapping M>
 // Where each of `rank`'s blocks starts in its storage (blocks back to back, in block order, each with
 // its stored extents), and one more entry: the end, the rank's memory in elements. Throws
 // argument_error when that total does not fit in 64 bits.
-template <layout_mapping M>
+template <block_mapping M>
 [[nodiscard]] std::vector<std::int64_t> block_starts(const M& mapping, int rank) {
   const int blocks = mapping.block_count(rank);
   std::vector<std::int64_t> starts(static_cast<std::size_t>(blocks > 0 ? blocks : 0) + 1, 0);
@@ -159,7 +167,7 @@ template <layout_mapping M>
 }
 
 // Elements `rank` stores (owned plus padding): its memory, in elements.
-template <layout_mapping M>
+template <block_mapping M>
 [[nodiscard]] std::int64_t stored_elements(const M& mapping, int rank) {
   return block_starts(mapping, rank).back();
 }

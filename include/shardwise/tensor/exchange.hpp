@@ -35,6 +35,7 @@
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/mapping_ref.hpp"
 #include "shardwise/mesh/shape.hpp"
 
 namespace shardwise::detail {
@@ -81,33 +82,29 @@ struct rectangle {
   return {row, col, std::max<std::int64_t>(0, row_end - row), std::max<std::int64_t>(0, col_end - col)};
 }
 
-// These queries walk a mapping's blocks in plain loops, not layout/blocks.hpp's views: every
-// redistribution instantiates them for its pair of layouts, and the views' types would cost a source
-// that builds a 3-D GPT a third more compile time and a quarter more memory (docs/architecture.md).
+// The planning below takes its mappings as mapping_ref (layout/mapping_ref.hpp), so it compiles once,
+// not once for each pair of layouts a program redistributes between; only moving elements depends on
+// the element type and the mesh. Its queries walk the blocks in plain loops, not layout/blocks.hpp's
+// views, whose types would be instantiated for every pair as well (docs/architecture.md).
 
 // Whether `rank` holds `block` itself, as one of its blocks.
-template <layout_mapping M>
-[[nodiscard]] bool holds_block(const M& mapping, int rank, const block_info& block) {
+[[nodiscard]] inline bool holds_block(mapping_ref mapping, int rank, const block_info& block) {
   for (int b = 0; b < mapping.block_count(rank); ++b)
     if (mapping.block(rank, b) == block) return true;
   return false;
 }
 
 // Whether `sender`'s copy of source block `held` is the one `receiver` takes.
-template <layout_mapping From>
-[[nodiscard]] bool sends(const From& from, int sender, const block_info& held, int receiver) {
-  if constexpr (!From::is_replicated) {
-    return true;  // nobody else holds it
-  } else {
-    if (holds_block(from, receiver, held)) return sender == receiver;
-    return from.owner(held.row_offset, held.col_offset).rank == sender;
-  }
+[[nodiscard]] inline bool sends(mapping_ref from, int sender, const block_info& held, int receiver) {
+  if (!from.is_replicated()) return true;  // nobody else holds it
+  if (holds_block(from, receiver, held)) return sender == receiver;
+  return from.owner(held.row_offset, held.col_offset).rank == sender;
 }
 
 // visit(source block, its index, destination block, its index, rectangle) for every rectangle
 // `sender` sends `receiver`, in the order both of them use.
-template <layout_mapping From, layout_mapping To, class Visit>
-void for_each_transfer(const From& from, const To& to, int sender, int receiver, Visit&& visit) {
+template <class Visit>
+void for_each_transfer(mapping_ref from, mapping_ref to, int sender, int receiver, Visit&& visit) {
   for (int sb = 0; sb < from.block_count(sender); ++sb) {
     const block_info held = from.block(sender, sb);
     if (held.elements() == 0 || !sends(from, sender, held, receiver)) continue;
@@ -126,16 +123,14 @@ void for_each_transfer(const From& from, const To& to, int sender, int receiver,
 }
 
 // The index of `rank`'s source block that contains `wanted`, or -1.
-template <layout_mapping From>
-[[nodiscard]] int containing_block(const From& from, int rank, const block_info& wanted) {
+[[nodiscard]] inline int containing_block(mapping_ref from, int rank, const block_info& wanted) {
   for (int b = 0; b < from.block_count(rank); ++b)
     if (contains(from.block(rank, b), wanted)) return b;
   return -1;
 }
 
 // Whether every rank holds, in its own source blocks, everything its destination blocks need (path 1).
-template <layout_mapping From, layout_mapping To>
-[[nodiscard]] bool needs_no_communication(const From& from, const To& to) {
+[[nodiscard]] inline bool needs_no_communication(mapping_ref from, mapping_ref to) {
   for (int rank = 0; rank < to.ranks(); ++rank)
     for (int b = 0; b < to.block_count(rank); ++b) {
       const block_info wanted = to.block(rank, b);
@@ -150,8 +145,8 @@ template <layout_mapping From, layout_mapping To>
 // equally large. Then an all_gather along a builds `whole` from `pieces` (path 2), and a reduce-scatter
 // along a cuts addends of `whole` into sums of `pieces` (tensor/exchange_sum.hpp). One pass over the
 // ranks.
-template <layout_mapping Pieces, layout_mapping Whole, std::size_t D>
-[[nodiscard]] bool tiles_along(const Pieces& pieces, const Whole& whole, const coordinates<D>& grid, std::size_t a) {
+template <std::size_t D>
+[[nodiscard]] bool tiles_along(mapping_ref pieces, mapping_ref whole, const coordinates<D>& grid, std::size_t a) {
   for (int first = 0; first < whole.ranks(); ++first) {
     coordinates<D> point = point_in_grid(grid, first);
     if (point[a] != 0) continue;  // each line once, from its first rank
@@ -176,8 +171,8 @@ template <layout_mapping Pieces, layout_mapping Whole, std::size_t D>
 }
 
 // The mesh axis of path 2, or -1 when none serves.
-template <layout_mapping From, layout_mapping To, std::size_t D>
-[[nodiscard]] int gathering_axis(const From& from, const To& to, const coordinates<D>& grid) {
+template <std::size_t D>
+[[nodiscard]] int gathering_axis(mapping_ref from, mapping_ref to, const coordinates<D>& grid) {
   for (std::size_t a = 0; a < D; ++a)
     if (grid[a] > 1 && tiles_along(from, to, grid, a)) return static_cast<int>(a);
   return -1;
@@ -185,8 +180,8 @@ template <layout_mapping From, layout_mapping To, std::size_t D>
 
 // visit(k, block) for each rank of this rank's line along mesh axis `axis`: k its coordinate there (its
 // rank in mesh.axis(axis)), `block` its one block under `mapping`.
-template <class Mesh, layout_mapping Mapping, class Visit>
-void for_each_on_line(Mesh& mesh, int axis, const Mapping& mapping, Visit&& visit) {
+template <class Mesh, class Visit>
+void for_each_on_line(Mesh& mesh, int axis, mapping_ref mapping, Visit&& visit) {
   auto point = mesh.coords();
   int& k = point[static_cast<std::size_t>(axis)];
   for (k = 0; k < mesh.shape()[static_cast<std::size_t>(axis)]; ++k) visit(k, mapping.block(mesh.rank_of(point), 0));
@@ -206,8 +201,8 @@ void copy_rectangle(const T* in, std::int64_t in_stride, T* out, std::int64_t ou
 }
 
 // Path 1: this rank copies each destination block out of the source block containing it.
-template <class T, class Communicator, layout_mapping From, layout_mapping To>
-void copy_locally(Communicator& world, const From& from, std::span<const T> source, const To& to, std::span<T> target,
+template <class T, class Communicator>
+void copy_locally(Communicator& world, mapping_ref from, std::span<const T> source, mapping_ref to, std::span<T> target,
                   std::string_view operation) {
   const int me = world.rank();
   std::int64_t elements = 0;
@@ -231,9 +226,9 @@ void copy_locally(Communicator& world, const From& from, std::span<const T> sour
 
 // Path 2, collective over mesh.axis(axis): every rank's one source block, gathered along the axis, and
 // each piece put where it lies in this rank's one destination block.
-template <class T, class Mesh, layout_mapping From, layout_mapping To>
-void gather_along(Mesh& mesh, int axis, const From& from, std::span<const T> source, const To& to, std::span<T> target,
-                  std::string_view operation) {
+template <class T, class Mesh>
+void gather_along(Mesh& mesh, int axis, mapping_ref from, std::span<const T> source, mapping_ref to,
+                  std::span<T> target, std::string_view operation) {
   auto& line = mesh.axis(axis);
   const auto pieces = shared_buffer<T>::scratch(source.size() * static_cast<std::size_t>(line.size()));
   line.all_gather(source, pieces.span());
@@ -250,8 +245,8 @@ void gather_along(Mesh& mesh, int axis, const From& from, std::span<const T> sou
 
 // Path 3, collective over `world`: one all_to_all_v of every rectangle where a source block meets a
 // destination block.
-template <class T, class Communicator, layout_mapping From, layout_mapping To>
-void exchange_all_to_all(Communicator& world, const From& from, std::span<const T> source, const To& to,
+template <class T, class Communicator>
+void exchange_all_to_all(Communicator& world, mapping_ref from, std::span<const T> source, mapping_ref to,
                          std::span<T> target, std::string_view operation) {
   const int me = world.rank();
   const int ranks = world.size();
@@ -322,8 +317,8 @@ void exchange_all_to_all(Communicator& world, const From& from, std::span<const 
 // Collective over `mesh`, whose world's ranks are the mappings' ranks: fills `target` (this rank's
 // blocks under `to`) from `source` (this rank's blocks under `from`) by the cheapest path that applies.
 // Padding in `target` is left untouched.
-template <class T, class Mesh, layout_mapping From, layout_mapping To>
-void exchange(Mesh& mesh, const From& from, std::span<const T> source, const To& to, std::span<T> target,
+template <class T, class Mesh>
+void exchange(Mesh& mesh, mapping_ref from, std::span<const T> source, mapping_ref to, std::span<T> target,
               std::string_view operation) {
   if (needs_no_communication(from, to)) {
     copy_locally(mesh.world(), from, source, to, target, operation);

@@ -28,6 +28,7 @@
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/mapping_ref.hpp"
 #include "shardwise/mesh/shape.hpp"
 #include "shardwise/tensor/exchange.hpp"
 
@@ -53,8 +54,8 @@ void sum_along(Mesh& mesh, const std::array<std::size_t, N>& axes, std::span<T> 
 
 // Whether every rank holds, under `mapping`, the blocks of the rank at coordinate 0 of its line along
 // mesh axis b (the mapping replicates along b).
-template <layout_mapping Mapping, std::size_t D>
-[[nodiscard]] bool same_blocks_along(const Mapping& mapping, const coordinates<D>& grid, std::size_t b) {
+template <std::size_t D>
+[[nodiscard]] bool same_blocks_along(mapping_ref mapping, const coordinates<D>& grid, std::size_t b) {
   for (int rank = 0; rank < mapping.ranks(); ++rank) {
     coordinates<D> point = point_in_grid(grid, rank);
     point[b] = 0;
@@ -69,8 +70,8 @@ template <layout_mapping Mapping, std::size_t D>
 // The pending axis of path 1, or -1 when none serves. The other pending axes are summed over before the
 // reduce-scatter, so the ranks along them must cut their addends alike: the destination replicates
 // along them.
-template <layout_mapping From, layout_mapping To, std::size_t D, std::size_t N>
-[[nodiscard]] int scattering_axis(const From& from, const To& to, const coordinates<D>& grid,
+template <std::size_t D, std::size_t N>
+[[nodiscard]] int scattering_axis(mapping_ref from, mapping_ref to, const coordinates<D>& grid,
                                   const std::array<std::size_t, N>& pending) {
   const auto replicated_along_the_others = [&](std::size_t a) {
     return std::ranges::all_of(pending, [&](std::size_t b) { return b == a || same_blocks_along(to, grid, b); });
@@ -83,9 +84,9 @@ template <layout_mapping From, layout_mapping To, std::size_t D, std::size_t N>
 // Path 1's input: this rank's addend (its one block under `from`) cut into the blocks `to` gives the
 // ranks of its line along `axis`, each `part_size` elements stored as its owner stores it (padding
 // zero), in the line's rank order.
-template <class T, class Mesh, layout_mapping From, layout_mapping To>
-[[nodiscard]] shared_buffer<T> parts_along(Mesh& mesh, int axis, const From& from, std::span<const T> addend,
-                                           const To& to, std::size_t part_size, std::string_view operation) {
+template <class T, class Mesh>
+[[nodiscard]] shared_buffer<T> parts_along(Mesh& mesh, int axis, mapping_ref from, std::span<const T> addend,
+                                           mapping_ref to, std::size_t part_size, std::string_view operation) {
   auto parts =
       shared_buffer<T>::scratch(part_size * static_cast<std::size_t>(mesh.shape()[static_cast<std::size_t>(axis)]));
   const block_info whole = from.block(mesh.world().rank(), 0);
@@ -102,9 +103,9 @@ template <class T, class Mesh, layout_mapping From, layout_mapping To>
 // Collective over `mesh`: fills `target` (this rank's blocks under `to`) with the sums over the mesh axes
 // `pending` of the addends `addends` (this rank's blocks under `from`), by the cheaper path that applies.
 // Padding in `target` is left untouched by path 2 and summed from zeros by path 1.
-template <class T, class Mesh, layout_mapping From, layout_mapping To, std::size_t N>
-void exchange_sum(Mesh& mesh, const From& from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
-                  const To& to, std::span<T> target, std::string_view operation) {
+template <class T, class Mesh, std::size_t N>
+void exchange_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
+                  mapping_ref to, std::span<T> target, std::string_view operation) {
   if (const int axis = scattering_axis(from, to, mesh.shape(), pending); axis >= 0) {
     const auto parts = parts_along(mesh, axis, from, addends, to, target.size(), operation);
     sum_along(mesh, pending, parts.span(), axis);
