@@ -21,8 +21,7 @@ TEST(local_gemm, every_form_equals_eigens_product) {
   const auto b_transposed_block = b.block(0, 1, 2, 4);
   const matrix start = matrix::Random(7, 6);
   for (const bool accumulate : {false, true}) {
-    const auto check = [&](const auto& left, const auto& right, const detail::gemm_operand<double>& l,
-                           const detail::gemm_operand<double>& r) {
+    const auto check = [&](const auto& left, const auto& right, const auto& l, const auto& r) {
       matrix out = start;
       detail::gemm(detail::destination(out.block(2, 1, 3, 2)), l, r, accumulate);
       matrix expected = start;

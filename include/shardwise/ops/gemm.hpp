@@ -2,9 +2,10 @@
 // gemm(out, left, right): out = op(left)·op(right), the one place the library's local products reach
 // Eigen's GEMM. Every operand is first described as what it is in memory, a row-major block of a buffer
 // (rows an outer stride apart) read as stored or transposed, so the products of the distributed
-// matrix products, attention and the vocabulary's logits instantiate Eigen's product for these four
-// forms only, not once for each expression type (a block of a map, a transposed block, a matrix...)
-// they happen to hold: each instantiation costs seconds of compile time (docs/compile-time.md).
+// matrix products, attention and the vocabulary's logits instantiate Eigen's product once for each of
+// the four forms they use, not once for each expression type (a block of a map, a transposed block, a
+// matrix...) they happen to hold: each instantiation costs seconds of compile time
+// (docs/compile-time.md).
 #include <Eigen/Core>
 #include <type_traits>
 
@@ -18,13 +19,21 @@ using strided_map =
     Eigen::Map<std::conditional_t<std::is_const_v<T>, const row_major<std::remove_const_t<T>>, row_major<T>>,
                Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// A product's operand: a stored row-major block, and whether the product reads its transpose.
-template <class T>
+// A product's operand: a stored row-major block, read as its transpose when Transposed.
+template <class T, bool Transposed>
 struct gemm_operand {
+  static constexpr bool is_transposed = Transposed;
   strided_map<const T> stored;
-  bool is_transposed = false;
 
-  [[nodiscard]] gemm_operand transposed() const { return {stored, !is_transposed}; }
+  [[nodiscard]] gemm_operand<T, !Transposed> transposed() const { return {stored}; }
+  // op(stored), as the product reads it.
+  [[nodiscard]] auto read() const {
+    if constexpr (Transposed) {
+      return stored.transpose();
+    } else {
+      return stored;
+    }
+  }
 };
 
 template <class Expression>
@@ -42,11 +51,21 @@ template <class Expression>
   require_stored_block<Expression>();
   using T = typename Expression::Scalar;
   if constexpr ((Expression::Flags & Eigen::RowMajorBit) != 0) {
-    return gemm_operand<T>{{matrix.data(), matrix.rows(), matrix.cols(), Eigen::OuterStride<>(matrix.outerStride())},
-                           false};
+    return gemm_operand<T, false>{
+        {matrix.data(), matrix.rows(), matrix.cols(), Eigen::OuterStride<>(matrix.outerStride())}};
   } else {
-    return gemm_operand<T>{{matrix.data(), matrix.cols(), matrix.rows(), Eigen::OuterStride<>(matrix.outerStride())},
-                           true};
+    return gemm_operand<T, true>{
+        {matrix.data(), matrix.cols(), matrix.rows(), Eigen::OuterStride<>(matrix.outerStride())}};
+  }
+}
+
+// `matrix` as an operand, read transposed when Transpose.
+template <bool Transpose, class Expression>
+[[nodiscard]] auto operand(const Expression& matrix) {
+  if constexpr (Transpose) {
+    return operand(matrix).transposed();
+  } else {
+    return operand(matrix);
   }
 }
 
@@ -61,26 +80,12 @@ template <class Expression>
 }
 
 // out = op(left)·op(right), or out += it when `accumulate`. `out` must not overlap the operands.
-template <class T>
-void gemm(strided_map<T> out, const gemm_operand<T>& left, const gemm_operand<T>& right, bool accumulate = false) {
-  const auto product = [&](const auto& a, const auto& b) {
-    if (accumulate) {
-      out.noalias() += a * b;
-    } else {
-      out.noalias() = a * b;
-    }
-  };
-  if (left.is_transposed) {
-    if (right.is_transposed) {
-      product(left.stored.transpose(), right.stored.transpose());
-    } else {
-      product(left.stored.transpose(), right.stored);
-    }
-  } else if (right.is_transposed) {
-    product(left.stored, right.stored.transpose());
-  } else {
-    product(left.stored, right.stored);
-  }
+// Only += is instantiated: Eigen's = zeroes the destination and accumulates into it too.
+template <class T, bool TransposeLeft, bool TransposeRight>
+void gemm(strided_map<T> out, const gemm_operand<T, TransposeLeft>& left, const gemm_operand<T, TransposeRight>& right,
+          bool accumulate = false) {
+  if (!accumulate) out.setZero();
+  out.noalias() += left.read() * right.read();
 }
 
 }  // namespace shardwise::detail

@@ -68,8 +68,8 @@ template <bool Transposed, class Matrix>
 template <bool TransposeLeft, bool TransposeRight, class Communicator, class Out, class Left, class Right>
 void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& right, bool accumulate) {
   const auto result = destination(out);
-  const auto a = TransposeLeft ? operand(left).transposed() : operand(left);
-  const auto b = TransposeRight ? operand(right).transposed() : operand(right);
+  const auto a = operand<TransposeLeft>(left);
+  const auto b = operand<TransposeRight>(right);
   const auto m = static_cast<double>(result.rows());
   const auto n = static_cast<double>(result.cols());
   const auto k = static_cast<double>(a.is_transposed ? a.stored.rows() : a.stored.cols());
