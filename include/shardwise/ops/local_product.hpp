@@ -4,9 +4,9 @@
 // shape check, and the reusable buffers the products gather into.
 //
 // The local GEMM (ops/gemm.hpp) is the one place every product computes, so it is where a product's
-// compute takes modelled time: on a communicator that launches kernels (sim_gpu, sim/sim_gpu.hpp) each GEMM is a
-// kernel declaring its work (2·m·n·k FLOPs, its operands read and its result written); on the others
-// it simply runs, and the check is compiled away.
+// compute takes modelled time: on a communicator that launches kernels (sim_gpu, sim/sim_gpu.hpp) each
+// GEMM is a kernel declaring its work (2·m·n·k FLOPs, its operands read and its result written); on the
+// others it simply runs, and the check is compiled away.
 #include <Eigen/Core>
 #include <array>
 #include <cstddef>
@@ -14,7 +14,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
