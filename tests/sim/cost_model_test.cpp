@@ -221,7 +221,7 @@ TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_
         const double formula = 2 * (k - 1) * (in.latency + n / k / in.bandwidth) + (k - 1.0) / k * n * reduce +
                                2 * (nodes - 1) * (out.latency + crossing) + (nodes - 1.0) / P * n * reduce;
         const collective_cost costs(m);
-        const double hierarchical = costs.play(devices, steps, nullptr, 0);
+        const double hierarchical = costs.play({devices}, steps, nullptr, 0);
         expect_within_one_percent(hierarchical, formula, "hierarchical all-reduce, " + at);
         if (P == 8 && n == sizes.back()) {
           machine flat = m;
@@ -264,7 +264,7 @@ TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
 // Groups the network cannot tell apart (the same nodes and network interfaces up to renaming; the
 // same offsets on a ring or torus) are simulated once, and each gets the duration it gets alone;
 // groups that share an interface differently, or lie otherwise on a torus, are kept apart.
-TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each_as_if_alone) {
+TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each) {
   const link_model peer{bandwidth, alpha, "peer"};
   const link_model ib{10e9, 5e-6, "ib"};
   struct case_of {
@@ -274,10 +274,12 @@ TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each_as_if_
   };
   const std::vector<case_of> cases = {
       // Nodes of 4 GPUs with 2 NICs each (GPUs 0 and 1 share one): within a node; one GPU per node on
-      // its node's first NIC; two nodes with both GPUs on one NIC, or on two.
+      // its node's first NIC; two nodes with both GPUs on one NIC, or on two. The two groups of one GPU
+      // per node are alike, but the labels, numbered in order of appearance, meet their translates'
+      // NICs in another order: two placements where one would do (a simulation more, not a wrong one).
       {{gpu, topology::nodes(32, 4, peer, ib, 2)},
        {{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 4, 8, 12}, {1, 5, 9, 13}, {0, 1, 4, 5}, {8, 9, 12, 13}, {0, 2, 4, 6}},
-       4},
+       5},
       {{gpu, topology::ring(16, peer)}, {{0, 2, 4, 6}, {5, 7, 9, 11}, {15, 1, 3, 5}, {0, 1, 2, 3}}, 2},
       {{gpu, topology::torus_2d(4, 4, peer)}, {{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 4, 8, 12}, {1, 5, 9, 13}}, 2},
       {{gpu, topology::fully_connected(16, peer)}, {{0, 1, 2, 3}, {3, 9, 12, 15}, {0, 1, 2, 3, 4, 5}}, 2},
@@ -297,12 +299,47 @@ TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each_as_if_
     EXPECT_EQ(shared.groups(), c.groups.size());
     EXPECT_EQ(shared.placements(), c.placements);
   }
-  // The two placements of two nodes differ: both GPUs of a node behind one NIC take longer.
-  collective_cost costs({gpu, topology::nodes(32, 4, peer, ib, 2)});
+  // The two placements of two nodes differ, priced alone: both GPUs of a node behind one NIC take longer.
+  machine alone_on_the_network{gpu, topology::nodes(32, 4, peer, ib, 2)};
+  alone_on_the_network.axis_groups_share_links = false;
+  collective_cost costs(alone_on_the_network);
   const std::vector<int> one_nic{0, 1, 4, 5}, two_nics{0, 2, 4, 6};
   const collective_shape shape{collective::all_to_all, 1 << 20, 0};
   EXPECT_GT(costs.duration(costs.group_id(one_nic), one_nic, shape),
             costs.duration(costs.group_id(two_nics), two_nics, shape));
+}
+
+// Nodes of 4 GPUs behind one NIC: a group of one GPU per node has three translates (the other
+// positions in the nodes), and the four groups' rings cross each NIC together, so each transfer gets a
+// quarter of it. A group inside one node shares no link with its translates in the other nodes.
+TEST(collective_cost, the_groups_of_a_mesh_axis_share_the_links_they_cross) {
+  const link_model peer{bandwidth, alpha, "peer"};
+  const link_model ib{10e9, 5e-6, "ib"};
+  machine together{gpu, topology::nodes(16, 4, peer, ib, 1)};
+  together.algorithms.all_gather = algorithm::ring;
+  machine alone = together;
+  alone.axis_groups_share_links = false;
+  const double b = 1 << 24;
+  const collective_shape gather{collective::all_gather, b, 0};
+  const std::vector<int> across{0, 4, 8, 12}, inside{4, 5, 6, 7};
+  const auto duration = [&](const machine& m, const std::vector<int>& devices) {
+    collective_cost costs(m);
+    return costs.duration(costs.group_id(devices), devices, gather);
+  };
+  expect_within_one_percent(duration(alone, across), 3 * (ib.latency + b / ib.bandwidth), "one line of the axis alone");
+  expect_within_one_percent(duration(together, across), 3 * (ib.latency + 4 * b / ib.bandwidth),
+                            "the axis's four lines together");
+  EXPECT_EQ(duration(together, inside), duration(alone, inside));
+  expect_within_one_percent(duration(together, inside), 3 * (alpha + b * beta), "a group inside a node");
+  // Routes of disjoint pairs meet behind a shared NIC and on multi-hop networks only.
+  EXPECT_TRUE(together.network.disjoint_routes_can_meet());
+  EXPECT_TRUE(topology::torus_2d(4, 4, peer).disjoint_routes_can_meet());
+  EXPECT_TRUE(topology::ring(8, peer).disjoint_routes_can_meet());
+  EXPECT_FALSE(topology::nodes(16, 4, peer, ib, 4).disjoint_routes_can_meet());
+  EXPECT_FALSE(topology::fully_connected(8, peer).disjoint_routes_can_meet());
+  // The whole machine has no translate to share with.
+  EXPECT_EQ(duration(together, {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}),
+            duration(alone, {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}));
 }
 
 TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {

@@ -4,9 +4,9 @@
 // slowest transfer plus the reduction of what arrived. A run shares one collective_cost among its
 // ranks; durations are cached per (placement, collective, size, root), since programs repeat the same
 // calls, so each distinct call is simulated once however many ranks and iterations ask. A placement is
-// a group up to the topology's symmetries: the 256 tensor-parallel groups of a 4096-GPU mesh, one per
-// node, cost the same, so they are simulated once, not 256 times (placement_class_of says which
-// groups the network cannot tell apart).
+// a group (with the groups that run beside it, below) up to the topology's symmetries: the 256 tensor-parallel groups
+// of a 4096-GPU mesh, one per node, cost the same, so they are simulated once, not 256 times (placement_class_of says
+// which groups the network cannot tell apart).
 //
 // Which algorithm: a fixed choice (machine.algorithms), or for an automatic one the applicable
 // algorithm of least modelled time on the group's devices — so the placement decides: where the GPUs
@@ -14,10 +14,16 @@
 // steps cross the interface once each way, not Rabenseifner, whose exchanges between the nodes queue
 // on it. The hierarchical algorithm takes the group's nodes from the topology (placement_of).
 // algorithm_choice::by_modelled_cost = false keeps the MPICH rule instead.
+//
+// Groups that run together: with machine.axis_groups_share_links, a collective is played with the
+// same steps on every translate of its group that tiles the machine (concurrent_groups), and lasts
+// until the group's own transfers are done. A mesh axis is such a tiling, and its groups issue the
+// same collectives at once, so their transfers contend where they share links (a node's NIC).
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -41,7 +47,8 @@ class collective_cost {
     std::lock_guard lock(mutex_);
     const auto [found, added] = groups_.try_emplace(devices, static_cast<int>(groups_.size()));
     if (added) {
-      const auto placement = placements_.try_emplace(placement_class_of(devices), static_cast<int>(placements_.size()));
+      const auto placement =
+          placements_.try_emplace(placement_class_of(concurrent_groups(devices)), static_cast<int>(placements_.size()));
       placement_of_group_.push_back(placement.first->second);
     }
     return found->second;
@@ -68,37 +75,55 @@ class collective_cost {
     return timed(group, devices, shape).seconds;
   }
   // all_to_all_v: bytes[s][d] from member s to member d (not cached: counts change from call to call).
+  // Priced alone: the other groups' counts are not known.
   double duration(const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes) const {
-    return play(devices, pairwise_steps(bytes), nullptr, 0);
+    return play({devices}, pairwise_steps(bytes), nullptr, 0);
   }
 
   // Draws the collective's link activity from `start` on (for timelines).
   void record_links(timeline& trace, int group, const std::vector<int>& devices, const collective_shape& shape,
                     double start) {
-    play(devices, steps_of(algorithm_for(group, devices, shape), shape, devices), &trace, start);
+    play(concurrent_groups(devices), steps_of(algorithm_for(group, devices, shape), shape, devices), &trace, start);
   }
   void record_links(timeline& trace, const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes,
                     double start) const {
-    play(devices, pairwise_steps(bytes), &trace, start);
+    play({devices}, pairwise_steps(bytes), &trace, start);
   }
 
-  // The steps played one after another from `start`: their total duration. With a timeline, every
-  // link's busy interval in every step (repeated steps drawn up to a limit that keeps traces small).
-  double play(const std::vector<int>& devices, const std::vector<step>& steps, timeline* trace, double start) const {
+  // The steps played one after another from `start` by `groups` at once (the first is the one priced;
+  // the others run the same steps on their own devices and share the links): the first group's total
+  // duration. With a timeline, the busy interval of every link the first group's transfers use, in
+  // every step (repeated steps drawn up to a limit that keeps traces small).
+  double play(const std::vector<std::vector<int>>& groups, const std::vector<step>& steps, timeline* trace,
+              double start) const {
     constexpr std::int64_t drawn_repeats = 256;
+    const std::vector<int>& devices = groups.front();
     double elapsed = 0;
     std::vector<transfer> transfers;
+    std::set<std::int64_t> own_links;
     if (trace) trace->name_process(timeline::network_process, "network");
     for (const auto& s : steps) {
       transfers.clear();
-      for (const auto& e : s.exchanges)
-        transfers.push_back({devices[static_cast<std::size_t>(e.source)],
-                             devices[static_cast<std::size_t>(e.destination)], e.bytes, 0});
+      for (const auto& members : groups)
+        for (const auto& e : s.exchanges)
+          transfers.push_back({members[static_cast<std::size_t>(e.source)],
+                               members[static_cast<std::size_t>(e.destination)], e.bytes, 0});
       const network_timing timing = simulate(model_->network, transfers, trace != nullptr);
-      const double step_time = timing.finish() + model_->device.reduction_time(s.reduced_bytes);
+      double own_finish = 0;
+      for (std::size_t i = 0; i < s.exchanges.size(); ++i)
+        own_finish = std::max(own_finish, timing.transfers[i].finish);
+      const double step_time = own_finish + model_->device.reduction_time(s.reduced_bytes);
       if (trace) {
+        own_links.clear();
+        for (const auto& e : s.exchanges)
+          for (const auto link : model_->network
+                                     .route_between(devices[static_cast<std::size_t>(e.source)],
+                                                    devices[static_cast<std::size_t>(e.destination)])
+                                     .links)
+            own_links.insert(link);
         for (std::int64_t k = 0; k < std::min(s.repeat, drawn_repeats); ++k)
           for (const auto& busy : timing.links) {
+            if (!own_links.contains(busy.link)) continue;
             const track t{timeline::network_process, busy.link};
             if (!trace->has_track(t)) trace->name_track(t, model_->network.link_name(busy.link));
             trace->add(t, std::to_string(busy.transfers) + (busy.transfers == 1 ? " transfer" : " transfers"),
@@ -122,6 +147,48 @@ class collective_cost {
                     placement_of(devices));
   }
 
+  // The groups that run a collective with `devices` at the same moment: `devices` first, then each
+  // translate of it that fits among the devices not yet taken, by the topology's translations (cyclic
+  // on a ring, in both dimensions on a torus, along the GPU numbering across nodes), trying shifts in
+  // order from `devices`, so that a translate of a group keeps company with the translates of its own.
+  [[nodiscard]] std::vector<std::vector<int>> concurrent_groups(const std::vector<int>& devices) const {
+    std::vector<std::vector<int>> groups{devices};
+    const topology& net = model_->network;
+    const int all = net.devices();
+    // Where disjoint groups' transfers cannot meet on a link (fully connected, a NIC per GPU), there is
+    // nothing to play with the others.
+    if (!model_->axis_groups_share_links || !net.disjoint_routes_can_meet() || devices.size() <= 1 ||
+        static_cast<int>(devices.size()) >= all)
+      return groups;
+    const int first = devices.front(), cols = net.columns(), rows = all / cols;
+    // Device d moved by shift k (0 ≤ k < all), or -1 off the machine.
+    const auto moved = [&](int d, int k) {
+      switch (net.kind()) {
+        case topology::shape::torus_2d: return (d / cols + k / cols) % rows * cols + (d % cols + k % cols) % cols;
+        case topology::shape::nodes: {
+          const int t = d + k - (k > all - 1 - first ? all : 0);  // shifts past the last device wrap to negative
+          return t >= 0 && t < all ? t : -1;
+        }
+        default: return (d + k) % all;
+      }
+    };
+    std::vector<char> taken(static_cast<std::size_t>(all), 0);
+    for (const int d : devices) taken[static_cast<std::size_t>(d)] = 1;
+    std::vector<int> translate;
+    for (int k = 1; k < all; ++k) {
+      translate.clear();
+      for (const int d : devices) {
+        const int t = moved(d, k);
+        if (t < 0 || taken[static_cast<std::size_t>(t)]) break;
+        translate.push_back(t);
+      }
+      if (translate.size() != devices.size()) continue;
+      for (const int t : translate) taken[static_cast<std::size_t>(t)] = 1;
+      groups.push_back(translate);
+    }
+    return groups;
+  }
+
   // The group's members in nodes of equal width, consecutive in rank order (how the hierarchical
   // algorithm sees them); nodes of one member when the group is not laid out so.
   [[nodiscard]] placement placement_of(const std::vector<int>& devices) const {
@@ -135,39 +202,35 @@ class collective_cost {
     return {static_cast<int>(width)};
   }
 
-  // The group relabelled by what the network model can tell of it, so that groups it prices alike
-  // get one label. Nodes: each member's node and NIC, numbered in order of first appearance (links
-  // inside a node are one per pair, all alike; the NICs and their sharing are what differ). Ring and
-  // torus: the members relative to the first, which is exact for their translation symmetry. A fully
-  // connected network tells groups apart by size only.
-  [[nodiscard]] std::vector<int> placement_class_of(const std::vector<int>& devices) const {
+  // The groups relabelled by what the network model can tell of them (the first group's size, then
+  // every member of each group in turn), so that groups it prices alike get one label. Nodes: each
+  // member's node and NIC, numbered in order of first appearance (links inside a node are one per
+  // pair, all alike; the NICs and their sharing are what differ). Ring and torus: the members relative
+  // to the first group's first, which is exact for their translation symmetry. A fully connected
+  // network tells groups apart by size only.
+  [[nodiscard]] std::vector<int> placement_class_of(const std::vector<std::vector<int>>& groups) const {
     const topology& net = model_->network;
-    std::vector<int> label;
-    label.reserve(2 * devices.size());
-    switch (net.kind()) {
-      case topology::shape::fully_connected:
-        for (std::size_t i = 0; i < devices.size(); ++i) label.push_back(static_cast<int>(i));
-        break;
-      case topology::shape::ring:
-        for (const int d : devices) label.push_back((d - devices.front() + net.devices()) % net.devices());
-        break;
-      case topology::shape::torus_2d: {
-        const int cols = net.columns(), rows = net.devices() / cols;
-        const int row0 = devices.front() / cols, col0 = devices.front() % cols;
-        for (const int d : devices)
-          label.push_back((d / cols - row0 + rows) % rows * cols + (d % cols - col0 + cols) % cols);
-        break;
-      }
-      case topology::shape::nodes: {
-        std::map<std::int64_t, int> node_label, nic_label;
-        for (const int d : devices) {
-          label.push_back(
-              node_label.try_emplace(d / net.gpus_per_node(), static_cast<int>(node_label.size())).first->second);
-          label.push_back(nic_label.try_emplace(net.nic_of(d), static_cast<int>(nic_label.size())).first->second);
+    const int origin = groups.front().front();
+    std::vector<int> label{static_cast<int>(groups.front().size())};
+    std::map<std::int64_t, int> node_label, nic_label;
+    int position = 0;
+    for (const auto& devices : groups)
+      for (const int d : devices) {
+        switch (net.kind()) {
+          case topology::shape::fully_connected: label.push_back(position++); break;
+          case topology::shape::ring: label.push_back((d - origin + net.devices()) % net.devices()); break;
+          case topology::shape::torus_2d: {
+            const int cols = net.columns(), rows = net.devices() / cols;
+            label.push_back((d / cols - origin / cols + rows) % rows * cols + (d % cols - origin % cols + cols) % cols);
+            break;
+          }
+          case topology::shape::nodes:
+            label.push_back(
+                node_label.try_emplace(d / net.gpus_per_node(), static_cast<int>(node_label.size())).first->second);
+            label.push_back(nic_label.try_emplace(net.nic_of(d), static_cast<int>(nic_label.size())).first->second);
+            break;
         }
-        break;
       }
-    }
     return label;
   }
 
@@ -179,12 +242,13 @@ class collective_cost {
     if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
     const algorithm_choice& rules = model_->algorithms;
     const algorithm by_rule = rules.pick(shape, ranks);
-    choice best{by_rule, play(devices, steps_of(by_rule, shape, devices), nullptr, 0)};
+    const auto together = concurrent_groups(devices);
+    choice best{by_rule, play(together, steps_of(by_rule, shape, devices), nullptr, 0)};
     if (rules.by_modelled_cost && rules.is_automatic(shape.kind))
       for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
                                 algorithm::hierarchical, algorithm::binomial, algorithm::pipelined})
         if (a != by_rule && applies(shape.kind, a, ranks, placement_of(devices))) {
-          const double seconds = play(devices, steps_of(a, shape, devices), nullptr, 0);
+          const double seconds = play(together, steps_of(a, shape, devices), nullptr, 0);
           if (seconds < best.seconds) best = {a, seconds};
         }
     cache_.emplace(key, best);

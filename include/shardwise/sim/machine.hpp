@@ -11,6 +11,11 @@ struct machine {
   device_model device;
   sim::topology network;
   algorithm_choice algorithms{};
+  // A collective on a group is priced as run at the same moment by every translate of the group that
+  // tiles the machine (the other groups of a mesh axis, which an SPMD program drives alike), their
+  // transfers sharing the links: the four GPUs of a node on four different groups of an axis cross
+  // the node's one NIC together. False: each group priced alone on the network.
+  bool axis_groups_share_links = true;
   bool record_timeline = false;  // keep a timeline of every kernel, collective and link
 };
 

@@ -306,7 +306,7 @@ class rank_clock {
   double transfer_time(int from, int to, double bytes, std::optional<double> drawn_from = {}) const {
     const std::vector<sim::step> message{{{{from, to, bytes}}}};
     sim::timeline* const trace = drawn_from ? machine_->trace.get() : nullptr;
-    return machine_->costs.play(members_->devices, message, trace, drawn_from.value_or(0));
+    return machine_->costs.play({members_->devices}, message, trace, drawn_from.value_or(0));
   }
 
  private:

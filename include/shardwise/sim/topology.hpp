@@ -78,6 +78,16 @@ class topology {
     return static_cast<std::int64_t>(gpu / width_) * nics_per_node_ + (gpu % width_) * nics_per_node_ / width_;
   }
 
+  // Whether the routes of two transfers between four different devices can share a link: on a ring
+  // or torus (routes of several hops), and between nodes whose GPUs share a NIC.
+  [[nodiscard]] bool disjoint_routes_can_meet() const noexcept {
+    switch (shape_) {
+      case shape::fully_connected: return false;
+      case shape::nodes: return nics_per_node_ < width_;
+      default: return true;
+    }
+  }
+
   [[nodiscard]] route route_between(int source, int destination) const {
     check_device(source);
     check_device(destination);
