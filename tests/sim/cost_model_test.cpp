@@ -342,6 +342,28 @@ TEST(collective_cost, the_groups_of_a_mesh_axis_share_the_links_they_cross) {
             duration(alone, {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}));
 }
 
+// On a torus the rows count as nodes: the hierarchical all-reduce goes along the rows, down the columns
+// and along the rows again, every step one hop, and the modelled choice takes it over the flat ring,
+// whose 2(P-1) steps pay the latency 2(P-1) times for the same bytes.
+TEST(collective_cost, a_torus_all_reduces_along_its_rows_then_down_its_columns) {
+  const link_model ici{bandwidth, alpha, "ici"};
+  const machine torus{gpu, topology::torus_2d(8, 8, ici)};
+  const int P = 64, k = 8;
+  const double n = 64.0 * (1 << 20);
+  std::vector<int> devices;
+  for (int r = 0; r < P; ++r) devices.push_back(r);
+  collective_cost costs(torus);
+  const int group = costs.group_id(devices);
+  const collective_shape shape{collective::all_reduce, n, 0};
+  EXPECT_EQ(costs.algorithm_for(group, devices, shape), algorithm::hierarchical);
+  const double formula = 2 * (k - 1) * (alpha + n / k * beta) + (k - 1.0) / k * n * gamma +
+                         2 * (P / k - 1) * (alpha + n / P * beta) + (P / k - 1.0) / P * n * gamma;
+  expect_within_one_percent(costs.duration(group, devices, shape), formula, "hierarchical all-reduce on the torus");
+  machine flat = torus;
+  flat.algorithms.all_reduce = algorithm::ring;
+  EXPECT_LT(costs.duration(group, devices, shape), modelled(flat, P, shape));
+}
+
 TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {
   const auto ring = schedule(algorithm::ring, {collective::all_reduce, 1 << 20, 0}, 1024);
   ASSERT_EQ(ring.size(), 2U);  // the reduce-scatter's 1023 steps, then the all-gather's

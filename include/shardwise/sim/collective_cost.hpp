@@ -190,9 +190,12 @@ class collective_cost {
   }
 
   // The group's members in nodes of equal width, consecutive in rank order (how the hierarchical
-  // algorithm sees them); nodes of one member when the group is not laid out so.
+  // algorithm sees them); nodes of one member when the group is not laid out so. A torus's rows count
+  // as its nodes: the hierarchical all-reduce then runs along the rows, down the columns and along the
+  // rows again, the torus's two-phase all-reduce.
   [[nodiscard]] placement placement_of(const std::vector<int>& devices) const {
-    const int per_node = model_->network.gpus_per_node();
+    const topology& net = model_->network;
+    const int per_node = net.kind() == topology::shape::torus_2d ? net.columns() : net.gpus_per_node();
     const auto node = [&](std::size_t i) { return devices[i] / per_node; };
     std::size_t width = 1;
     while (width < devices.size() && node(width) == node(0)) ++width;
