@@ -18,10 +18,12 @@
 #include "shardwise/fused/embedding_bag.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "support/backends.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::relative_error;
 
 template <class Backend>
 class embedding_bag_layer : public ::testing::Test {};
@@ -75,10 +77,6 @@ T output_gradient_at(std::int64_t row, std::int64_t column) {
   return static_cast<T>((row * 29 + column * 13) % 89) / T(83) - T(0.5);
 }
 
-double relative(const auto& a, const auto& b) {
-  return static_cast<double>((a - b).norm()) / std::max(1e-300, static_cast<double>(b.norm()));
-}
-
 template <class T, class Comm>
 void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
   const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
@@ -130,7 +128,7 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
           expected.block(b - layer.first_row(), column_of(t), 1, table.cols()) = pooled / divisor;
       }
     }
-    EXPECT_LE(relative(out.local(), expected), tolerance) << what << ", call " << call;
+    EXPECT_LE(relative_error(out.local(), expected), tolerance) << what << ", call " << call;
     // Backward: each piece's touched rows against the serial gradient's rows; the paths bit for bit.
     layer.backward(gradient);
     baseline_layer->backward(gradient);
@@ -155,7 +153,7 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
       }
       const matrix<T> serial =
           expected_gradients[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows());
-      EXPECT_LE(relative(dense, serial), tolerance) << what << ", " << name << ", call " << call;
+      EXPECT_LE(relative_error(dense, serial), tolerance) << what << ", " << name << ", call " << call;
       // The piece's values are the table's rows from first_row on.
       EXPECT_EQ(p.value, whole_table<T>(p.table).middleRows(p.first_row, p.value.rows())) << name;
       p.gradient.clear();

@@ -129,8 +129,6 @@ struct serial_dlrm {
   }
 };
 
-inline double relative(const matrix& a, const matrix& b) { return (a - b).norm() / std::max(1e-300, b.norm()); }
-
 template <class Model>
 serial_dlrm serial_of(Model& model, const model::dlrm_config& c) {
   serial_dlrm s;

@@ -18,6 +18,7 @@
 #include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/model/dlrm.hpp"
 #include "support/backends.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
@@ -59,7 +60,7 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
     matrix mine_gradient = p.gradient.local();
     EXPECT_EQ(mine_gradient, unfused_dense[k++]) << what << ": " << name << " differs between the paths";
     mesh.data().all_reduce(std::span<double>(mine_gradient.data(), static_cast<std::size_t>(mine_gradient.size())));
-    EXPECT_LE(relative(mine_gradient / static_cast<double>(world.size()), g.dense.at(name)), 1e-12)
+    EXPECT_LE(relative_error(mine_gradient / static_cast<double>(world.size()), g.dense.at(name)), 1e-12)
         << what << ": " << name;
   });
   // Tables: each piece's touched rows.
@@ -77,8 +78,9 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
       for (Eigen::Index j = 0; j < dense.cols(); ++j)
         dense(p.gradient.touched()[i], j) = p.gradient.values(i)[static_cast<std::size_t>(j)];
     }
-    EXPECT_LE(relative(dense, g.tables[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows())),
-              1e-12)
+    EXPECT_LE(
+        relative_error(dense, g.tables[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows())),
+        1e-12)
         << what << ": " << name;
   });
 }
