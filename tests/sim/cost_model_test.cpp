@@ -2,8 +2,10 @@
 // algorithm's modelled time against its α-β formula (sim/schedule.hpp) when no link is shared.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -362,6 +364,60 @@ TEST(collective_cost, a_torus_all_reduces_along_its_rows_then_down_its_columns) 
   machine flat = torus;
   flat.algorithms.all_reduce = algorithm::ring;
   EXPECT_LT(costs.duration(group, devices, shape), modelled(flat, P, shape));
+}
+
+// Over many groups — strided lines that tile the machine, and scattered ones that do not — on every
+// topology whose routes can meet: a group priced from a cost cache that has seen every other group
+// costs what it costs priced first (so a placement class never joins groups the network tells apart),
+// and its company never makes it faster than alone.
+TEST(collective_cost, company_is_cached_by_placement_and_only_slows) {
+  const link_model peer{bandwidth, alpha, "peer"};
+  const link_model ib{10e9, 5e-6, "ib"};
+  const std::vector<topology> networks = {topology::nodes(32, 4, peer, ib, 1), topology::nodes(32, 4, peer, ib, 2),
+                                          topology::torus_2d(4, 8, peer), topology::ring(16, peer)};
+  std::uint64_t state = 12345;
+  const auto next = [&](int below) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int>((state >> 33) % static_cast<std::uint64_t>(below));
+  };
+  for (const topology& net : networks) {
+    const machine together{gpu, net};
+    machine alone = together;
+    alone.axis_groups_share_links = false;
+    const int P = net.devices();
+    std::vector<std::vector<int>> groups;
+    for (const int stride : {1, 2, 4, 8})
+      for (const int size : {2, 4})
+        if (stride * size <= P)
+          for (const int first : {0, 1, 3}) {
+            std::vector<int> line;
+            for (int i = 0; i < size; ++i) line.push_back((first + i * stride) % P);
+            groups.push_back(line);
+          }
+    for (int g = 0; g < 6; ++g) {
+      std::vector<int> scattered;
+      for (int i = 0; i < 4; ++i) {
+        int d = next(P);
+        while (std::find(scattered.begin(), scattered.end(), d) != scattered.end()) d = (d + 1) % P;
+        scattered.push_back(d);
+      }
+      groups.push_back(scattered);
+    }
+    collective_cost shared(together);
+    for (const auto& devices : groups) (void)shared.group_id(devices);
+    for (const auto& devices : groups)
+      for (const collective_shape& shape : {collective_shape{collective::all_reduce, 8.0 * (1 << 20), 0},
+                                            collective_shape{collective::all_gather, 1 << 20, 0},
+                                            collective_shape{collective::broadcast, 1 << 22, 1}}) {
+        collective_cost fresh(together), lone(alone);
+        const double cached = shared.duration(shared.group_id(devices), devices, shape);
+        const std::string what = std::string(name_of(shape.kind)) + " on a group starting at " +
+                                 std::to_string(devices.front()) + " of " + std::to_string(devices.size()) +
+                                 ", network of kind " + std::to_string(static_cast<int>(net.kind()));
+        EXPECT_EQ(cached, fresh.duration(fresh.group_id(devices), devices, shape)) << what;
+        EXPECT_GE(cached, lone.duration(lone.group_id(devices), devices, shape) * (1 - 1e-12)) << what;
+      }
+  }
 }
 
 TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {
