@@ -263,9 +263,10 @@ TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
 
 // The steps come from comm/algorithms/, one per step of the algorithm on every rank; alike neighbours
 // are played once with a repeat count, which keeps 1024-rank collectives cheap to cost.
-// Groups the network cannot tell apart (the same nodes and network interfaces up to renaming; the
-// same offsets on a ring or torus) are simulated once, and each gets the duration it gets alone;
-// groups that share an interface differently, or lie otherwise on a torus, are kept apart.
+// Groups the network cannot tell apart (the same nodes and network interfaces up to renaming, their
+// translates' too; the same offsets on a ring or torus) are simulated once, and each gets the duration
+// a fresh cost model gives it; groups that share an interface differently, or lie otherwise on a
+// torus, are kept apart.
 TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each) {
   const link_model peer{bandwidth, alpha, "peer"};
   const link_model ib{10e9, 5e-6, "ib"};

@@ -4,9 +4,9 @@
 // slowest transfer plus the reduction of what arrived. A run shares one collective_cost among its
 // ranks; durations are cached per (placement, collective, size, root), since programs repeat the same
 // calls, so each distinct call is simulated once however many ranks and iterations ask. A placement is
-// a group (with the groups that run beside it, below) up to the topology's symmetries: the 256 tensor-parallel groups
-// of a 4096-GPU mesh, one per node, cost the same, so they are simulated once, not 256 times (placement_class_of says
-// which groups the network cannot tell apart).
+// a group (with the groups that run beside it, below) up to the topology's symmetries: the 256
+// tensor-parallel groups of a 4096-GPU mesh, one per node, cost the same, so they are simulated once,
+// not 256 times (placement_class_of says which groups the network cannot tell apart).
 //
 // Which algorithm: a fixed choice (machine.algorithms), or for an automatic one the applicable
 // algorithm of least modelled time on the group's devices — so the placement decides: where the GPUs
