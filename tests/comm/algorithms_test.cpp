@@ -31,10 +31,11 @@ constexpr std::array all_algorithms = {algorithm::ring,          algorithm::recu
 struct choice {
   algorithm chosen;
   placement where;
+  int channels = 1;
 };
 
 // The algorithms of `kind` that apply on `ranks` ranks, the hierarchical one in every node width of
-// 1, 2 and `ranks` that divides `ranks`.
+// 1, 2 and `ranks` that divides `ranks`, each in every number of channels it can run in.
 std::vector<choice> algorithms_for(collective kind, int ranks) {
   std::vector<choice> found;
   for (const algorithm a : all_algorithms) {
@@ -43,7 +44,8 @@ std::vector<choice> algorithms_for(collective kind, int ranks) {
       for (const int k : {2, ranks})
         if (k > widths.back()) widths.push_back(k);
     for (const int k : widths)
-      if (applies(kind, a, ranks, {k})) found.push_back({a, {k}});
+      for (int channels = 1; channels <= most_channels(a); channels *= 2)
+        if (applies(kind, a, ranks, {k}, channels)) found.push_back({a, {k}, channels});
   }
   return found;
 }
@@ -51,7 +53,8 @@ std::vector<choice> algorithms_for(collective kind, int ranks) {
 std::string context(collective kind, choice c, std::size_t n, bool in_place, int rank) {
   return std::string(name_of(kind)) + " by " + std::string(name_of(c.chosen)) +
          (c.chosen == algorithm::hierarchical ? " in nodes of " + std::to_string(c.where.ranks_per_node) : "") +
-         ", n = " + std::to_string(n) + (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
+         (c.channels > 1 ? " in " + std::to_string(c.channels) + " channels" : "") + ", n = " + std::to_string(n) +
+         (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
 }
 
 std::vector<float> random_floats(int rank, std::size_t n) {
@@ -78,25 +81,26 @@ void expect_near(const std::vector<float>& actual, const std::vector<float>& exp
 TYPED_TEST(collective_algorithms, all_reduce_equals_serial_reduction) {
   TypeParam::run(
       [](communicator auto& comm) {
-        // Ring, recursive doubling, Rabenseifner, and hierarchical in nodes of 1, of 2 (P even, P > 2), of P.
+        // Ring in 1 and 2 channels, recursive doubling, Rabenseifner, and hierarchical in 1, 2 and 4
+        // channels in nodes of 1, of 2 (P even, P > 2), of P.
         const int ranks = comm.size();
         const std::size_t node_widths = ranks == 1 ? 1 : ranks % 2 == 0 && ranks > 2 ? 3 : 2;
-        ASSERT_EQ(algorithms_for(collective::all_reduce, ranks).size(), 3 + node_widths);
+        ASSERT_EQ(algorithms_for(collective::all_reduce, ranks).size(), 4 + 3 * node_widths);
         for (const choice a : algorithms_for(collective::all_reduce, ranks)) {
           for (const std::size_t n : {0, 1, 7, 64, 1001})
             for (const bool in_place : {false, true}) {
               for (const op reduction : all_ops) {
                 auto data = contributions<std::int64_t>(reduction, comm.rank(), n);
                 std::vector<std::int64_t> out(n);
-                if (in_place) algorithms::all_reduce(comm, data, data, reduction, a.chosen, a.where);
+                if (in_place) algorithms::all_reduce(comm, data, data, reduction, a.chosen, a.where, a.channels);
                 else
-                  algorithms::all_reduce(comm, data, out, reduction, a.chosen, a.where);
+                  algorithms::all_reduce(comm, data, out, reduction, a.chosen, a.where, a.channels);
                 EXPECT_TRUE(
                     same_elements(in_place ? data : out, serial_reduction<std::int64_t>(reduction, comm.size(), n)))
                     << context(collective::all_reduce, a, n, in_place, comm.rank()) << ", op " << name_of(reduction);
               }
               std::vector<float> sums(n);
-              algorithms::all_reduce(comm, random_floats(comm.rank(), n), sums, op::sum, a.chosen, a.where);
+              algorithms::all_reduce(comm, random_floats(comm.rank(), n), sums, op::sum, a.chosen, a.where, a.channels);
               expect_near(sums, serial_sum_of_random_floats(comm.size(), n),
                           context(collective::all_reduce, a, n, in_place, comm.rank()));
             }
@@ -122,17 +126,18 @@ TYPED_TEST(collective_algorithms, reduce_scatter_equals_serial_reduction) {
                 std::vector<std::int64_t> out(block);
                 if (in_place) {
                   const std::span<std::int64_t> own = std::span(data).subspan(rank * block, block);
-                  algorithms::reduce_scatter(comm, data, own, reduction, a.chosen);
+                  algorithms::reduce_scatter(comm, data, own, reduction, a.chosen, a.channels);
                   out.assign(own.begin(), own.end());
                 } else {
-                  algorithms::reduce_scatter(comm, data, out, reduction, a.chosen);
+                  algorithms::reduce_scatter(comm, data, out, reduction, a.chosen, a.channels);
                 }
                 EXPECT_TRUE(same_elements(out, expected))
                     << context(collective::reduce_scatter, a, block, in_place, comm.rank()) << ", op "
                     << name_of(reduction);
               }
               std::vector<float> sums(block);
-              algorithms::reduce_scatter(comm, random_floats(comm.rank(), block * ranks), sums, op::sum, a.chosen);
+              algorithms::reduce_scatter(comm, random_floats(comm.rank(), block * ranks), sums, op::sum, a.chosen,
+                                         a.channels);
               const auto whole = serial_sum_of_random_floats(comm.size(), block * ranks);
               expect_near(sums,
                           std::vector<float>(whole.begin() + static_cast<std::ptrdiff_t>(rank * block),
@@ -157,11 +162,11 @@ TYPED_TEST(collective_algorithms, all_gather_collects_every_block_in_rank_order)
               std::vector<std::int64_t> out(block * ranks);
               if (in_place) {
                 for (std::size_t i = 0; i < block; ++i) out[rank * block + i] = tagged<std::int64_t>(comm.rank(), i);
-                algorithms::all_gather(comm, std::span(out).subspan(rank * block, block), out, a.chosen);
+                algorithms::all_gather(comm, std::span(out).subspan(rank * block, block), out, a.chosen, a.channels);
               } else {
                 std::vector<std::int64_t> mine(block);
                 for (std::size_t i = 0; i < block; ++i) mine[i] = tagged<std::int64_t>(comm.rank(), i);
-                algorithms::all_gather(comm, mine, out, a.chosen);
+                algorithms::all_gather(comm, mine, out, a.chosen, a.channels);
               }
               EXPECT_TRUE(same_elements(out, expected))
                   << context(collective::all_gather, a, block, in_place, comm.rank());
@@ -303,6 +308,11 @@ TYPED_TEST(collective_algorithms, misuse_throws_naming_the_call_the_rank_and_the
         EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {.ranks_per_node = 0}),
                      argument_error);
         EXPECT_THROW(algorithms::all_gather(comm, in, out, algorithm::hierarchical), argument_error);
+        expect_refusal([&] { algorithms::all_gather(comm, in, out, algorithm::ring, 4); },
+                       "algorithms::all_gather(ring in 4 channels): ring in 4 channels is not an algorithm for "
+                       "all_gather on 3 ranks");
+        EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::rabenseifner, {}, 2), argument_error);
+        EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {}, 3), argument_error);
         EXPECT_THROW(algorithms::broadcast(comm, in, comm.size(), algorithm::binomial), argument_error);
         EXPECT_THROW(algorithms::reduce_scatter(comm, in, in, op::sum, algorithm::ring), argument_error);
         EXPECT_THROW(algorithms::barrier(comm, algorithm::automatic), argument_error);

@@ -115,23 +115,38 @@ TEST(network, transfers_sharing_a_link_share_its_bandwidth) {
 
 const std::vector<double> sizes = {1024.0, 1 << 20, 64.0 * (1 << 20)};
 
+// In one channel, and in the channels the model picks: two for more than two ranks, one each way round
+// the ring, which halves the β terms (each direction of a link carries half of every block); on two
+// ranks both channels would share the one link each way, so one is kept.
 TEST(collective_cost, ring_algorithms_match_their_formulas) {
   algorithm_choice ring;
   ring.all_reduce = ring.all_gather = ring.reduce_scatter = algorithm::ring;
+  algorithm_choice one_channel = ring;
+  one_channel.by_modelled_cost = false;
   for (const int P : {2, 3, 5, 8, 12})
-    for (const double n : sizes) {
-      const std::string at = "P = " + std::to_string(P) + ", n = " + std::to_string(n);
-      // Fully connected, and a ring network, where r → r+1 never shares a link either.
-      for (const auto& m : {fully_connected(P, ring), machine{gpu, topology::ring(P, {bandwidth, alpha, "l"}), ring}}) {
-        expect_within_one_percent(modelled(m, P, {collective::all_gather, n, 0}), (P - 1) * (alpha + n * beta),
-                                  "ring all-gather, " + at);
-        expect_within_one_percent(modelled(m, P, {collective::reduce_scatter, n, 0}),
-                                  (P - 1) * (alpha + n * beta + n * gamma), "ring reduce-scatter, " + at);
-        expect_within_one_percent(modelled(m, P, {collective::all_reduce, n, 0}),
-                                  2 * (P - 1) * alpha + 2.0 * (P - 1) / P * n * beta + (P - 1.0) / P * n * gamma,
-                                  "ring all-reduce, " + at);
+    for (const double n : sizes)
+      for (const auto& choice : {one_channel, ring}) {
+        const int channels = choice.by_modelled_cost && P > 2 ? 2 : 1;
+        const std::string at =
+            "P = " + std::to_string(P) + ", n = " + std::to_string(n) + ", " + std::to_string(channels) + " channels";
+        const double b = n / channels;  // what one channel sends of a block
+        // Fully connected, and a ring network, where r → r+1 never shares a link either.
+        for (const auto& m :
+             {fully_connected(P, choice), machine{gpu, topology::ring(P, {bandwidth, alpha, "l"}), choice}}) {
+          expect_within_one_percent(modelled(m, P, {collective::all_gather, n, 0}), (P - 1) * (alpha + b * beta),
+                                    "ring all-gather, " + at);
+          expect_within_one_percent(modelled(m, P, {collective::reduce_scatter, n, 0}),
+                                    (P - 1) * (alpha + b * beta + n * gamma), "ring reduce-scatter, " + at);
+          expect_within_one_percent(modelled(m, P, {collective::all_reduce, n, 0}),
+                                    2 * (P - 1) * alpha + 2.0 * (P - 1) / P * b * beta + (P - 1.0) / P * n * gamma,
+                                    "ring all-reduce, " + at);
+          collective_cost costs(m);
+          std::vector<int> devices(static_cast<std::size_t>(P));
+          for (int r = 0; r < P; ++r) devices[static_cast<std::size_t>(r)] = r;
+          EXPECT_EQ(costs.channels_for(costs.group_id(devices), devices, {collective::all_reduce, n, 0}), channels)
+              << at;
+        }
       }
-    }
 }
 
 TEST(collective_cost, recursive_algorithms_match_their_formulas) {
@@ -320,6 +335,7 @@ TEST(collective_cost, the_groups_of_a_mesh_axis_share_the_links_they_cross) {
   const link_model ib{10e9, 5e-6, "ib"};
   machine together{gpu, topology::nodes(16, 4, peer, ib, 1)};
   together.algorithms.all_gather = algorithm::ring;
+  together.algorithms.by_modelled_cost = false;  // one channel, as the formulas below count
   machine alone = together;
   alone.axis_groups_share_links = false;
   const double b = 1 << 24;
@@ -347,7 +363,9 @@ TEST(collective_cost, the_groups_of_a_mesh_axis_share_the_links_they_cross) {
 
 // On a torus the rows count as nodes: the hierarchical all-reduce goes along the rows, down the columns
 // and along the rows again, every step one hop, and the modelled choice takes it over the flat ring,
-// whose 2(P-1) steps pay the latency 2(P-1) times for the same bytes.
+// whose 2(P-1) steps pay the latency 2(P-1) times for the same bytes. It takes it in four channels:
+// two along the rows first, one each way, and two down the columns first, so on a square torus every
+// step keeps all four links of a chip busy in both directions, each with a quarter of the bytes.
 TEST(collective_cost, a_torus_all_reduces_along_its_rows_then_down_its_columns) {
   const link_model ici{bandwidth, alpha, "ici"};
   const machine torus{gpu, topology::torus_2d(8, 8, ici)};
@@ -359,9 +377,18 @@ TEST(collective_cost, a_torus_all_reduces_along_its_rows_then_down_its_columns) 
   const int group = costs.group_id(devices);
   const collective_shape shape{collective::all_reduce, n, 0};
   EXPECT_EQ(costs.algorithm_for(group, devices, shape), algorithm::hierarchical);
-  const double formula = 2 * (k - 1) * (alpha + n / k * beta) + (k - 1.0) / k * n * gamma +
-                         2 * (P / k - 1) * (alpha + n / P * beta) + (P / k - 1.0) / P * n * gamma;
-  expect_within_one_percent(costs.duration(group, devices, shape), formula, "hierarchical all-reduce on the torus");
+  EXPECT_EQ(costs.channels_for(group, devices, shape), 4);
+  const auto formula = [&](int channels) {
+    return 2 * (k - 1) * (alpha + n / k / channels * beta) + (k - 1.0) / k * n * gamma +
+           2 * (P / k - 1) * (alpha + n / P / channels * beta) + (P / k - 1.0) / P * n * gamma;
+  };
+  expect_within_one_percent(costs.duration(group, devices, shape), formula(4),
+                            "hierarchical all-reduce on the torus, four channels");
+  machine one_channel = torus;
+  one_channel.algorithms.by_modelled_cost = false;
+  one_channel.algorithms.all_reduce = algorithm::hierarchical;
+  expect_within_one_percent(modelled(one_channel, P, shape), formula(1),
+                            "hierarchical all-reduce on the torus, one channel");
   machine flat = torus;
   flat.algorithms.all_reduce = algorithm::ring;
   EXPECT_LT(costs.duration(group, devices, shape), modelled(flat, P, shape));
@@ -512,7 +539,7 @@ TEST(presets, describe_the_papers_machines) {
   EXPECT_DOUBLE_EQ(v100.network.network_link().bandwidth, 100e9 / 8);
   EXPECT_THROW((void)presets::v100_nodes(6), shardwise::argument_error);
   // A full TPU v3 pod: 1024 chips in a 32 x 32 torus; a ring all-reduce round a row of 32 takes its
-  // 2 · 31 steps on the ICI links between neighbours, one hop each.
+  // 2 · 31 steps on the ICI links between neighbours, one hop each, in two channels, one each way.
   const auto pod = presets::tpu_v3_pod(32, 32);
   EXPECT_EQ(pod.network.devices(), 1024);
   EXPECT_EQ(pod.network.kind(), topology::shape::torus_2d);
@@ -526,7 +553,7 @@ TEST(presets, describe_the_papers_machines) {
   const double n = 64.0 * (1 << 20);
   const double ici = pod.network.peer_link().bandwidth;
   expect_within_one_percent(costs.duration(costs.group_id(row), row, {collective::all_reduce, n, 0}),
-                            2 * 31 * (1e-6 + n / 32 / ici) + 31.0 / 32 * n * pod.device.reduction_time(1),
+                            2 * 31 * (1e-6 + n / 32 / 2 / ici) + 31.0 / 32 * n * pod.device.reduction_time(1),
                             "ring all-reduce round a row of the pod");
 }
 

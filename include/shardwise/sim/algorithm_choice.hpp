@@ -18,7 +18,8 @@
 //
 // by_modelled_cost (the default): an automatic choice goes to whichever applicable algorithm the model
 // gives the least time on the group's devices (sim/collective_cost.hpp), the rule's pick on a tie; the
-// rule above alone when false.
+// rule above alone when false. The channels an algorithm runs in (comm/algorithms/pattern.hpp) are
+// the model's choice too (sim/collective_cost.hpp): one when by_modelled_cost is false.
 #include <bit>
 #include <string>
 

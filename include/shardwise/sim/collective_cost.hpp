@@ -13,7 +13,10 @@
 // of a node share one network interface, a large all-reduce goes hierarchical or round the ring, whose
 // steps cross the interface once each way, not Rabenseifner, whose exchanges between the nodes queue
 // on it. The hierarchical algorithm takes the group's nodes from the topology (placement_of).
-// algorithm_choice::by_modelled_cost = false keeps the MPICH rule instead.
+// The chosen algorithm runs in the number of channels (comm/algorithms/pattern.hpp) of least modelled
+// time too, whether the algorithm was fixed or chosen: on full-duplex rings and tori, rings going both
+// ways (and, on a torus, along both dimensions at once) use links one channel leaves idle.
+// algorithm_choice::by_modelled_cost = false keeps the MPICH rule instead, in one channel.
 //
 // Groups that run together: with machine.axis_groups_share_links, a collective is played with the
 // same steps on every translate of its group that tiles the machine (concurrent_groups), and lasts
@@ -65,9 +68,13 @@ class collective_cost {
     return placements_.size();
   }
 
-  // The algorithm the collective runs on group `group` (devices, in communicator rank order).
+  // The algorithm the collective runs on group `group` (devices, in communicator rank order), and in
+  // how many channels.
   algorithm algorithm_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape).chosen;
+  }
+  int channels_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
+    return timed(group, devices, shape).channels;
   }
 
   // Seconds from the moment every member has arrived until the collective is complete everywhere.
@@ -83,7 +90,8 @@ class collective_cost {
   // Draws the collective's link activity from `start` on (for timelines).
   void record_links(timeline& trace, int group, const std::vector<int>& devices, const collective_shape& shape,
                     double start) {
-    play(concurrent_groups(devices), steps_of(algorithm_for(group, devices, shape), shape, devices), &trace, start);
+    const choice chosen = timed(group, devices, shape);
+    play(concurrent_groups(devices), steps_of(chosen.chosen, chosen.channels, shape, devices), &trace, start);
   }
   void record_links(timeline& trace, const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes,
                     double start) const {
@@ -138,13 +146,14 @@ class collective_cost {
  private:
   struct choice {
     algorithm chosen;
+    int channels;
     double seconds;
   };
 
-  [[nodiscard]] std::vector<step> steps_of(algorithm a, const collective_shape& shape,
+  [[nodiscard]] std::vector<step> steps_of(algorithm a, int channels, const collective_shape& shape,
                                            const std::vector<int>& devices) const {
     return schedule(a, shape, static_cast<int>(devices.size()), model_->algorithms.pipeline_segment_bytes,
-                    placement_of(devices));
+                    placement_of(devices), channels);
   }
 
   // The groups that run a collective with `devices` at the same moment: `devices` first, then each
@@ -246,14 +255,22 @@ class collective_cost {
     const algorithm_choice& rules = model_->algorithms;
     const algorithm by_rule = rules.pick(shape, ranks);
     const auto together = concurrent_groups(devices);
-    choice best{by_rule, play(together, steps_of(by_rule, shape, devices), nullptr, 0)};
-    if (rules.by_modelled_cost && rules.is_automatic(shape.kind))
-      for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
-                                algorithm::hierarchical, algorithm::binomial, algorithm::pipelined})
-        if (a != by_rule && applies(shape.kind, a, ranks, placement_of(devices))) {
-          const double seconds = play(together, steps_of(a, shape, devices), nullptr, 0);
-          if (seconds < best.seconds) best = {a, seconds};
-        }
+    const placement where = placement_of(devices);
+    choice best{by_rule, 1, play(together, steps_of(by_rule, 1, shape, devices), nullptr, 0)};
+    // Fewer channels and the rule's algorithm win ties.
+    const auto weigh = [&](algorithm a, int channels) {
+      if (!applies(shape.kind, a, ranks, where, channels)) return;
+      const double seconds = play(together, steps_of(a, channels, shape, devices), nullptr, 0);
+      if (seconds < best.seconds) best = {a, channels, seconds};
+    };
+    if (rules.by_modelled_cost) {
+      for (int channels = 2; channels <= most_channels(by_rule); channels *= 2) weigh(by_rule, channels);
+      if (rules.is_automatic(shape.kind))
+        for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
+                                  algorithm::hierarchical, algorithm::binomial, algorithm::pipelined})
+          if (a != by_rule)
+            for (int channels = 1; channels <= most_channels(a); channels *= 2) weigh(a, channels);
+    }
     cache_.emplace(key, best);
     return best;
   }

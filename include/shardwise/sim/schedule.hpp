@@ -44,19 +44,24 @@ struct step {
 
 namespace detail {
 
-// Steps [0, count) of `exchange_of(rank, step)` (an algorithms::rank_exchange<double>) on `ranks`
-// ranks, alike neighbours merged.
+// Steps [0, count) of `exchange_of(rank, step, channel)` (an algorithms::rank_exchange<double>) on
+// `ranks` ranks in `channels` channels, alike neighbours merged. A rank reduces what all its channels
+// received.
 template <class ExchangeOf>
-std::vector<step> steps_of(int ranks, int count, const ExchangeOf& exchange_of) {
+std::vector<step> steps_of(int ranks, int count, int channels, const ExchangeOf& exchange_of) {
   std::vector<step> steps;
   step next;
   for (int k = 0; k < count; ++k) {
     next.exchanges.clear();
     next.reduced_bytes = 0;
     for (int r = 0; r < ranks; ++r) {
-      const auto e = exchange_of(r, k);
-      if (e.send_to >= 0) next.exchanges.push_back({r, e.send_to, e.sent.count});
-      if (e.receive_from >= 0 && e.reduce) next.reduced_bytes = std::max(next.reduced_bytes, e.received.count);
+      double reduced = 0;
+      for (int c = 0; c < channels; ++c) {
+        const auto e = exchange_of(r, k, c);
+        if (e.send_to >= 0) next.exchanges.push_back({r, e.send_to, e.sent.count});
+        if (e.receive_from >= 0 && e.reduce) reduced += e.received.count;
+      }
+      next.reduced_bytes = std::max(next.reduced_bytes, reduced);
     }
     if (!steps.empty() && steps.back().exchanges == next.exchanges && steps.back().reduced_bytes == next.reduced_bytes)
       ++steps.back().repeat;
@@ -68,10 +73,11 @@ std::vector<step> steps_of(int ranks, int count, const ExchangeOf& exchange_of) 
 
 }  // namespace detail
 
-// The steps of `a` (not automatic) for `shape` on `ranks` ranks placed in nodes as `where` says (read
-// by the hierarchical algorithm only). The caller has checked that they fit (algorithm_choice::pick).
+// The steps of `a` (not automatic) in `channels` for `shape` on `ranks` ranks placed in nodes as
+// `where` says (read by the hierarchical algorithm only). The caller has checked that they fit
+// (algorithm_choice::pick, applies).
 inline std::vector<step> schedule(algorithm a, const collective_shape& shape, int ranks,
-                                  double pipeline_segment_bytes = 1 << 20, placement where = {}) {
+                                  double pipeline_segment_bytes = 1 << 20, placement where = {}, int channels = 1) {
   if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: pairwise_steps
   const bool per_rank_blocks = shape.kind == collective::all_gather || shape.kind == collective::reduce_scatter ||
                                shape.kind == collective::all_to_all;
@@ -82,15 +88,17 @@ inline std::vector<step> schedule(algorithm a, const collective_shape& shape, in
       per_rank_blocks ? shape.bytes * ranks : shape.bytes,
       shape.root,
       a == algorithm::pipelined ? algorithms::pipelined_chain::segments(shape.bytes, pipeline_segment_bytes) : 1,
-      where};
-  return detail::steps_of(ranks, pattern.steps(), [&](int r, int k) { return pattern.exchange(r, k); });
+      where,
+      channels};
+  return detail::steps_of(ranks, pattern.steps(), channels,
+                          [&](int r, int k, int c) { return pattern.exchange(r, k, c); });
 }
 
 // Pairwise exchange for uneven blocks: bytes[s][d] from rank s to rank d, in the steps of the pairwise
 // all-to-all.
 inline std::vector<step> pairwise_steps(const std::vector<std::vector<double>>& bytes) {
   const int P = static_cast<int>(bytes.size());
-  return detail::steps_of(P, algorithms::pairwise::steps(P), [&](int r, int k) {
+  return detail::steps_of(P, algorithms::pairwise::steps(P), 1, [&](int r, int k, int) {
     const int to = algorithms::pairwise::send_to(P, r, k);
     return algorithms::rank_exchange<double>{
         to, {0, bytes[static_cast<std::size_t>(r)][static_cast<std::size_t>(to)]}, -1, {}, false};

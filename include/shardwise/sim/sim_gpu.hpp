@@ -331,10 +331,12 @@ class rank_clock {
     ends_[sequence] = last_end_;
     const auto algorithm =
         uneven ? sim::algorithm::pairwise : costs.algorithm_for(members_->id, members_->devices, e.shape);
-    e.on->occupy(e.name, start, last_end_,
-                 {{"algorithm", std::string(sim::name_of(algorithm))},
-                  {"bytes", std::to_string(e.shape.bytes)},
-                  {"ranks", std::to_string(members_->size())}});
+    e.on->occupy(
+        e.name, start, last_end_,
+        {{"algorithm", std::string(sim::name_of(algorithm))},
+         {"channels", std::to_string(uneven ? 1 : costs.channels_for(members_->id, members_->devices, e.shape))},
+         {"bytes", std::to_string(e.shape.bytes)},
+         {"ranks", std::to_string(members_->size())}});
     if (drawn) {
       if (uneven) costs.record_links(*machine_->trace, members_->devices, call.sent_bytes, start);
       else

@@ -31,6 +31,13 @@
 //                                  + (k-1)/k·nγ + (P/k-1)/P·nγ   (nodes of k ranks; hierarchical.hpp
 //                                  gives β_out's factor when a node's ranks share NICs)
 //
+// Channels: the rings (all-reduce, all-gather, reduce-scatter) and the hierarchical all-reduce can
+// split their data among C rings run at once, as NCCL's channels do; odd channels go round the other
+// way, and the hierarchical all-reduce's channels 2 and 3 go across nodes first. On full-duplex links
+// two channels use both directions of every link of the ring: the ring all-reduce's β and γ terms
+// halve, its α terms stay; where a rank's messages of both directions share one link (a switch
+// port, a NIC), nothing is gained (pattern.hpp).
+//
 // One header per algorithm: ring.hpp, recursive_doubling.hpp (and folding.hpp, for P not a power of
 // two), rabenseifner.hpp, pairwise.hpp, binomial.hpp, pipelined_chain.hpp, dissemination.hpp,
 // hierarchical.hpp; pattern.hpp picks one for a collective.
@@ -72,9 +79,20 @@ struct placement {
   int ranks_per_node = 1;
 };
 
-// Whether `a` is an algorithm for `kind` on `ranks` ranks placed as `where` says.
-[[nodiscard]] constexpr bool applies(collective kind, algorithm a, int ranks, placement where = {}) noexcept {
+// How many channels `a` can split a collective among: 1 for every algorithm; 2 for the rings; 4 for
+// the hierarchical all-reduce, whose channels 2 and 3 go across nodes first.
+[[nodiscard]] constexpr int most_channels(algorithm a) noexcept {
+  return a == algorithm::hierarchical ? 4 : a == algorithm::ring ? 2 : 1;
+}
+
+// Whether `a`, split among `channels`, is an algorithm for `kind` on `ranks` ranks placed as `where`
+// says.
+[[nodiscard]] constexpr bool applies(collective kind, algorithm a, int ranks, placement where = {},
+                                     int channels = 1) noexcept {
   const bool power_of_two = ranks > 0 && std::has_single_bit(static_cast<unsigned>(ranks));
+  if (channels != 1 &&
+      (channels < 1 || channels > most_channels(a) || !std::has_single_bit(static_cast<unsigned>(channels))))
+    return false;
   switch (kind) {
     case collective::all_reduce:
       return a == algorithm::ring || a == algorithm::recursive_doubling || a == algorithm::rabenseifner ||
@@ -127,6 +145,19 @@ template <class Size>
 template <class Size>
 [[nodiscard]] constexpr part<Size> part_of(Size whole, int parts, int index) noexcept {
   return parts_of(whole, parts, index, index + 1);
+}
+
+// An exchange of an algorithm run by a subgroup, in the world's terms: subgroup member m is rank
+// first + m·stride, and the subgroup's buffer starts at `offset` of the whole.
+template <class Size>
+[[nodiscard]] constexpr rank_exchange<Size> in_world(const rank_exchange<Size>& e, int first, int stride,
+                                                     Size offset) noexcept {
+  const auto rank_of = [&](int member) { return member < 0 ? -1 : first + member * stride; };
+  return {rank_of(e.send_to),
+          {offset + e.sent.offset, e.sent.count},
+          rank_of(e.receive_from),
+          {offset + e.received.offset, e.received.count},
+          e.reduce};
 }
 
 // r mod P in [0, P) for any integer r.

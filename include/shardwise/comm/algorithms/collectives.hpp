@@ -29,7 +29,9 @@ inline constexpr int first_tag = 1 << 14;  // tags first_tag … 2·first_tag �
 
 namespace detail {
 
-[[nodiscard]] constexpr int tag_of(int step) noexcept { return first_tag + step % first_tag; }
+[[nodiscard]] constexpr int tag_of(int step, int channel, int channels) noexcept {
+  return first_tag + (step * channels + channel) % first_tag;
+}
 
 template <class T>
 void reduce_into(std::span<T> mine, std::span<const T> arrived, op reduction) {
@@ -41,25 +43,36 @@ void reduce_into(std::span<T> mine, std::span<const T> arrived, op reduction) {
 }
 
 // Plays every step of `steps` on this rank: sent parts are read from `source`, received parts written
-// (or reduced) into `target`.
+// (or reduced) into `target`. In a step, every channel's receive and send are posted before any is
+// waited for, so the channels' messages travel at once.
 template <class T, communicator C>
 void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source, std::span<T> target,
           op reduction = op::sum) {
-  std::vector<T> arrived;
+  const auto channels = static_cast<std::size_t>(steps.channels);
+  std::vector<std::vector<T>> arrived(channels);
+  std::vector<std::optional<typename C::request>> receiving(channels), sending(channels);
   for (int k = 0; k < steps.steps(); ++k) {
-    const auto e = steps.exchange(comm.rank(), k);
-    std::optional<typename C::request> receiving;
-    std::optional<typename C::request> sending;
-    const std::span<T> destination = target.subspan(e.received.offset, e.received.count);
-    if (e.receive_from >= 0) {
-      if (e.reduce) arrived.resize(e.received.count);
-      receiving.emplace(comm.irecv(e.reduce ? std::span<T>(arrived) : destination, e.receive_from, tag_of(k)));
+    for (std::size_t c = 0; c < channels; ++c) {
+      const auto e = steps.exchange(comm.rank(), k, static_cast<int>(c));
+      const int tag = tag_of(k, static_cast<int>(c), steps.channels);
+      if (e.receive_from >= 0) {
+        if (e.reduce) arrived[c].resize(e.received.count);
+        receiving[c].emplace(
+            comm.irecv(e.reduce ? std::span<T>(arrived[c]) : target.subspan(e.received.offset, e.received.count),
+                       e.receive_from, tag));
+      }
+      if (e.send_to >= 0) sending[c].emplace(comm.isend(source.subspan(e.sent.offset, e.sent.count), e.send_to, tag));
     }
-    if (e.send_to >= 0) sending.emplace(comm.isend(source.subspan(e.sent.offset, e.sent.count), e.send_to, tag_of(k)));
-    if (sending) sending->wait();
-    if (receiving) receiving->wait();
-    if constexpr (reducible<T>) {
-      if (receiving && e.reduce) reduce_into<T>(destination, arrived, reduction);
+    for (std::size_t c = 0; c < channels; ++c) {
+      if (sending[c]) sending[c]->wait();
+      sending[c].reset();
+      if (!receiving[c]) continue;
+      receiving[c]->wait();
+      receiving[c].reset();
+      if constexpr (reducible<T>) {
+        const auto e = steps.exchange(comm.rank(), k, static_cast<int>(c));
+        if (e.reduce) reduce_into<T>(target.subspan(e.received.offset, e.received.count), arrived[c], reduction);
+      }
     }
   }
 }
@@ -77,18 +90,20 @@ void require(const C& comm, std::string_view operation, bool holds, const std::s
   if (!holds) throw argument_error(comm.world_rank(), operation, otherwise);
 }
 
-// The algorithm as the caller chose it: "ring", "hierarchical in nodes of 4".
-inline std::string chosen_text(algorithm chosen, placement where = {}) {
+// The algorithm as the caller chose it: "ring", "hierarchical in nodes of 4", "ring in 2 channels".
+inline std::string chosen_text(algorithm chosen, placement where = {}, int channels = 1) {
   std::string text(name_of(chosen));
   if (chosen == algorithm::hierarchical) text += " in nodes of " + std::to_string(where.ranks_per_node);
+  if (channels != 1)
+    text += (chosen == algorithm::hierarchical ? ", in " : " in ") + std::to_string(channels) + " channels";
   return text;
 }
 
 template <communicator C>
 void require_algorithm(const C& comm, std::string_view operation, collective kind, algorithm chosen,
-                       placement where = {}) {
-  require(comm, operation, applies(kind, chosen, comm.size(), where),
-          chosen_text(chosen, where) + " is not an algorithm for " + std::string(name_of(kind)) + " on " +
+                       placement where = {}, int channels = 1) {
+  require(comm, operation, applies(kind, chosen, comm.size(), where, channels),
+          chosen_text(chosen, where, channels) + " is not an algorithm for " + std::string(name_of(kind)) + " on " +
               std::to_string(comm.size()) + " ranks");
 }
 
@@ -112,63 +127,72 @@ void copy_unless_same(std::span<const T> from, std::span<T> to) {
 }  // namespace detail
 
 // out = the reduction of every rank's `in` (in and out may be the same buffer). `where` places the
-// ranks in nodes for the hierarchical algorithm (the others ignore it).
+// ranks in nodes for the hierarchical algorithm (the others ignore it); `channels` splits the data
+// among rings run at once (pattern.hpp; 2 for the ring, 2 or 4 for the hierarchical algorithm).
 template <communicator C, input_buffer In, output_buffer Out>
-void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, placement where = {}) try {
+void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, placement where = {},
+                int channels = 1) try {
   constexpr std::string_view operation = "algorithms::all_reduce";
   detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
-  detail::require_algorithm(comm, operation, collective::all_reduce, chosen, where);
+  detail::require_algorithm(comm, operation, collective::all_reduce, chosen, where, channels);
   detail::require(comm, operation, source.size() == target.size(),
                   detail::sizes("input", source.size(), "output", target.size()));
   detail::copy_unless_same(source, target);
-  detail::play<element_of<Out>>(comm, {collective::all_reduce, chosen, comm.size(), target.size(), 0, 1, where}, target,
-                                target, reduction);
+  detail::play<element_of<Out>>(comm,
+                                {collective::all_reduce, chosen, comm.size(), target.size(), 0, 1, where, channels},
+                                target, target, reduction);
 } catch (...) {
-  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_reduce", detail::chosen_text(chosen, where),
-                                                   std::string(name_of(reduction))));
+  rethrow_within_call(comm.world_rank(),
+                      call_text("algorithms::all_reduce", detail::chosen_text(chosen, where, channels),
+                                std::string(name_of(reduction))));
 }
 
-// out = block rank() of the reduction of every rank's `in` (size() blocks of out.size()).
+// out = block rank() of the reduction of every rank's `in` (size() blocks of out.size()); the ring
+// runs in 1 or 2 `channels`.
 template <communicator C, input_buffer In, output_buffer Out>
-void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen) try {
+void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, int channels = 1) try {
   constexpr std::string_view operation = "algorithms::reduce_scatter";
   detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
-  detail::require_algorithm(comm, operation, collective::reduce_scatter, chosen);
+  detail::require_algorithm(comm, operation, collective::reduce_scatter, chosen, {}, channels);
   const auto ranks = static_cast<std::size_t>(comm.size());
   detail::require(
       comm, operation, source.size() == ranks * target.size(),
       detail::sizes("input", source.size(), "output", target.size()) + ", not 1/" + std::to_string(ranks) + " of it");
   std::vector<element_of<Out>> work(source.begin(), source.end());
-  detail::play<element_of<Out>>(comm, {collective::reduce_scatter, chosen, comm.size(), work.size()}, work, work,
-                                reduction);
+  detail::play<element_of<Out>>(
+      comm, {collective::reduce_scatter, chosen, comm.size(), work.size(), 0, 1, {}, channels}, work, work, reduction);
   const auto own = part_of(work.size(), comm.size(), comm.rank());
   std::copy_n(work.begin() + static_cast<std::ptrdiff_t>(own.offset), own.count, target.begin());
 } catch (...) {
-  rethrow_within_call(comm.world_rank(), call_text("algorithms::reduce_scatter", std::string(name_of(chosen)),
-                                                   std::string(name_of(reduction))));
+  rethrow_within_call(comm.world_rank(),
+                      call_text("algorithms::reduce_scatter", detail::chosen_text(chosen, {}, channels),
+                                std::string(name_of(reduction))));
 }
 
-// out = every rank's `in`, in rank order (`in` may be block rank() of out).
+// out = every rank's `in`, in rank order (`in` may be block rank() of out); the ring runs in 1 or 2
+// `channels`.
 template <communicator C, input_buffer In, output_buffer Out>
-void all_gather(C& comm, In&& in, Out&& out, algorithm chosen) try {
+void all_gather(C& comm, In&& in, Out&& out, algorithm chosen, int channels = 1) try {
   constexpr std::string_view operation = "algorithms::all_gather";
   detail::elements_fit<In, Out, false>();
   const auto source = read_span(in);
   const auto target = write_span(out);
-  detail::require_algorithm(comm, operation, collective::all_gather, chosen);
+  detail::require_algorithm(comm, operation, collective::all_gather, chosen, {}, channels);
   const auto ranks = static_cast<std::size_t>(comm.size());
   detail::require(comm, operation, target.size() == ranks * source.size(),
                   detail::sizes("input", source.size(), "output", target.size()) + ", not " + std::to_string(ranks) +
                       " times as many");
   detail::copy_unless_same(source,
                            target.subspan(static_cast<std::size_t>(comm.rank()) * source.size(), source.size()));
-  detail::play<element_of<Out>>(comm, {collective::all_gather, chosen, comm.size(), target.size()}, target, target);
+  detail::play<element_of<Out>>(comm, {collective::all_gather, chosen, comm.size(), target.size(), 0, 1, {}, channels},
+                                target, target);
 } catch (...) {
-  rethrow_within_call(comm.world_rank(), call_text("algorithms::all_gather", std::string(name_of(chosen))));
+  rethrow_within_call(comm.world_rank(),
+                      call_text("algorithms::all_gather", detail::chosen_text(chosen, {}, channels)));
 }
 
 // Block d of `in` goes to rank d, where it becomes block rank() of out (in and out may be the same).

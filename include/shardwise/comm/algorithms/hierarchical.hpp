@@ -12,46 +12,62 @@
 // node (c = 1) it sends 2(P−1)/P·n through each NIC against 2(P/k−1)/(P/k)·n here, so hierarchical
 // saves bandwidth when β_out/β_in > P/k, and latency when α_in ≤ α_out.
 //
+// Across first: the same three phases with the two kinds of ring swapped (a reduce-scatter among the
+// ranks of equal local index, the all-reduce inside each node, the all-gather among the first again).
+// Between nodes it moves more, so on nodes it is slower; on a torus, whose rows count as its nodes, it
+// runs down the columns first, and a channel that does (pattern.hpp) keeps the links of the other
+// dimension busy while another channel runs along the rows.
+//
 // All-gather and reduce-scatter have no hierarchical rule here: the blocks a rank would hold after
 // the step across nodes are its node's strided ones, not the contiguous block rank r of the result.
+#include <utility>
+
 #include "shardwise/comm/algorithms/algorithm.hpp"
 #include "shardwise/comm/algorithms/ring.hpp"
 
 namespace shardwise::algorithms::hierarchical {
 
-[[nodiscard]] constexpr int all_reduce_steps(int ranks, int ranks_per_node) noexcept {
-  return ring::reduce_scatter_steps(ranks_per_node) + ring::all_reduce_steps(ranks / ranks_per_node) +
-         ring::all_gather_steps(ranks_per_node);
-}
+// The rings a rank takes part in, one of each kind: `size` members, this rank member `member`,
+// member m being rank first + m·stride.
+struct ring_of {
+  int size = 1;
+  int member = 0;
+  int first = 0;
+  int stride = 1;
+};
 
-// An exchange of an algorithm run by a subgroup, in the world's terms: subgroup member m is rank
-// first + m·stride, and the subgroup's buffer starts at `offset` of the whole.
-template <class Size>
-[[nodiscard]] constexpr rank_exchange<Size> in_world(const rank_exchange<Size>& e, int first, int stride,
-                                                     Size offset) noexcept {
-  const auto rank_of = [&](int member) { return member < 0 ? -1 : first + member * stride; };
-  return {rank_of(e.send_to),
-          {offset + e.sent.offset, e.sent.count},
-          rank_of(e.receive_from),
-          {offset + e.received.offset, e.received.count},
-          e.reduce};
-}
-
-template <class Size>
-[[nodiscard]] constexpr rank_exchange<Size> all_reduce(int ranks, int rank, int step, Size whole,
-                                                       placement where) noexcept {
+// The ring of the first and last phases, then the ring of the middle one.
+[[nodiscard]] constexpr std::pair<ring_of, ring_of> rings(int ranks, int rank, placement where,
+                                                          bool across_first) noexcept {
   const int k = where.ranks_per_node;
-  const int nodes = ranks / k;
-  const int node = rank / k;
-  const int local = rank % k;
-  const int inside = ring::reduce_scatter_steps(k);
-  const int across = ring::all_reduce_steps(nodes);
-  if (step < inside) return in_world(ring::reduce_scatter(k, local, step, whole), node * k, 1, Size{});
-  if (step < inside + across) {
-    const part<Size> mine = part_of(whole, k, local);
-    return in_world(ring::all_reduce(nodes, node, step - inside, mine.count), local, k, mine.offset);
+  const ring_of inside{k, rank % k, rank / k * k, 1};
+  const ring_of across{ranks / k, rank / k, rank % k, k};
+  return across_first ? std::pair{across, inside} : std::pair{inside, across};
+}
+
+[[nodiscard]] constexpr int all_reduce_steps(int ranks, int ranks_per_node, bool across_first = false) noexcept {
+  const auto [outer, middle] = rings(ranks, 0, {ranks_per_node}, across_first);
+  return ring::reduce_scatter_steps(outer.size) + ring::all_reduce_steps(middle.size) +
+         ring::all_gather_steps(outer.size);
+}
+
+// Every ring runs in `direction` (ring.hpp).
+template <class Size>
+[[nodiscard]] constexpr rank_exchange<Size> all_reduce(int ranks, int rank, int step, Size whole, placement where,
+                                                       int direction = 1, bool across_first = false) noexcept {
+  const auto [outer, middle] = rings(ranks, rank, where, across_first);
+  const int first_phase = ring::reduce_scatter_steps(outer.size);
+  const int second_phase = ring::all_reduce_steps(middle.size);
+  if (step < first_phase)
+    return in_world(ring::reduce_scatter(outer.size, outer.member, step, whole, direction), outer.first, outer.stride,
+                    Size{});
+  if (step < first_phase + second_phase) {
+    const part<Size> mine = part_of(whole, outer.size, outer.member);
+    return in_world(ring::all_reduce(middle.size, middle.member, step - first_phase, mine.count, direction),
+                    middle.first, middle.stride, mine.offset);
   }
-  return in_world(ring::all_gather(k, local, step - inside - across, whole), node * k, 1, Size{});
+  return in_world(ring::all_gather(outer.size, outer.member, step - first_phase - second_phase, whole, direction),
+                  outer.first, outer.stride, Size{});
 }
 
 }  // namespace shardwise::algorithms::hierarchical

@@ -1,6 +1,8 @@
 #pragma once
 // One collective run by one algorithm: how many steps, and every rank's exchange in each. The data
 // path (collectives.hpp) and the simulator (sim/schedule.hpp) both read the algorithms through it.
+#include <algorithm>
+
 #include "shardwise/comm/algorithms/algorithm.hpp"
 #include "shardwise/comm/algorithms/binomial.hpp"
 #include "shardwise/comm/algorithms/dissemination.hpp"
@@ -15,7 +17,13 @@ namespace shardwise::algorithms {
 
 // `whole` is the buffer the algorithm works on: the vector of all-reduce, reduce and broadcast; all P
 // blocks of all-gather, reduce-scatter and all-to-all. The caller has checked applies(kind, chosen,
-// ranks, where); all_to_all_v has no fixed pattern (its blocks come from the counts: pairwise.hpp).
+// ranks, where, channels); all_to_all_v has no fixed pattern (its blocks come from the counts:
+// pairwise.hpp).
+//
+// Channels split the collective among rings run at once (algorithm.hpp): channel c of an all-reduce
+// reduces piece c of the buffer; of an all-gather or reduce-scatter, it moves piece c of every block.
+// Odd channels run their rings the other way; channels 2 and 3 of the hierarchical all-reduce go
+// across nodes first. In a step each rank makes one exchange per channel.
 template <class Size>
 struct pattern {
   collective kind = collective::barrier;
@@ -25,15 +33,47 @@ struct pattern {
   int root = 0;
   int segments = 1;   // of the pipelined chain
   placement where{};  // of the ranks in nodes, for the hierarchical algorithm
+  int channels = 1;
 
   [[nodiscard]] constexpr int steps() const noexcept {
     if (ranks <= 1) return 0;
+    if (chosen == algorithm::hierarchical && channels > 2)
+      return std::max(hierarchical::all_reduce_steps(ranks, where.ranks_per_node, false),
+                      hierarchical::all_reduce_steps(ranks, where.ranks_per_node, true));
+    return channel_steps(false);
+  }
+
+  // Rank `rank`'s exchange in channel `channel` at step `step` (send_to and receive_from -1 when the
+  // channel has finished).
+  [[nodiscard]] constexpr rank_exchange<Size> exchange(int rank, int step, int channel = 0) const noexcept {
+    if (channels == 1) return one_channel(rank, step, whole, 1, false);
+    const int direction = channel % 2 == 0 ? 1 : -1;
+    const bool across_first = channel >= 2;
+    if (step >= channel_steps(across_first)) return {};
+    if (kind == collective::all_reduce) {
+      const part<Size> piece = part_of(whole, channels, channel);
+      return in_world(one_channel(rank, step, piece.count, direction, across_first), 0, 1, piece.offset);
+    }
+    auto e = one_channel(rank, step, whole, direction, across_first);
+    e.sent = piece_of(e.sent, channel);
+    e.received = piece_of(e.received, channel);
+    return e;
+  }
+
+ private:
+  [[nodiscard]] constexpr part<Size> piece_of(part<Size> block, int channel) const noexcept {
+    const part<Size> piece = part_of(block.count, channels, channel);
+    return {block.offset + piece.offset, piece.count};
+  }
+
+  [[nodiscard]] constexpr int channel_steps(bool across_first) const noexcept {
     switch (kind) {
       case collective::all_reduce:
         return chosen == algorithm::ring                 ? ring::all_reduce_steps(ranks)
                : chosen == algorithm::recursive_doubling ? recursive_doubling::all_reduce_steps(ranks)
-               : chosen == algorithm::hierarchical       ? hierarchical::all_reduce_steps(ranks, where.ranks_per_node)
-                                                         : rabenseifner::all_reduce_steps(ranks);
+               : chosen == algorithm::hierarchical
+                   ? hierarchical::all_reduce_steps(ranks, where.ranks_per_node, across_first)
+                   : rabenseifner::all_reduce_steps(ranks);
       case collective::all_gather:
         return chosen == algorithm::ring ? ring::all_gather_steps(ranks) : recursive_doubling::all_gather_steps(ranks);
       case collective::reduce_scatter:
@@ -49,24 +89,27 @@ struct pattern {
     return 0;
   }
 
-  [[nodiscard]] constexpr rank_exchange<Size> exchange(int rank, int step) const noexcept {
+  // The algorithm on `data` (the whole, or an all-reduce channel's piece), its rings in `direction`.
+  [[nodiscard]] constexpr rank_exchange<Size> one_channel(int rank, int step, Size data, int direction,
+                                                          bool across_first) const noexcept {
     switch (kind) {
       case collective::all_reduce:
-        return chosen == algorithm::ring                 ? ring::all_reduce(ranks, rank, step, whole)
-               : chosen == algorithm::recursive_doubling ? recursive_doubling::all_reduce(ranks, rank, step, whole)
-               : chosen == algorithm::hierarchical       ? hierarchical::all_reduce(ranks, rank, step, whole, where)
-                                                         : rabenseifner::all_reduce(ranks, rank, step, whole);
+        return chosen == algorithm::ring                 ? ring::all_reduce(ranks, rank, step, data, direction)
+               : chosen == algorithm::recursive_doubling ? recursive_doubling::all_reduce(ranks, rank, step, data)
+               : chosen == algorithm::hierarchical
+                   ? hierarchical::all_reduce(ranks, rank, step, data, where, direction, across_first)
+                   : rabenseifner::all_reduce(ranks, rank, step, data);
       case collective::all_gather:
-        return chosen == algorithm::ring ? ring::all_gather(ranks, rank, step, whole)
-                                         : recursive_doubling::all_gather(ranks, rank, step, whole);
+        return chosen == algorithm::ring ? ring::all_gather(ranks, rank, step, data, direction)
+                                         : recursive_doubling::all_gather(ranks, rank, step, data);
       case collective::reduce_scatter:
-        return chosen == algorithm::ring ? ring::reduce_scatter(ranks, rank, step, whole)
-                                         : recursive_doubling::reduce_scatter(ranks, rank, step, whole);
-      case collective::all_to_all: return pairwise::all_to_all(ranks, rank, step, whole);
+        return chosen == algorithm::ring ? ring::reduce_scatter(ranks, rank, step, data, direction)
+                                         : recursive_doubling::reduce_scatter(ranks, rank, step, data);
+      case collective::all_to_all: return pairwise::all_to_all(ranks, rank, step, data);
       case collective::broadcast:
-        return chosen == algorithm::pipelined ? pipelined_chain::broadcast(ranks, rank, step, whole, root, segments)
-                                              : binomial::broadcast(ranks, rank, step, whole, root);
-      case collective::reduce: return binomial::reduce(ranks, rank, step, whole, root);
+        return chosen == algorithm::pipelined ? pipelined_chain::broadcast(ranks, rank, step, data, root, segments)
+                                              : binomial::broadcast(ranks, rank, step, data, root);
+      case collective::reduce: return binomial::reduce(ranks, rank, step, data, root);
       case collective::barrier: return dissemination::barrier<Size>(ranks, rank, step);
       case collective::all_to_all_v: break;
     }
