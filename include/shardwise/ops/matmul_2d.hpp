@@ -14,15 +14,20 @@
 // sends |A| + |B| (as the root of one broadcast of each); A·Bᵀ receives (q-1)(|B| + |C|) and sends
 // |B| + (q-1)|C|; Aᵀ·B receives (q-1)(|A| + |C|) and sends |A| + (q-1)|C|.
 //
+// Step t+1's broadcasts are started before step t's product, so they travel during it.
+//
 // Any padding rule and shape: operands cut the dimension they share over q parts with one rule, so
 // the pieces line up; broadcasts carry the root's stored block (its size known to every rank from the
 // layout), and only owned elements are multiplied. A grid that is not square throws mesh_error.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
@@ -60,21 +65,52 @@ template <class Mesh>
   return mesh.rank_of(point);
 }
 
-// Block (i, t) or (t, j) of `tensor` (this rank's coordinate `axis` replaced by t), copied into `slot` by
-// its owner, rank t of the line along `axis`, and broadcast along that line.
+// The panels of a SUMMA operand: at step t, block (i, t) or (t, j) of `tensor` (this rank's coordinate
+// `axis` replaced by t), copied into a slot by its owner, rank t of the line along `axis`, and
+// broadcast along that line. Two slots, so that step t+1's panel travels while step t's is multiplied
+// (as Optimus's SUMMA does): start(t + 1) before wait(t), once step t−1's product has freed its slot.
 template <class T, class Layout, class Mesh>
-[[nodiscard]] strided_map<const T> broadcast_block(const dtensor<T, Layout, Mesh>& tensor, int axis, int t,
-                                                   buffer slot) {
-  const int owner = rank_on_line(tensor.mesh(), axis, t);
-  const std::span<T> panel =
-      workspace<T>(slot, static_cast<std::size_t>(tensor.mapping().block(owner, 0).stored_elements()));
-  auto& line = tensor.mesh().axis(axis);
-  if (line.rank() == t)
-    run_copy<T>(line, static_cast<std::int64_t>(tensor.data().size()), "SUMMA panel",
-                [&] { std::ranges::copy(tensor.data(), panel.begin()); });
-  line.broadcast(panel, t);
-  return owned_part<const T>(panel.data(), tensor.mapping(), owner);
-}
+class summa_panels {
+  using line_type = std::remove_cvref_t<decltype(std::declval<Mesh&>().axis(0))>;
+
+ public:
+  summa_panels(const dtensor<T, Layout, Mesh>& tensor, int axis, buffer which)
+      : tensor_(&tensor), axis_(axis), line_(&tensor.mesh().axis(axis)) {
+    for (int t = 0; t < line_->size(); ++t) slot_elements_ = std::max(slot_elements_, stored_elements(t));
+    slots_ = workspace<T>(which, 2 * slot_elements_);
+  }
+
+  void start(int t) {
+    const std::span<T> panel = slot(t);
+    if (line_->rank() == t)
+      run_copy<T>(*line_, static_cast<std::int64_t>(tensor_->data().size()), "SUMMA panel",
+                  [&] { std::ranges::copy(tensor_->data(), panel.begin()); });
+    in_flight_[static_cast<std::size_t>(t % 2)].emplace(line_->ibroadcast(panel, t));
+  }
+
+  [[nodiscard]] strided_map<const T> wait(int t) {
+    auto& arriving = in_flight_[static_cast<std::size_t>(t % 2)];
+    arriving->wait();
+    arriving.reset();
+    return owned_part<const T>(slot(t).data(), tensor_->mapping(), owner(t));
+  }
+
+ private:
+  [[nodiscard]] int owner(int t) const { return rank_on_line(tensor_->mesh(), axis_, t); }
+  [[nodiscard]] std::size_t stored_elements(int t) const {
+    return static_cast<std::size_t>(tensor_->mapping().block(owner(t), 0).stored_elements());
+  }
+  [[nodiscard]] std::span<T> slot(int t) const {
+    return slots_.subspan(static_cast<std::size_t>(t % 2) * slot_elements_, stored_elements(t));
+  }
+
+  const dtensor<T, Layout, Mesh>* tensor_;
+  int axis_;
+  line_type* line_;
+  std::size_t slot_elements_ = 0;
+  std::span<T> slots_;
+  std::array<std::optional<typename line_type::request>, 2> in_flight_;
+};
 
 template <class Mesh>
 void require_square(Mesh& mesh, const char* form) {
@@ -95,12 +131,21 @@ template <class T, class Layout, class Mesh>
   dtensor<T, Layout, Mesh> result(mesh, product_extents<false, false>(left, right));
   require_square(mesh, "A*B");
   auto c_ij = result.local();
-  for (int t = 0; t < mesh.shape()[0]; ++t) {
-    // A(i, t) -> every rank of grid row i: broadcast along axis 1 from column t
-    const auto a_it = broadcast_block(left, 1, t, buffer::left);
-    // B(t, j) -> every rank of grid column j: broadcast along axis 0 from row t
-    const auto b_tj = broadcast_block(right, 0, t, buffer::right);
-    // C(i, j) += A(i, t)·B(t, j); the next step's broadcasts overwrite a_it and b_tj
+  // A(i, t) -> every rank of grid row i: broadcast along axis 1 from column t
+  summa_panels a(left, 1, buffer::left);
+  // B(t, j) -> every rank of grid column j: broadcast along axis 0 from row t
+  summa_panels b(right, 0, buffer::right);
+  const int q = mesh.shape()[0];
+  a.start(0);
+  b.start(0);
+  for (int t = 0; t < q; ++t) {
+    if (t + 1 < q) {
+      a.start(t + 1);
+      b.start(t + 1);
+    }
+    const auto a_it = a.wait(t);
+    const auto b_tj = b.wait(t);
+    // C(i, j) += A(i, t)·B(t, j)
     multiply<false, false>(mesh.axis(1), c_ij, a_it, b_tj, t > 0);
   }
   return result;
@@ -122,9 +167,13 @@ template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class 
   constexpr int reduce_axis = 1 - broadcast_axis;
   auto& reduce_line = mesh.axis(reduce_axis);
   const auto stays = staying.local();
-  for (int t = 0; t < mesh.shape()[0]; ++t) {
-    // A·Bᵀ: B(t, j) -> grid column j, along axis 0 from row t.  Aᵀ·B: A(i, t) -> grid row i, along axis 1
-    const auto moved = broadcast_block(moving, broadcast_axis, t, buffer::left);
+  // A·Bᵀ: B(t, j) -> grid column j, along axis 0 from row t.  Aᵀ·B: A(i, t) -> grid row i, along axis 1
+  summa_panels panels(moving, broadcast_axis, buffer::left);
+  const int q = mesh.shape()[0];
+  panels.start(0);
+  for (int t = 0; t < q; ++t) {
+    if (t + 1 < q) panels.start(t + 1);
+    const auto moved = panels.wait(t);
     // A·Bᵀ: A(i, j)·B(t, j)ᵀ, rank (i, j)'s addend of C(i, t).  Aᵀ·B: A(i, t)ᵀ·B(i, j), its addend of C(t, j).
     // Stored as the block's owner stores it, padding zero, so that the sum keeps the padding zero.
     const int owner = rank_on_line(mesh, reduce_axis, t);
