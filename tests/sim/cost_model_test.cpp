@@ -72,6 +72,29 @@ TEST(topology, routes_take_the_links_the_shape_says) {
   EXPECT_THROW((void)topology::nodes(6, 4, link, link, 1), shardwise::argument_error);
 }
 
+// Devices on the chips of a torus (a TPU's two TensorCores): a chip's devices reach each other over
+// a link of their own and leave the chip over its four torus links, which they share.
+TEST(topology, the_devices_of_a_chip_share_its_torus_links) {
+  const link_model ici{bandwidth, alpha, "ici"};
+  const link_model between{2 * bandwidth, alpha / 2, "between cores"};
+  const auto torus = topology::torus_2d(4, 4, ici, 2, between);
+  EXPECT_EQ(torus.devices(), 32);
+  EXPECT_EQ(torus.devices_per_chip(), 2);
+  const auto inside = torus.route_between(0, 1);
+  ASSERT_EQ(inside.links.size(), 1U);
+  EXPECT_DOUBLE_EQ(inside.latency, between.latency);
+  EXPECT_DOUBLE_EQ(torus.bandwidth(inside.links[0]), between.bandwidth);
+  EXPECT_NE(inside.links, torus.route_between(1, 0).links);  // full duplex
+  // Both cores of chip 0 reach chip 1 over chip 0's one +column link.
+  ASSERT_EQ(torus.route_between(0, 2).links.size(), 1U);
+  EXPECT_EQ(torus.route_between(0, 2).links, torus.route_between(1, 3).links);
+  EXPECT_DOUBLE_EQ(torus.bandwidth(torus.route_between(0, 2).links[0]), ici.bandwidth);
+  // Chip 0 at (0, 0) to chip 10 at (2, 2): two hops along the row, two down the column.
+  EXPECT_EQ(torus.route_between(1, 21).links.size(), 4U);
+  EXPECT_DOUBLE_EQ(torus.route_between(1, 21).latency, 4 * alpha);
+  EXPECT_THROW((void)topology::torus_2d(4, 4, ici, 0, between), shardwise::argument_error);
+}
+
 TEST(network, a_transfer_alone_takes_latency_plus_bytes_over_bandwidth) {
   const auto net = topology::fully_connected(2, {bandwidth, alpha, "l"});
   const transfer t{0, 1, 1e6, 0.5};
@@ -327,38 +350,68 @@ TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each) {
             costs.duration(costs.group_id(two_nics), two_nics, shape));
 }
 
+// A ring all-gather of blocks of b bytes on a group of `net`'s devices, in one channel (as the
+// formulas count), priced with the translates of the group beside it and alone.
+class ring_gather_on {
+ public:
+  explicit ring_gather_on(topology net) : together_{gpu, std::move(net)} {
+    together_.algorithms.all_gather = algorithm::ring;
+    together_.algorithms.by_modelled_cost = false;
+    alone_ = together_;
+    alone_.axis_groups_share_links = false;
+  }
+  [[nodiscard]] double together(const std::vector<int>& devices, double b) const {
+    return duration(together_, devices, b);
+  }
+  [[nodiscard]] double alone(const std::vector<int>& devices, double b) const { return duration(alone_, devices, b); }
+
+ private:
+  static double duration(const machine& m, const std::vector<int>& devices, double b) {
+    collective_cost costs(m);
+    return costs.duration(costs.group_id(devices), devices, {collective::all_gather, b, 0});
+  }
+  machine together_;
+  machine alone_{together_};
+};
+
 // Nodes of 4 GPUs behind one NIC: a group of one GPU per node has three translates (the other
 // positions in the nodes), and the four groups' rings cross each NIC together, so each transfer gets a
 // quarter of it. A group inside one node shares no link with its translates in the other nodes.
 TEST(collective_cost, the_groups_of_a_mesh_axis_share_the_links_they_cross) {
   const link_model peer{bandwidth, alpha, "peer"};
   const link_model ib{10e9, 5e-6, "ib"};
-  machine together{gpu, topology::nodes(16, 4, peer, ib, 1)};
-  together.algorithms.all_gather = algorithm::ring;
-  together.algorithms.by_modelled_cost = false;  // one channel, as the formulas below count
-  machine alone = together;
-  alone.axis_groups_share_links = false;
+  const ring_gather_on nodes(topology::nodes(16, 4, peer, ib, 1));
   const double b = 1 << 24;
-  const collective_shape gather{collective::all_gather, b, 0};
   const std::vector<int> across{0, 4, 8, 12}, inside{4, 5, 6, 7};
-  const auto duration = [&](const machine& m, const std::vector<int>& devices) {
-    collective_cost costs(m);
-    return costs.duration(costs.group_id(devices), devices, gather);
-  };
-  expect_within_one_percent(duration(alone, across), 3 * (ib.latency + b / ib.bandwidth), "one line of the axis alone");
-  expect_within_one_percent(duration(together, across), 3 * (ib.latency + 4 * b / ib.bandwidth),
+  expect_within_one_percent(nodes.alone(across, b), 3 * (ib.latency + b / ib.bandwidth), "one line of the axis alone");
+  expect_within_one_percent(nodes.together(across, b), 3 * (ib.latency + 4 * b / ib.bandwidth),
                             "the axis's four lines together");
-  EXPECT_EQ(duration(together, inside), duration(alone, inside));
-  expect_within_one_percent(duration(together, inside), 3 * (alpha + b * beta), "a group inside a node");
+  EXPECT_EQ(nodes.together(inside, b), nodes.alone(inside, b));
+  expect_within_one_percent(nodes.together(inside, b), 3 * (alpha + b * beta), "a group inside a node");
   // Routes of disjoint pairs meet behind a shared NIC and on multi-hop networks only.
-  EXPECT_TRUE(together.network.disjoint_routes_can_meet());
+  EXPECT_TRUE(topology::nodes(16, 4, peer, ib, 1).disjoint_routes_can_meet());
   EXPECT_TRUE(topology::torus_2d(4, 4, peer).disjoint_routes_can_meet());
   EXPECT_TRUE(topology::ring(8, peer).disjoint_routes_can_meet());
   EXPECT_FALSE(topology::nodes(16, 4, peer, ib, 4).disjoint_routes_can_meet());
   EXPECT_FALSE(topology::fully_connected(8, peer).disjoint_routes_can_meet());
   // The whole machine has no translate to share with.
-  EXPECT_EQ(duration(together, {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}),
-            duration(alone, {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}));
+  const std::vector<int> all{0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
+  EXPECT_EQ(nodes.together(all, b), nodes.alone(all, b));
+}
+
+// The groups of one core of every chip in a row have the other core's group beside them, whose
+// transfers cross the same chip links: a ring along the row takes twice as long in their company.
+// The two cores of a chip meet over their own link.
+TEST(collective_cost, the_cores_of_a_chip_share_its_links) {
+  const link_model ici{bandwidth, alpha, "ici"};
+  const link_model between{2 * bandwidth, alpha / 2, "between cores"};
+  const ring_gather_on row(topology::torus_2d(1, 4, ici, 2, between));
+  const double b = 1 << 24;
+  const std::vector<int> first_cores{0, 2, 4, 6};
+  expect_within_one_percent(row.alone(first_cores, b), 3 * (alpha + b * beta), "one core's row alone");
+  expect_within_one_percent(row.together(first_cores, b), 3 * (alpha + 2 * b * beta), "beside the other core's row");
+  expect_within_one_percent(row.together({0, 1}, b), between.latency + b / between.bandwidth,
+                            "the two cores of a chip");
 }
 
 // On a torus the rows count as nodes: the hierarchical all-reduce goes along the rows, down the columns
@@ -402,7 +455,8 @@ TEST(collective_cost, company_is_cached_by_placement_and_only_slows) {
   const link_model peer{bandwidth, alpha, "peer"};
   const link_model ib{10e9, 5e-6, "ib"};
   const std::vector<topology> networks = {topology::nodes(32, 4, peer, ib, 1), topology::nodes(32, 4, peer, ib, 2),
-                                          topology::torus_2d(4, 8, peer), topology::ring(16, peer)};
+                                          topology::torus_2d(4, 8, peer), topology::torus_2d(2, 4, peer, 2, ib),
+                                          topology::ring(16, peer)};
   std::uint64_t state = 12345;
   const auto next = [&](int below) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -540,6 +594,10 @@ TEST(presets, describe_the_papers_machines) {
   EXPECT_THROW((void)presets::v100_nodes(6), shardwise::argument_error);
   // A full TPU v3 pod: 1024 chips in a 32 x 32 torus; a ring all-reduce round a row of 32 takes its
   // 2 · 31 steps on the ICI links between neighbours, one hop each, in two channels, one each way.
+  const auto cores = presets::tpu_v3_pod(32, 32, 2);
+  EXPECT_EQ(cores.network.devices(), 2048);
+  EXPECT_DOUBLE_EQ(cores.device.memory_bandwidth, presets::tpu_v3_core().memory_bandwidth);
+  EXPECT_THROW((void)presets::tpu_v3_pod(32, 32, 3), shardwise::argument_error);
   const auto pod = presets::tpu_v3_pod(32, 32);
   EXPECT_EQ(pod.network.devices(), 1024);
   EXPECT_EQ(pod.network.kind(), topology::shape::torus_2d);

@@ -169,11 +169,18 @@ class collective_cost {
     if (!model_->axis_groups_share_links || !net.disjoint_routes_can_meet() || devices.size() <= 1 ||
         static_cast<int>(devices.size()) >= all)
       return groups;
-    const int first = devices.front(), cols = net.columns(), rows = all / cols;
+    // On a torus shift k moves a device by k / c chips and k mod c places on its chip (c a chip's
+    // devices), so the groups of one core of every chip have the other core's as translates.
+    const int per_chip = net.devices_per_chip();
+    const int first = devices.front(), cols = net.columns(), rows = all / per_chip / cols;
     // Device d moved by shift k (0 ≤ k < all), or -1 off the machine.
     const auto moved = [&](int d, int k) {
       switch (net.kind()) {
-        case topology::shape::torus_2d: return (d / cols + k / cols) % rows * cols + (d % cols + k % cols) % cols;
+        case topology::shape::torus_2d: {
+          const int chip = d / per_chip, by = k / per_chip;
+          return ((chip / cols + by / cols) % rows * cols + (chip % cols + by % cols) % cols) * per_chip +
+                 (d + k) % per_chip;
+        }
         case topology::shape::nodes: {
           const int t = d + k - (k > all - 1 - first ? all : 0);  // shifts past the last device wrap to negative
           return t >= 0 && t < all ? t : -1;
@@ -199,12 +206,13 @@ class collective_cost {
   }
 
   // The group's members in nodes of equal width, consecutive in rank order (how the hierarchical
-  // algorithm sees them); nodes of one member when the group is not laid out so. A torus's rows count
-  // as its nodes: the hierarchical all-reduce then runs along the rows, down the columns and along the
-  // rows again, the torus's two-phase all-reduce.
+  // algorithm sees them); nodes of one member when the group is not laid out so. A torus's rows (of
+  // chips, with their devices) count as its nodes: the hierarchical all-reduce then runs along the
+  // rows, down the columns and along the rows again, the torus's two-phase all-reduce.
   [[nodiscard]] placement placement_of(const std::vector<int>& devices) const {
     const topology& net = model_->network;
-    const int per_node = net.kind() == topology::shape::torus_2d ? net.columns() : net.gpus_per_node();
+    const int per_node =
+        net.kind() == topology::shape::torus_2d ? net.columns() * net.devices_per_chip() : net.gpus_per_node();
     const auto node = [&](std::size_t i) { return devices[i] / per_node; };
     std::size_t width = 1;
     while (width < devices.size() && node(width) == node(0)) ++width;
@@ -218,8 +226,8 @@ class collective_cost {
   // every member of each group in turn), so that groups it prices alike get one label. Nodes: each
   // member's node and NIC, numbered in order of first appearance (links inside a node are one per
   // pair, all alike; the NICs and their sharing are what differ). Ring and torus: the members relative
-  // to the first group's first, which is exact for their translation symmetry. A fully connected
-  // network tells groups apart by size only.
+  // to the first group's first (in chips, each device keeping its place on its chip), which is exact
+  // for their translation symmetry. A fully connected network tells groups apart by size only.
   [[nodiscard]] std::vector<int> placement_class_of(const std::vector<std::vector<int>>& groups) const {
     const topology& net = model_->network;
     const int origin = groups.front().front();
@@ -232,8 +240,12 @@ class collective_cost {
           case topology::shape::fully_connected: label.push_back(position++); break;
           case topology::shape::ring: label.push_back((d - origin + net.devices()) % net.devices()); break;
           case topology::shape::torus_2d: {
-            const int cols = net.columns(), rows = net.devices() / cols;
-            label.push_back((d / cols - origin / cols + rows) % rows * cols + (d % cols - origin % cols + cols) % cols);
+            const int c = net.devices_per_chip(), cols = net.columns(), rows = net.devices() / c / cols;
+            const int chip = d / c, origin_chip = origin / c;
+            label.push_back(((chip / cols - origin_chip / cols + rows) % rows * cols +
+                             (chip % cols - origin_chip % cols + cols) % cols) *
+                                c +
+                            d % c);
             break;
           }
           case topology::shape::nodes:

@@ -26,12 +26,16 @@
 //                          per chip, over 4 links (it matches the 656 Gb/s ICI links of Jouppi et al.,
 //                          "A domain-specific supercomputer for training deep neural networks",
 //                          CACM 2020). Per hop 1 µs: an assumption (Google states none; "sub-
-//                          microsecond" between neighbours is what third-party accounts give)
+//                          microsecond" between neighbours is what third-party accounts give).
+//                          With a device per TensorCore, the two cores of a chip share its links,
+//                          and are joined by a link of one ICI link's figures each way: an
+//                          assumption too (Google gives no figure for the path between them)
 //   latencies              kernel launch 5 µs (HIP/CUDA launch overhead as commonly measured);
 //                          per message 2 µs on xGMI/NVLink (peer copy set-up of RCCL/NCCL), 2.5 µs
 //                          on HDR-class InfiniBand and 1.5 µs on EDR (MPI ping-pong order; the
 //                          paper's ASTRA-Sim runs use 700 ns for the wire alone, Table 2)
 #include <string>
+#include <utility>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/machine.hpp"
@@ -71,9 +75,17 @@ inline machine v100_nodes(int gpus, int gpus_per_node = 4) {
   return {v100(), topology::nodes(gpus, k, nvlink2_pair(), infiniband_edr(), 1)};
 }
 
-// A TPU v3 pod slice of rows x cols chips in a 2-D torus (the full pod: 32 x 32), one device per
-// chip: the weight-update paper runs a replica per TensorCore, and the two cores of a chip reduce
-// through the chip's own memory, which this model folds into the chip.
-inline machine tpu_v3_pod(int rows, int cols) { return {tpu_v3_chip(), topology::torus_2d(rows, cols, tpu_v3_ici())}; }
+// A TPU v3 pod slice of rows x cols chips in a 2-D torus (the full pod: 32 x 32), with a device per
+// chip (devices_per_chip = 1) or per TensorCore (2: devices 2c and 2c + 1 are chip c's cores, each
+// with half the chip's rate and memory bandwidth, sharing its 4 links).
+inline machine tpu_v3_pod(int rows, int cols, int devices_per_chip = 1) {
+  if (devices_per_chip != 1 && devices_per_chip != 2)
+    throw argument_error(-1, "presets::tpu_v3_pod",
+                         "a device per chip (1) or per TensorCore (2), not " + std::to_string(devices_per_chip));
+  link_model between_cores = tpu_v3_ici();
+  between_cores.kind = "between cores";
+  return {devices_per_chip == 1 ? tpu_v3_chip() : tpu_v3_core(),
+          topology::torus_2d(rows, cols, tpu_v3_ici(), devices_per_chip, std::move(between_cores))};
+}
 
 }  // namespace shardwise::sim::presets

@@ -12,6 +12,11 @@
 //   torus_2d(rows, cols, link)   rank r at (r / cols, r % cols), wrap-around links in both
 //                                dimensions, dimension-order routing (columns first, then rows),
 //                                one latency per hop; id = 4r + direction
+//   torus_2d(rows, cols, link, c, on_chip)
+//                                c devices a chip at each place of the torus (device d on chip d / c,
+//                                chips numbered as the ranks above): they share the chip's 4 links,
+//                                and two devices of a chip are joined by `on_chip` links, one per
+//                                ordered pair; id = 4·chips + d·c + the other's index on the chip
 //   nodes(P, k, peer, network, nics)
 //                                nodes of k GPUs, fully connected inside a node by `peer` links;
 //                                between nodes a transfer goes up its GPU's NIC and down the
@@ -48,11 +53,16 @@ class topology {
   static topology ring(int devices, link_model link) {
     return topology(shape::ring, devices, std::move(link), {}, devices, 1);
   }
-  static topology torus_2d(int rows, int cols, link_model link) {
+  static topology torus_2d(int rows, int cols, link_model link, int devices_per_chip = 1, link_model on_chip = {}) {
     if (rows < 1 || cols < 1)
       throw argument_error(-1, "topology::torus_2d",
                            "needs positive extents, got " + std::to_string(rows) + " x " + std::to_string(cols));
-    return topology(shape::torus_2d, rows * cols, std::move(link), {}, cols, 1);
+    if (devices_per_chip < 1)
+      throw argument_error(-1, "topology::torus_2d",
+                           "needs at least one device a chip, got " + std::to_string(devices_per_chip));
+    topology torus(shape::torus_2d, rows * cols * devices_per_chip, std::move(link), std::move(on_chip), cols, 1);
+    torus.devices_per_chip_ = devices_per_chip;
+    return torus;
   }
   static topology nodes(int devices, int gpus_per_node, link_model peer, link_model network, int nics_per_node) {
     if (gpus_per_node < 1 || devices % gpus_per_node != 0)
@@ -71,8 +81,10 @@ class topology {
   [[nodiscard]] const link_model& peer_link() const noexcept { return peer_; }
   [[nodiscard]] const link_model& network_link() const noexcept { return shape_ == shape::nodes ? network_ : peer_; }
   [[nodiscard]] int gpus_per_node() const noexcept { return shape_ == shape::nodes ? width_ : devices_; }
-  // A torus's columns; the other shapes are one row.
+  // A torus's columns of chips; the other shapes are one row.
   [[nodiscard]] int columns() const noexcept { return shape_ == shape::torus_2d ? width_ : devices_; }
+  // Devices on each chip of a torus (1 elsewhere): they share the chip's links.
+  [[nodiscard]] int devices_per_chip() const noexcept { return devices_per_chip_; }
   // The NIC (numbered across all nodes) a GPU of a node sends and receives through.
   [[nodiscard]] std::int64_t nic_of(int gpu) const noexcept {
     return static_cast<std::int64_t>(gpu / width_) * nics_per_node_ + (gpu % width_) * nics_per_node_ / width_;
@@ -105,14 +117,22 @@ class topology {
         r.latency = peer_.latency * static_cast<double>(r.links.size());
         break;
       case shape::torus_2d: {
-        const int cols = width_, rows = devices_ / width_;
-        const int row = source / cols, destination_row = destination / cols;
-        int col = source % cols;
+        const int c = devices_per_chip_;
+        const int from = source / c, to = destination / c;  // chips
+        if (from == to) {
+          r.links.push_back(4 * static_cast<std::int64_t>(chips()) + static_cast<std::int64_t>(source) * c +
+                            destination % c);
+          r.latency = network_.latency;
+          break;
+        }
+        const int cols = width_, rows = chips() / width_;
+        const int row = from / cols, destination_row = to / cols;
+        int col = from % cols;
         // Columns first along the source's row, then rows along the destination's column.
-        ring_hops(col, destination % cols, cols, [&](int at, bool forward) {
+        ring_hops(col, to % cols, cols, [&](int at, bool forward) {
           r.links.push_back(4 * static_cast<std::int64_t>(row * cols + at) + (forward ? 0 : 1));
         });
-        col = destination % cols;
+        col = to % cols;
         ring_hops(row, destination_row, rows, [&](int at, bool forward) {
           r.links.push_back(4 * static_cast<std::int64_t>(at * cols + col) + (forward ? 2 : 3));
         });
@@ -147,7 +167,11 @@ class topology {
       }
       case shape::torus_2d: {
         static constexpr const char* direction[] = {"+column", "-column", "+row", "-row"};
-        return gpu(link / 4) + " " + direction[link % 4] + " (" + peer_.kind + ")";
+        const std::int64_t c = devices_per_chip_, on_chip = link - 4 * static_cast<std::int64_t>(chips());
+        if (on_chip >= 0)
+          return gpu(on_chip / c) + " → " + gpu(on_chip / c / c * c + on_chip % c) + " (" + network_.kind + ")";
+        return (c == 1 ? gpu(link / 4) : "chip " + std::to_string(link / 4)) + " " + direction[link % 4] + " (" +
+               peer_.kind + ")";
       }
       case shape::nodes:
         if (link < P * width_)
@@ -193,16 +217,22 @@ class topology {
   [[nodiscard]] std::int64_t nic_link(std::int64_t nic, bool send) const noexcept {
     return static_cast<std::int64_t>(devices_) * width_ + (send ? 0 : nics()) + nic;
   }
+  [[nodiscard]] int chips() const noexcept { return devices_ / devices_per_chip_; }
   [[nodiscard]] const link_model& model_of(std::int64_t link) const noexcept {
-    return shape_ == shape::nodes && link >= static_cast<std::int64_t>(devices_) * width_ ? network_ : peer_;
+    switch (shape_) {
+      case shape::nodes: return link >= static_cast<std::int64_t>(devices_) * width_ ? network_ : peer_;
+      case shape::torus_2d: return link >= 4 * static_cast<std::int64_t>(chips()) ? network_ : peer_;
+      default: return peer_;
+    }
   }
 
   shape shape_;
   int devices_;
   int width_;  // columns of the torus, GPUs per node
   int nics_per_node_;
+  int devices_per_chip_ = 1;
   link_model peer_;
-  link_model network_;
+  link_model network_;  // between nodes; on a torus, between the devices of a chip
 };
 
 }  // namespace shardwise::sim
