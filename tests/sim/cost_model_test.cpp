@@ -354,10 +354,7 @@ TEST(collective_cost, groups_alike_on_the_network_are_simulated_once_each) {
 // formulas count), priced with the translates of the group beside it and alone.
 class ring_gather_on {
  public:
-  explicit ring_gather_on(topology net) : together_{gpu, std::move(net)} {
-    together_.algorithms.all_gather = algorithm::ring;
-    together_.algorithms.by_modelled_cost = false;
-    alone_ = together_;
+  explicit ring_gather_on(topology net) : together_(one_channel_ring(std::move(net))), alone_(together_) {
     alone_.axis_groups_share_links = false;
   }
   [[nodiscard]] double together(const std::vector<int>& devices, double b) const {
@@ -366,12 +363,18 @@ class ring_gather_on {
   [[nodiscard]] double alone(const std::vector<int>& devices, double b) const { return duration(alone_, devices, b); }
 
  private:
+  static machine one_channel_ring(topology net) {
+    machine m{gpu, std::move(net)};
+    m.algorithms.all_gather = algorithm::ring;
+    m.algorithms.by_modelled_cost = false;
+    return m;
+  }
   static double duration(const machine& m, const std::vector<int>& devices, double b) {
     collective_cost costs(m);
     return costs.duration(costs.group_id(devices), devices, {collective::all_gather, b, 0});
   }
   machine together_;
-  machine alone_{together_};
+  machine alone_;
 };
 
 // Nodes of 4 GPUs behind one NIC: a group of one GPU per node has three translates (the other

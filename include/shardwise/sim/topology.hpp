@@ -120,8 +120,7 @@ class topology {
         const int c = devices_per_chip_;
         const int from = source / c, to = destination / c;  // chips
         if (from == to) {
-          r.links.push_back(4 * static_cast<std::int64_t>(chips()) + static_cast<std::int64_t>(source) * c +
-                            destination % c);
+          r.links.push_back(first_on_chip_link() + static_cast<std::int64_t>(source) * c + destination % c);
           r.latency = network_.latency;
           break;
         }
@@ -167,7 +166,7 @@ class topology {
       }
       case shape::torus_2d: {
         static constexpr const char* direction[] = {"+column", "-column", "+row", "-row"};
-        const std::int64_t c = devices_per_chip_, on_chip = link - 4 * static_cast<std::int64_t>(chips());
+        const std::int64_t c = devices_per_chip_, on_chip = link - first_on_chip_link();
         if (on_chip >= 0)
           return gpu(on_chip / c) + " → " + gpu(on_chip / c / c * c + on_chip % c) + " (" + network_.kind + ")";
         return (c == 1 ? gpu(link / 4) : "chip " + std::to_string(link / 4)) + " " + direction[link % 4] + " (" +
@@ -218,10 +217,12 @@ class topology {
     return static_cast<std::int64_t>(devices_) * width_ + (send ? 0 : nics()) + nic;
   }
   [[nodiscard]] int chips() const noexcept { return devices_ / devices_per_chip_; }
+  // A torus's links between the devices of a chip come after the chips' four each.
+  [[nodiscard]] std::int64_t first_on_chip_link() const noexcept { return 4 * static_cast<std::int64_t>(chips()); }
   [[nodiscard]] const link_model& model_of(std::int64_t link) const noexcept {
     switch (shape_) {
       case shape::nodes: return link >= static_cast<std::int64_t>(devices_) * width_ ? network_ : peer_;
-      case shape::torus_2d: return link >= 4 * static_cast<std::int64_t>(chips()) ? network_ : peer_;
+      case shape::torus_2d: return link >= first_on_chip_link() ? network_ : peer_;
       default: return peer_;
     }
   }

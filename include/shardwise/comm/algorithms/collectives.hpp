@@ -49,11 +49,12 @@ template <class T, communicator C>
 void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source, std::span<T> target,
           op reduction = op::sum) {
   const auto channels = static_cast<std::size_t>(steps.channels);
+  std::vector<rank_exchange<std::size_t>> exchanges(channels);
   std::vector<std::vector<T>> arrived(channels);
   std::vector<std::optional<typename C::request>> receiving(channels), sending(channels);
   for (int k = 0; k < steps.steps(); ++k) {
     for (std::size_t c = 0; c < channels; ++c) {
-      const auto e = steps.exchange(comm.rank(), k, static_cast<int>(c));
+      const auto& e = exchanges[c] = steps.exchange(comm.rank(), k, static_cast<int>(c));
       const int tag = tag_of(k, static_cast<int>(c), steps.channels);
       if (e.receive_from >= 0) {
         if (e.reduce) arrived[c].resize(e.received.count);
@@ -70,7 +71,7 @@ void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source,
       receiving[c]->wait();
       receiving[c].reset();
       if constexpr (reducible<T>) {
-        const auto e = steps.exchange(comm.rank(), k, static_cast<int>(c));
+        const auto& e = exchanges[c];
         if (e.reduce) reduce_into<T>(target.subspan(e.received.offset, e.received.count), arrived[c], reduction);
       }
     }
