@@ -7,25 +7,32 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/matmul_checks.hpp"
+#include "shardwise/core/work.hpp"
+#include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/binary_cross_entropy.hpp"
 #include "shardwise/ops/attention.hpp"
 #include "shardwise/ops/dropout.hpp"
 #include "shardwise/ops/gelu.hpp"
 #include "shardwise/ops/layer_norm.hpp"
+#include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/softmax.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
+#include "shardwise/sim/timeline.hpp"
 
 namespace {
 
 using namespace shardwise;
 using shardwise::testing::distributed;
+using shardwise::testing::expect_equals_serial;
 using shardwise::testing::serial;
 
 constexpr int ranks = 4;
@@ -64,8 +71,9 @@ TEST(kernel_cost, gelu_and_its_backward_are_one_roofline_kernel_each) {
 // Every operation's kernels, forward and backward, on rows cut over the ranks (col_1d: no communication,
 // so the compute stream runs them back to back): the stream's end is the sum of the roofline times of the
 // kernels each operation declares, written out here from their formulas (n elements and r rows on a
-// rank, s bytes each). On the MI210 most of them are memory-bound; slowed to 0.1 TFLOP/s, all are
-// compute-bound, so both terms of every declared work are checked.
+// rank, s bytes each; the binary cross-entropy has r logits, one a row). On the MI210 most of them are
+// memory-bound; slowed to 0.1 TFLOP/s, all are compute-bound, so both terms of every declared work are
+// checked.
 void expect_roofline_kernels(double peak_flops) {
   SCOPED_TRACE(std::to_string(peak_flops) + " FLOP/s");
   constexpr std::int64_t sequence = 64;
@@ -93,12 +101,16 @@ void expect_roofline_kernels(double peak_flops) {
       {"dropout", time(16 * n, 2 * s * n)},
       {"attention_forward", time(tiles * (4 * q * q * d + 12 * q * q), tiles * s * (4 * q * d + q * q))},
       {"attention_backward", time(tiles * (8 * q * q * d + 4 * q * q), tiles * s * (7 * q * d + q * q))},
+      {"binary_cross_entropy", time(34 * r, 4 * s * r) + time(2 * r, 3 * s * r)},
   };
   sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
     process_mesh mesh(world, {ranks});
     const auto x = distributed<col_1d<>, float>(mesh, serial({tokens, hidden}, 1));
     const auto dy = distributed<col_1d<>, float>(mesh, serial({tokens, hidden}, 2));
     const auto ones = from_function<replicated<>>(mesh, {1, hidden}, [](std::int64_t, std::int64_t) { return 1.0f; });
+    const auto logits = distributed<col_1d<>, float>(mesh, serial({tokens, 1}, 3));
+    const std::vector<float> labels(static_cast<std::size_t>(tokens / ranks), 1.0f);
+    nn::binary_cross_entropy<float, col_1d<>, std::remove_reference_t<decltype(mesh)>> loss;
     const attention_shape shape{sequence, head_dim, true};
     attention_saved<float> saved;
     auto& compute = world.device().default_stream();
@@ -112,6 +124,10 @@ void expect_roofline_kernels(double peak_flops) {
       if (name == "dropout") (void)dropout(x, 0.1, 7);
       if (name == "attention_forward") (void)attention_forward(x, x, x, shape, saved);
       if (name == "attention_backward") (void)attention_backward(x, x, x, dy, shape, saved);
+      if (name == "binary_cross_entropy") {
+        (void)loss.forward(logits, labels);
+        (void)loss.backward(1.0f);
+      }
       EXPECT_NEAR(compute.ready() - start, seconds, 1e-9 * seconds) << operation;
     }
   });
@@ -138,6 +154,49 @@ TEST(kernel_cost, the_optimizer_update_is_one_kernel_over_the_elements_a_rank_up
     sharded.step(world, 1e-3f);
     EXPECT_NEAR(compute.ready(), start + update, 1e-12 * update);
   });
+}
+
+// The durations of the events named `name` on `timeline`, in seconds, read from its trace.
+std::vector<double> durations_of(const sim::timeline& timeline, const std::string& name) {
+  const std::string trace = timeline.chrome_trace_json();
+  const std::string named = "\"name\":\"" + name + "\"";
+  const std::string duration = "\"dur\":";
+  std::vector<double> found;
+  for (auto at = trace.find(named); at != std::string::npos; at = trace.find(named, at + 1))
+    found.push_back(1e-6 * std::stod(trace.substr(trace.find(duration, at) + duration.size())));
+  return found;
+}
+
+// The 3-D product in bands copies where a band's rows do not lie together, each copy a kernel that reads
+// and writes its elements once. On a 1 x 2 x 1 mesh, C = A·B's local product has two strips (A's two
+// pieces along y) that z's one rank keeps, so each rank copies its m x n/2 block of sums into place once;
+// dB = Aᵀ·dC copies each band of A's columns, m/2 x k/bands, before sending it.
+TEST(kernel_cost, the_3d_product_in_bands_copies_its_bands_in_one_kernel_each) {
+  constexpr int pair = 2;
+  constexpr int bands = 4;
+  constexpr std::int64_t m = 1024, k = 512, n = 512;
+  sim::machine machine = sim::presets::mi210_nodes(pair, pair);
+  machine.record_timeline = true;
+  const auto a = serial({m, k}, 1);
+  const auto b = serial({k, n}, 2);
+  const auto dc = serial({m, n}, 3);
+  const auto report = sim_gpu::run(pair, machine, [&](sim_gpu::communicator& world) {
+    process_mesh mesh(world, {1, pair, 1});
+    const auto a_input = distributed<cube_3d<>::input, float>(mesh, a);
+    const auto b_weight = distributed<cube_3d<>::weight, float>(mesh, b);
+    const auto dc_output = distributed<cube_3d<>::output, float>(mesh, dc);
+    expect_equals_serial(matmul(a_input, b_weight, {.chunks = bands}), a * b, 1e-5);
+    expect_equals_serial(matmul(transposed(a_input), dc_output, {.chunks = bands}), a.transpose() * dc, 1e-5);
+  });
+  const auto copy_time = [&](double elements) { return machine.device.duration(copy_work(element * elements)); };
+  const double sums = copy_time(m * n / pair);
+  const double band_of_a = copy_time(m / pair * k / bands);
+  const std::vector<double> sums_copied = durations_of(*report.timeline, "band sums copy");
+  const std::vector<double> bands_copied = durations_of(*report.timeline, "band of A copy");
+  EXPECT_EQ(sums_copied.size(), pair);
+  for (const double seconds : sums_copied) EXPECT_NEAR(seconds, sums, 1e-9 * sums);
+  EXPECT_EQ(bands_copied.size(), pair * bands);
+  for (const double seconds : bands_copied) EXPECT_NEAR(seconds, band_of_a, 1e-9 * band_of_a);
 }
 
 }  // namespace

@@ -37,10 +37,11 @@
 // Collective over the mesh: every rank calls with the same shapes; inner dimensions that differ throw
 // argument_error.
 //
-// On simulated GPUs (sim_gpu) each GEMM is a kernel on the compute stream, and the messages leave from
-// the axis communicator's stream; when that is a stream of its own (use_stream before the mesh is
-// built), a piece travels while another's GEMM runs in virtual time too, and a ring of GEMMs g and
-// transfers t takes (P - 1) · max(g, t) + g (tests/ops/collective_matmul_time_test.cpp).
+// On simulated GPUs (sim_gpu) each GEMM, and each addition of a received sum, is a kernel on the compute
+// stream, and the messages leave from the axis communicator's stream; when that is a stream of its own
+// (use_stream before the mesh is built), a piece travels while another's GEMM runs in virtual time too,
+// and a ring of GEMMs g and transfers t takes (P - 1) · max(g, t) + g, plus (P - 1) additions a for
+// matmul_reduce_scatter (tests/ops/collective_matmul_time_test.cpp).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -48,6 +49,7 @@
 #include <span>
 #include <type_traits>
 
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
@@ -238,8 +240,12 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
         ring, sum, rows_of<TransposeLeft>(left_local, destination.offset, destination.extent), right_local, false);
     if (step > 0) {
       arrival.wait();
-      sum += strided_map<const T>(slot(2, destination.extent).data(), destination.extent, width,
-                                  Eigen::OuterStride<>(width));
+      // One addition per element: this rank's addend and the received sum read, the sum written.
+      const auto elements = static_cast<double>(destination.extent * width);
+      run_kernel(ring, {elements, 3 * sizeof(T) * elements}, "add received sum", [&] {
+        sum += strided_map<const T>(slot(2, destination.extent).data(), destination.extent, width,
+                                    Eigen::OuterStride<>(width));
+      });
     }
     if (last) break;
     const piece next = piece_of(2 * parts - 2 - step);

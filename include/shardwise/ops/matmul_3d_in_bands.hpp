@@ -10,12 +10,12 @@
 // destination holds whole strips. Band j is rows j·h/n .. (j + 1)·h/n of every strip of h rows (n bands,
 // never more than h), and step j
 //   - starts gathering band j + 1 of A along y: each rank sends its strips' rows of the band (copied
-//     together first when they do not lie together: several strips, or a transposed A's columns) and
-//     receives the band of every strip, strip after strip;
+//     together first, by a kernel, when they do not lie together: several strips, or a transposed A's
+//     columns) and receives the band of every strip, strip after strip;
 //   - waits for band j and multiplies it by the whole B_lj: band j of C_ij^(l), strip after strip, which
 //     is destination after destination, the input of its own reduce-scatter;
-//   - starts that reduce-scatter along z into this rank's rows of the band (copied into place at the
-//     end when this rank's block of C has several strips).
+//   - starts that reduce-scatter along z into this rank's rows of the band (copied into place by one
+//     kernel at the end when this rank's block of C has several strips).
 // So band j + 1 of A travels while band j is multiplied, and the sums of band j travel while band j + 1
 // is. B is gathered whole, beside A's first band: every band multiplies all of it. Held at once: B_lj,
 // two bands of A_il (and two of this rank's own, when copied together), the whole C_ij^(l) (a band's
@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/ops/matmul_3d_steps.hpp"
@@ -103,15 +104,19 @@ class bands_of_a {
         gathered_size_(own_size_ * static_cast<std::size_t>(sources)),
         slots_(workspace<T>(buffer::left, 2 * (gathered_size_ + (copied_ ? own_size_ : 0)))) {}
 
-  // This rank's piece of band j, as it is sent.
-  [[nodiscard]] side_by_side_blocks<const T> own_piece(std::int64_t j) {
+  // This rank's piece of band j, as `y` sends it; when copied together, the copy is a kernel whose
+  // result y sends.
+  template <class Carrier>
+  [[nodiscard]] side_by_side_blocks<const T> own_piece(Carrier& y, std::int64_t j) {
     const band_of_strips band = cut_.band(j);
     const std::int64_t rows = TransposeA ? a_.rows() : cut_.own_strips * band.rows;
     const std::int64_t cols = TransposeA ? cut_.own_strips * band.rows : a_.cols();
     if (!copied_) return {a_.data() + band.first * a_.cols(), rows, cols, 1};
     T* const copy = slots_.data() + 2 * gathered_size_ + slot(j) * own_size_;
-    strided_map<T> together(copy, rows, cols, Eigen::OuterStride<>(cols));
-    band.pack<TransposeA>(a_, together, cut_.own_strips);
+    run_copy<T>(y, rows * cols, "band of A", [&] {
+      strided_map<T> together(copy, rows, cols, Eigen::OuterStride<>(cols));
+      band.pack<TransposeA>(a_, together, cut_.own_strips);
+    });
     return {copy, rows, cols, 1};
   }
   // Where band j of A_il lands.
@@ -163,17 +168,22 @@ class bands_of_c {
         .subspan(static_cast<std::size_t>(cut_.result_strips * band.first * addends_.cols),
                  static_cast<std::size_t>(cut_.result_strips * band.rows * addends_.cols));
   }
-  // Every band's rows of this rank's block of C, from where they arrived to their strips.
-  void put_in_place() const {
+  // Every band's rows of this rank's block of C, from where they arrived to their strips: one kernel,
+  // over `z`, which delivered them.
+  template <class Carrier>
+  void put_in_place(Carrier& z) const {
     if (!copied_) return;
     const std::int64_t width = addends_.cols;
-    strided_map<T> whole(c_.data(), cut_.result_strips * cut_.height, width, Eigen::OuterStride<>(width));
-    for (std::int64_t j = 0; j < cut_.bands; ++j) {
-      const band_of_strips band = cut_.band(j);
-      band.unpack(strided_map<const T>(arrived_.data() + cut_.result_strips * band.first * width,
-                                       cut_.result_strips * band.rows, width, Eigen::OuterStride<>(width)),
-                  whole, cut_.result_strips);
-    }
+    const std::int64_t rows = cut_.result_strips * cut_.height;
+    run_copy<T>(z, rows * width, "band sums", [&] {
+      strided_map<T> whole(c_.data(), rows, width, Eigen::OuterStride<>(width));
+      for (std::int64_t j = 0; j < cut_.bands; ++j) {
+        const band_of_strips band = cut_.band(j);
+        band.unpack(strided_map<const T>(arrived_.data() + cut_.result_strips * band.first * width,
+                                         cut_.result_strips * band.rows, width, Eigen::OuterStride<>(width)),
+                    whole, cut_.result_strips);
+      }
+    });
   }
 
  private:
@@ -202,7 +212,7 @@ void cube_multiply_in_bands(Mesh& mesh, std::span<const T> a, const block_info& 
   const bands_of_c<Steps, T> c_ij(mesh, rows, cols_of_op<TransposeB>(b_lj), cut, c);
   // band j of A_ijl -> band j of A_il along y, started
   const auto gather_band_of_a = [&](std::int64_t j) {
-    return gather_a_along_y<Steps>(mesh, a_il.own_piece(j), a_il.room(j));
+    return gather_a_along_y<Steps>(mesh, a_il.own_piece(y, j), a_il.room(j));
   };
   std::vector<typename axis_type::request> started;
   started.reserve(static_cast<std::size_t>(cut.bands));
@@ -221,7 +231,7 @@ void cube_multiply_in_bands(Mesh& mesh, std::span<const T> a, const block_info& 
       for (auto& earlier : started) earlier.test();
   }
   for (auto& reduction : started) reduction.wait();
-  c_ij.put_in_place();
+  c_ij.put_in_place(z);
 }
 
 }  // namespace shardwise::detail
