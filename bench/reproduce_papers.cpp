@@ -3,13 +3,16 @@
 // (weak scaling) and Table 2 (strong scaling): Transformer layers in the 1-D (Megatron), 2-D (SUMMA)
 // and 3-D (cube) families on 8 to 64 V100s of TACC Longhorn (sim::presets::v100_nodes: nodes of 4,
 // NVLink inside, one EDR InfiniBand NIC per node), run shapes-only (sim_gpu::execution::shapes_only).
-//   reproduce_papers [--layers N] [--only TEXT]...   prints a JSON array of rows to stdout, progress
+//   reproduce_papers [--layers N] [--only TEXT]... [--reduce-during-backward MIB]
+//                                                   prints a JSON array of rows to stdout, progress
 //                                                   to stderr; --only keeps the rows whose label
 //                                                   ("Table 2, 3-D, 64 GPUs, ...") contains TEXT
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
-// its labels read "Section 6.1, Transformer, 1024 chips, replicated update" and alike.
+// its labels read "Section 6.1, Transformer, 1024 chips, replicated update" and alike. With
+// --reduce-during-backward MIB its gradients lie in buckets of MIB MiB whose reductions start as the
+// backward pass completes them, the communicator on a stream of its own (docs/sharded-update.md).
 // Each row: {paper, table, row, quantity, simulated, published, note?, alternative?, absolute?}. The
 // 3-D paper's times are in seconds; the weight-update paper's in milliseconds, and its rows are
 // "absolute" (the simulated step is the whole model's, so no unknown factor stands between the two).
@@ -294,12 +297,16 @@ struct training_step_times {
 
 // One training step of the Transformer on every device of `machine`, a replica each, data-parallel,
 // shapes only, timed from a barrier (every rank's streams drained) to the next, as the 3-D rows are.
-training_step_times simulate_training_step(update_variant variant, const sim::machine& machine) {
+// With `buckets_during_backward` elements a bucket, the reductions start during the backward pass.
+training_step_times simulate_training_step(update_variant variant, const sim::machine& machine,
+                                           std::size_t buckets_during_backward = 0) {
   const int replicas = machine.network.devices();
+  const bool during_backward = buckets_during_backward != 0;
   training_step_times times;
   const auto report = sim_gpu::run(
       replicas, machine,
       [&](sim_gpu::communicator& world) {
+        if (during_backward) world.use_stream(world.device().create_stream("communication"));
         data_parallel_mesh mesh(world, replicas, coordinates<1>{1});
         using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
         model::gpt<float, nn::tensor_parallel_1d<>, tensor_parallel_mesh> transformer(mesh.tensor_parallel(),
@@ -311,28 +318,35 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
                                                 static_cast<std::size_t>(transformer_big.vocabulary));
         constexpr float learning_rate = 1e-3f;
         double start = 0, backward_end = 0, end = 0;
-        // Forward and backward, then `update_step`, each phase timed from a synchronized clock.
-        const auto timed_step = [&](auto&& update_step) {
+        // Forward and backward (telling `update` on `comm` which gradients are done, when they are
+        // reduced during it), then `update_step`, each phase timed from a synchronized clock.
+        const auto timed_step = [&](auto& update, auto& comm, auto&& update_step) {
           start = world.synchronized_now();
           (void)transformer.forward(tokens, tokens);
-          transformer.backward();
+          if (during_backward) {
+            transformer.backward(
+                1.0f, [&](std::size_t first, std::size_t count) { update.gradients_ready(comm, first, count); });
+          } else {
+            transformer.backward();
+          }
           backward_end = world.synchronized_now();
           update_step();
           end = world.synchronized_now();
         };
+        const optim::update_options buckets{buckets_during_backward};
         if (variant == update_variant::replicated) {
-          optim::replicated_update<optim::adam> update(transformer, mesh.data());
-          timed_step([&] { update.step(mesh.data(), learning_rate); });
+          optim::replicated_update<optim::adam> update(transformer, mesh.data(), {}, buckets);
+          timed_step(update, mesh.data(), [&] { update.step(mesh.data(), learning_rate); });
         } else if (variant == update_variant::sharded_in_all) {
-          optim::sharded_update<optim::adam> update(transformer, mesh.data());
-          timed_step([&] { update.step(mesh.data(), learning_rate); });
+          optim::sharded_update<optim::adam> update(transformer, mesh.data(), {}, buckets);
+          timed_step(update, mesh.data(), [&] { update.step(mesh.data(), learning_rate); });
         } else {
           // A row of the torus shards (ranks row-major, torus_2d), its column all-reduces the blocks.
           const int group_size = std::min(sharding_group, replicas);
           auto group = mesh.data().split(mesh.replica() / group_size, mesh.replica());
           auto across = mesh.data().split(mesh.replica() % group_size, mesh.replica());
-          optim::sharded_update<optim::adam> update(transformer, group);
-          timed_step([&] { update.step(group, across, learning_rate); });
+          optim::sharded_update<optim::adam> update(transformer, group, {}, buckets);
+          timed_step(update, group, [&] { update.step(group, across, learning_rate); });
         }
         if (world.rank() == 0) {
           times.step = end - start;
@@ -344,23 +358,27 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
   return times;
 }
 
-void weight_update_rows(const std::vector<std::string>& only, std::vector<output_row>& output) {
+void weight_update_rows(const std::vector<std::string>& only, std::size_t buckets_during_backward,
+                        std::vector<output_row>& output) {
   const std::string chips = std::to_string(pod_rows * pod_cols) + " chips";
   const auto wanted = [&](const std::string& label) {
     return only.empty() ||
            std::ranges::any_of(only, [&](const std::string& text) { return label.find(text) != std::string::npos; });
   };
-  const std::string model_note =
+  std::string model_note =
       "14 decoder blocks of width 1024, 16 heads, MLP 4096, vocabulary 33708, a sequence of 256 "
       "a core, a device a core (2 a chip), Adam, float";
+  if (buckets_during_backward != 0)
+    model_note += "; gradients reduced during the backward pass, in buckets of " +
+                  std::to_string(buckets_during_backward * sizeof(float) >> 20) + " MiB";
   std::optional<training_step_times> replicated, grouped, everywhere;
   for (const update_variant variant :
        {update_variant::replicated, update_variant::sharded_in_groups, update_variant::sharded_in_all}) {
     const std::string row = "Transformer, " + chips + ", " + variant_name(variant);
     if (!wanted(std::string(weight_update_table) + ", " + row)) continue;
     const auto wall_start = std::chrono::steady_clock::now();
-    const training_step_times times =
-        simulate_training_step(variant, sim::presets::tpu_v3_pod(pod_rows, pod_cols, cores_per_chip));
+    const training_step_times times = simulate_training_step(
+        variant, sim::presets::tpu_v3_pod(pod_rows, pod_cols, cores_per_chip), buckets_during_backward);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     std::fprintf(stderr, "%s %s: step %.3f ms, update phase %.3f ms, storage %.0f MiB per core; %.1f s wall\n",
                  weight_update_table, row.c_str(), times.step * 1e3, times.update * 1e3,
@@ -557,7 +575,8 @@ struct simulated_row {
 
 struct arguments {
   int layers = 1;
-  std::vector<std::string> only;  // row labels must contain one of these, when any is given
+  std::vector<std::string> only;            // row labels must contain one of these, when any is given
+  std::size_t buckets_during_backward = 0;  // elements a bucket, for the weight-update rows; 0: off
 };
 
 arguments parse(int argc, char** argv) {
@@ -567,8 +586,15 @@ arguments parse(int argc, char** argv) {
       parsed.layers = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       parsed.only.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--reduce-during-backward") == 0 && i + 1 < argc) {
+      const double mebibytes = std::atof(argv[++i]);
+      if (!(mebibytes > 0)) {
+        std::fprintf(stderr, "--reduce-during-backward needs a bucket size in MiB, above 0\n");
+        std::exit(2);
+      }
+      parsed.buckets_during_backward = static_cast<std::size_t>(mebibytes * (1 << 20) / sizeof(float));
     } else {
-      std::fprintf(stderr, "usage: %s [--layers N] [--only TEXT]...\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -662,7 +688,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  weight_update_rows(given.only, output);
+  weight_update_rows(given.only, given.buckets_during_backward, output);
   fused_rows(given.only, output);
 
   std::printf("[\n");

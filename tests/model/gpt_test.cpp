@@ -7,7 +7,9 @@
 // serial model's gradients against finite differences.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,38 @@ TEST(gpt_serial, gradients_match_finite_differences) {
     });
     EXPECT_GT(checked, 100);
   });
+}
+
+// backward(scale, ready) tells every parameter once, numbered as for_each_parameter numbers them, and
+// only once its gradient is complete: what each held when told is what it holds after the pass.
+TYPED_TEST(gpt_test, backward_tells_each_parameter_once_its_gradient_is_complete) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, config);
+        std::vector<std::span<const double>> gradients;
+        gpt.for_each_parameter([&](const std::string&, auto& p) { gradients.emplace_back(p.gradient.data()); });
+        std::vector<std::int32_t> tokens, targets;
+        for (std::int64_t i = 0; i < 2 * config.context; ++i) {
+          tokens.push_back(token_at(i));
+          targets.push_back(token_at(i + 1));
+        }
+        (void)gpt.forward(tokens, targets);
+        std::vector<std::vector<double>> when_told(gradients.size());
+        std::vector<int> told(gradients.size());
+        gpt.backward(1.0, [&](std::size_t first, std::size_t count) {
+          ASSERT_LE(first + count, gradients.size());
+          for (std::size_t p = first; p < first + count; ++p) {
+            ++told[p];
+            when_told[p].assign(gradients[p].begin(), gradients[p].end());
+          }
+        });
+        for (std::size_t p = 0; p < gradients.size(); ++p) {
+          EXPECT_EQ(told[p], 1) << "parameter " << p;
+          EXPECT_EQ(when_told[p], std::vector<double>(gradients[p].begin(), gradients[p].end())) << "parameter " << p;
+        }
+      },
+      {1, 2, 4});
 }
 
 }  // namespace

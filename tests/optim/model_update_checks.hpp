@@ -40,12 +40,20 @@ struct trained {
 inline const model::gpt_config gpt_config{
     .vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 1, .expansion = 2, .seed = 9};
 
+// How train_gpt reduces the gradients: the update's buckets, and whether each starts its reduction as
+// the backward pass completes its gradients (gradients_ready) or in the step.
+struct gradient_reduction {
+  std::size_t bucket_elements = 0;
+  bool during_backward = false;
+};
+
 // The family's GPT trained on data `replicas` x `grid`, each replica on its share of the same batches.
 template <class Family, class Optimizer, class Communicator, std::size_t D>
-trained train_gpt(Communicator& world, int replicas, const coordinates<D>& grid, Optimizer hyper_parameters) {
+trained train_gpt(Communicator& world, int replicas, const coordinates<D>& grid, Optimizer hyper_parameters,
+                  gradient_reduction reduction = {}) {
   data_parallel_mesh mesh(world, replicas, grid);
   model::gpt<float, Family, typename decltype(mesh)::tensor_parallel_mesh_type> gpt(mesh.tensor_parallel(), gpt_config);
-  optim::sharded_update<Optimizer> update(gpt, mesh.data(), hyper_parameters);
+  optim::sharded_update<Optimizer> update(gpt, mesh.data(), hyper_parameters, {reduction.bucket_elements});
   constexpr std::int64_t samples = 8;
   const std::int64_t count = samples / replicas;
   trained result;
@@ -57,7 +65,12 @@ trained train_gpt(Communicator& world, int replicas, const coordinates<D>& grid,
       targets.push_back(static_cast<std::int32_t>((i * 3 + step + 1) % gpt_config.vocabulary));
     }
     (void)gpt.forward(tokens, targets);
-    gpt.backward();
+    if (reduction.during_backward) {
+      gpt.backward(1.0f,
+                   [&](std::size_t first, std::size_t count) { update.gradients_ready(mesh.data(), first, count); });
+    } else {
+      gpt.backward();
+    }
     result.gradient_norms.push_back(
         update.step(mesh.data(), mesh.tensor_parallel().world(), {0.02f, 0.5f}).gradient_norm);
   }
@@ -70,12 +83,16 @@ trained train_gpt(Communicator& world, int replicas, const coordinates<D>& grid,
 }
 
 extern template trained train_gpt<nn::tensor_parallel_2d<padded>>(backend::communicator_type&, int,
-                                                                  const coordinates<2>&, optim::lamb);
+                                                                  const coordinates<2>&, optim::lamb,
+                                                                  gradient_reduction);
 extern template trained train_gpt<nn::tensor_parallel_2d<padded>>(backend::communicator_type&, int,
-                                                                  const coordinates<2>&, optim::lars);
+                                                                  const coordinates<2>&, optim::lars,
+                                                                  gradient_reduction);
 extern template trained train_gpt<nn::tensor_parallel_3d<directions<>, padded>>(backend::communicator_type&, int,
-                                                                                const coordinates<3>&, optim::lamb);
+                                                                                const coordinates<3>&, optim::lamb,
+                                                                                gradient_reduction);
 extern template trained train_gpt<nn::tensor_parallel_3d<directions<>, padded>>(backend::communicator_type&, int,
-                                                                                const coordinates<3>&, optim::lars);
+                                                                                const coordinates<3>&, optim::lars,
+                                                                                gradient_reduction);
 
 }  // namespace shardwise::testing

@@ -10,8 +10,8 @@
 namespace shardwise::testing {
 
 template trained train_gpt<nn::tensor_parallel_2d<padded>>(backend::communicator_type&, int, const coordinates<2>&,
-                                                           optim::lamb);
+                                                           optim::lamb, gradient_reduction);
 template trained train_gpt<nn::tensor_parallel_2d<padded>>(backend::communicator_type&, int, const coordinates<2>&,
-                                                           optim::lars);
+                                                           optim::lars, gradient_reduction);
 
 }  // namespace shardwise::testing

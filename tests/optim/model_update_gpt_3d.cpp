@@ -11,8 +11,10 @@
 namespace shardwise::testing {
 
 template trained train_gpt<nn::tensor_parallel_3d<directions<>, padded>>(backend::communicator_type&, int,
-                                                                         const coordinates<3>&, optim::lamb);
+                                                                         const coordinates<3>&, optim::lamb,
+                                                                         gradient_reduction);
 template trained train_gpt<nn::tensor_parallel_3d<directions<>, padded>>(backend::communicator_type&, int,
-                                                                         const coordinates<3>&, optim::lars);
+                                                                         const coordinates<3>&, optim::lars,
+                                                                         gradient_reduction);
 
 }  // namespace shardwise::testing

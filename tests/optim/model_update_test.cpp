@@ -184,4 +184,32 @@ TYPED_TEST(model_update, lamb_and_lars_with_clipping_train_the_gpt_as_one_rank_i
       {1, 2, 4, 8});
 }
 
+// The GPT's gradients reduced bucket by bucket as its backward pass completes them (gradients_ready:
+// the final norm's, then the block's, then the embedding's, which the tied head also adds into) give
+// the weights of reducing them all in the step.
+TYPED_TEST(model_update, gradients_reduced_during_the_gpt_backward_pass_give_the_weights_of_one_step) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        for (const int replicas : {2, 4}) {
+          if (world.size() % replicas != 0) continue;
+          SCOPED_TRACE("data " + std::to_string(replicas) + " x 1-D " + std::to_string(world.size() / replicas));
+          const coordinates<1> grid{world.size() / replicas};
+          const trained after = train_gpt<nn::tensor_parallel_1d<padded>>(world, replicas, grid, optim::adamw{},
+                                                                          {.bucket_elements = 200});
+          const trained during = train_gpt<nn::tensor_parallel_1d<padded>>(
+              world, replicas, grid, optim::adamw{}, {.bucket_elements = 200, .during_backward = true});
+          ASSERT_EQ(during.parameters.size(), after.parameters.size());
+          for (std::size_t p = 0; p < after.parameters.size(); ++p) {
+            if (TypeParam::sums_in_rank_order) {
+              EXPECT_EQ(during.parameters[p], after.parameters[p]) << "parameter " << p;
+            } else {
+              EXPECT_LE((during.parameters[p] - after.parameters[p]).norm(), 1e-6 * (1 + after.parameters[p].norm()))
+                  << "parameter " << p;
+            }
+          }
+        }
+      },
+      {2, 4});
+}
+
 }  // namespace

@@ -408,6 +408,58 @@ TYPED_TEST(sharded_update, many_small_tensors_share_one_collective_per_bucket) {
       replica_counts);
 }
 
+// Reductions started bucket by bucket as the gradients become final (gradients_ready, the last tensor
+// first, as a backward pass produces them) give the weights of the step that reduces them all. Buckets of
+// 50 elements hold tensors 0 and 1 together and tensor 2 alone: telling tensor 2 starts its bucket,
+// telling tensor 1 starts nothing, and telling tensor 0 starts the other. In the last step tensor 0 is
+// not told, and the step reduces its bucket itself.
+TYPED_TEST(sharded_update, reductions_started_as_gradients_become_final_give_the_weights_of_one_step) {
+  TypeParam::run(
+      [](communicator auto& comm) {
+        counting_communicator counted(comm.split(0, comm.rank()));
+        const optim::update_options options{50};
+        const auto train = [&](auto update, bool during_backward) {
+          EXPECT_EQ(update.layout().buckets().size(), 2U);
+          for (std::size_t t = 0; t < shapes.size(); ++t) update.set_weights(t, initial_weights(t));
+          for (long step = 1; step <= steps; ++step) {
+            counted.reset();
+            for (std::size_t t = shapes.size(); t-- > 0;) {
+              for (std::size_t i = 0; i < shapes[t].size(); ++i)
+                update.gradients(t)[i] = gradient_value(comm.rank(), step, t, i);
+              if (!during_backward || (t == 0 && step == steps)) continue;
+              update.gradients_ready(counted, t, 1);
+              EXPECT_EQ(counted.total_calls(), t == 2 ? 1 : t == 1 ? 1 : 2) << "reductions started, tensor " << t;
+            }
+            update.step(counted, 0.02f);
+          }
+          std::vector<std::vector<float>> weights;
+          for (std::size_t t = 0; t < shapes.size(); ++t)
+            weights.emplace_back(update.weights(t).begin(), update.weights(t).end());
+          return weights;
+        };
+        const auto expect_equal = [&](const auto& during, const auto& after) {
+          for (std::size_t t = 0; t < shapes.size(); ++t) {
+            SCOPED_TRACE("tensor " + std::to_string(t));
+            if (TypeParam::sums_in_rank_order) {
+              EXPECT_TRUE(same_elements(during[t], after[t]));
+            } else {
+              EXPECT_TRUE(close_to(during[t], widened(after[t]), 1e-6));
+            }
+          }
+        };
+        SCOPED_TRACE("N = " + std::to_string(comm.size()) + ", rank " + std::to_string(comm.rank()));
+        using sharded = optim::sharded_update<optim::adam>;
+        using replicated = optim::replicated_update<optim::adam>;
+        expect_equal(train(sharded(counted, shapes, {}, options), true),
+                     train(sharded(counted, shapes, {}, options), false));
+        expect_equal(train(replicated(counted, shapes, {}, options), true),
+                     train(replicated(counted, shapes, {}, options), false));
+        sharded update(counted, shapes, {}, options);
+        EXPECT_THROW(update.gradients_ready(counted, 2, 2), argument_error);
+      },
+      replica_counts);
+}
+
 // bf16 weights gathered over float32 master weights: the master weights follow the float32 update
 // exactly (the same gradients, the same arithmetic), the stored weights are them rounded to bf16, and
 // the bytes per element are at most 6 + 12/N.

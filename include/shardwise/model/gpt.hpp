@@ -15,6 +15,7 @@
 //
 // Parameters are named "embedding.token.weight", "blocks.3.attention.query.weight", "final_norm.bias",
 // ... (for_each_parameter); the head has none of its own (tied).
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -113,10 +114,26 @@ class gpt {
 
   // Adds the gradient of forward's loss, times `scale` (1 / micro-batches when they accumulate), into
   // every parameter's gradient.
-  void backward(T scale = T(1)) try {
+  void backward(T scale = T(1)) {
+    backward(scale, [](std::size_t, std::size_t) {});
+  }
+  // The same, calling ready(first, count) as soon as the gradients of parameters [first, first + count)
+  // (in for_each_parameter's order) are complete, so that their reduction can start while the pass goes
+  // on (optim::data_parallel_update::gradients_ready): the final norm's first, then each block's from
+  // the last, and the embedding's last, since the head (tied to it) adds into it too.
+  template <class Ready>
+  requires std::invocable<Ready&, std::size_t, std::size_t> void backward(T scale, Ready&& ready) try {
+    const std::size_t embedding = parameters_of(embedding_), block = blocks_.empty() ? 0 : parameters_of(blocks_[0]);
+    std::size_t next = embedding + block * blocks_.size();  // the first parameter after those not yet final
     activation_type gradient = final_norm_.backward(loss_.backward(scale));
-    for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) gradient = block->backward(gradient);
+    ready(next, parameters_of(final_norm_));
+    for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b) {
+      gradient = b->backward(gradient);
+      next -= block;
+      ready(next, block);
+    }
     embedding_.backward(gradient);
+    ready(std::size_t{0}, embedding);
   } catch (...) {
     rethrow_within_call(mesh_->world().world_rank(), call_text("model::gpt::backward"));
   }
@@ -141,6 +158,13 @@ class gpt {
   [[nodiscard]] auto& loss() noexcept { return loss_; }
 
  private:
+  template <class Layer>
+  static std::size_t parameters_of(Layer& layer) {
+    std::size_t count = 0;
+    layer.for_each_parameter([&](const std::string&, auto&) { ++count; });
+    return count;
+  }
+
   static const gpt_config& checked(Mesh& mesh, const gpt_config& c) {
     const auto fail = [&](const std::string& what) {
       throw argument_error(mesh.world().world_rank(), "model::gpt", what);

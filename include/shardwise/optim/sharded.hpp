@@ -27,6 +27,12 @@
 //   loop: loss = model.forward(...); model.backward(...);                              // adds gradients
 //         auto report = update.step(mesh.data(), mesh.tensor_parallel().world(), {lr, clip_norm});
 //
+// The gradients' reduction can overlap the backward pass, as PyTorch DDP's buckets do: with several
+// buckets (update_options::bucket_elements), tell the update which gradients are final as the last
+// backward pass before a step produces them, and each bucket's reduction starts as soon as all of its
+// tensors are final, while the backward goes on through earlier layers:
+//   model.backward(scale, [&](std::size_t first, std::size_t count) { update.gradients_ready(data, first, count); });
+//
 // Usage on plain tensors, on every rank:
 //   optim::sharded_update<optim::adam> update(comm, {{7, 5}, {1, 13}}, optim::adam{}); // shapes, hyper-parameters
 //   update.set_weights(0, initial_w0); update.set_weights(1, initial_w1);              // equal on every rank
@@ -36,6 +42,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <sstream>
@@ -299,6 +307,34 @@ class data_parallel_update {
     run_step(comm, static_cast<C*>(nullptr), learning_rate);
   }
 
+  // Tensors [first, first + count) have their final gradients for the coming step: starts the
+  // reduction (the step's reduce-scatter, or all-reduce when replicated) of every bucket whose tensors
+  // are now all final, on `comm`, the communicator the step will be given; step() waits for those and
+  // reduces the other buckets itself. Collective like the step: every replica tells the same tensors in
+  // the same order. The buckets' gradients must not change until the step.
+  template <communicator C>
+  void gradients_ready(C& comm, std::size_t first, std::size_t count) {
+    check_communicator(comm, "gradients_ready");
+    if (first > layout_.tensor_count() || count > layout_.tensor_count() - first)
+      throw argument_error(world_rank_, std::string(name) + "::gradients_ready",
+                           "tensors " + std::to_string(first) + " to " + std::to_string(first + count) +
+                               " do not exist; there are " + std::to_string(layout_.tensor_count()));
+    final_gradients_.resize(layout_.tensor_count());
+    bucket_started_.resize(layout_.buckets().size());
+    std::fill_n(final_gradients_.begin() + static_cast<std::ptrdiff_t>(first), count, 1);
+    const auto buckets = layout_.buckets();
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      const auto tensors = std::span<const char>(final_gradients_)
+                               .subspan(buckets[b].first_tensor, buckets[b].end_tensor - buckets[b].first_tensor);
+      if (bucket_started_[b] || std::ranges::find(tensors, 0) != tensors.end()) continue;
+      const auto bucket = gradients_.span().subspan(buckets[b].begin, buckets[b].padded);
+      auto started =
+          std::make_shared<typename C::request>(sharded ? comm.ireduce_scatter(bucket) : comm.iall_reduce(bucket));
+      started_reductions_.emplace_back([started] { started->wait(); });
+      bucket_started_[b] = 1;
+    }
+  }
+
   // Partial sharding: the replicas form groups, and the update shards within each group only. `group`
   // is this replica's group (the update was built on it); `across` joins the replicas that hold the
   // same block in every group. The gradients are reduce-scattered within the group, then the blocks are
@@ -540,16 +576,24 @@ class data_parallel_update {
     return sharded ? bucket.subspan(static_cast<std::size_t>(rank_) * b.shard, b.shard) : bucket;
   }
 
-  // Sums the gradients over the replicas (this replica's blocks, or all when replicated); returns
-  // how many replicas they are summed over.
+  // Sums the gradients over the replicas (this replica's blocks, or all when replicated): waits for the
+  // buckets gradients_ready started, in the order they started, then reduces the others. Returns how
+  // many replicas they are summed over.
   template <class C, class D>
   [[nodiscard]] float reduce_gradients(C& comm, D* across) {
-    for (const auto& b : layout_.buckets()) {
-      const auto bucket = gradients_.span().subspan(b.begin, b.padded);
+    for (const auto& wait : started_reductions_) wait();
+    bucket_started_.resize(layout_.buckets().size());
+    const auto buckets = layout_.buckets();
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      if (bucket_started_[b]) continue;
+      const auto bucket = gradients_.span().subspan(buckets[b].begin, buckets[b].padded);
       if constexpr (sharded) comm.reduce_scatter(bucket);
       else
         comm.all_reduce(bucket);
     }
+    started_reductions_.clear();
+    bucket_started_.clear();
+    final_gradients_.clear();
     int replicas = layout_.replicas();
     if (across != nullptr) {
       replicas *= across->size();
@@ -687,6 +731,9 @@ class data_parallel_update {
   std::array<std::vector<double>, max_reduction_rounds> statistics_;
   std::vector<double> partial_statistics_;  // replicated only: one block's partial sums
   shared_buffer<float> across_staging_;     // partial sharding with several buckets: blocks to all-reduce
+  std::vector<char> final_gradients_;       // per tensor: told final by gradients_ready since the last step
+  std::vector<char> bucket_started_;        // per bucket: its reduction started by gradients_ready
+  std::vector<std::function<void()>> started_reductions_;  // a wait for each, in the order they started
 };
 
 template <class Optimizer, class Weight = float>
