@@ -600,6 +600,10 @@ TEST(presets, describe_the_papers_machines) {
   const auto cores = presets::tpu_v3_pod(32, 32, 2);
   EXPECT_EQ(cores.network.devices(), 2048);
   EXPECT_DOUBLE_EQ(cores.device.memory_bandwidth, presets::tpu_v3_core().memory_bandwidth);
+  // A GPU's kernels are launched from the host one by one; a TPU runs the step as one compiled program.
+  EXPECT_GT(v100.device.launch_latency, 0);
+  EXPECT_EQ(cores.device.launch_latency, 0);
+  EXPECT_EQ(presets::tpu_v3_chip().launch_latency, 0);
   EXPECT_THROW((void)presets::tpu_v3_pod(32, 32, 3), shardwise::argument_error);
   const auto pod = presets::tpu_v3_pod(32, 32);
   EXPECT_EQ(pod.network.devices(), 1024);

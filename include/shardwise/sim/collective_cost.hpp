@@ -68,16 +68,23 @@ class collective_cost {
     return placements_.size();
   }
 
-  // The algorithm the collective runs on group `group` (devices, in communicator rank order), and in
-  // how many channels.
+  // How the collective runs on group `group` (devices, in communicator rank order): its algorithm, in
+  // how many channels, and the seconds from the moment every member has arrived until it is complete
+  // everywhere.
+  struct choice {
+    algorithm chosen;
+    int channels;
+    double seconds;
+  };
+  choice choose(int group, const std::vector<int>& devices, const collective_shape& shape) {
+    return timed(group, devices, shape);
+  }
   algorithm algorithm_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape).chosen;
   }
   int channels_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape).channels;
   }
-
-  // Seconds from the moment every member has arrived until the collective is complete everywhere.
   double duration(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape).seconds;
   }
@@ -144,12 +151,6 @@ class collective_cost {
   }
 
  private:
-  struct choice {
-    algorithm chosen;
-    int channels;
-    double seconds;
-  };
-
   [[nodiscard]] std::vector<step> steps_of(algorithm a, int channels, const collective_shape& shape,
                                            const std::vector<int>& devices) const {
     return schedule(a, shape, static_cast<int>(devices.size()), model_->algorithms.pipeline_segment_bytes,

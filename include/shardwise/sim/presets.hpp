@@ -30,7 +30,10 @@
 //                          With a device per TensorCore, the two cores of a chip share its links,
 //                          and are joined by a link of one ICI link's figures each way: an
 //                          assumption too (Google gives no figure for the path between them)
-//   latencies              kernel launch 5 µs (HIP/CUDA launch overhead as commonly measured);
+//   latencies              kernel launch 5 µs on the GPUs (HIP/CUDA launch overhead as commonly
+//                          measured); none on the TPU, which runs a step as one XLA-compiled program
+//                          that the host starts once (Cloud TPU documentation, "System architecture":
+//                          XLA compiles the graph, the TPU runs it), not an operation at a time;
 //                          per message 2 µs on xGMI/NVLink (peer copy set-up of RCCL/NCCL), 2.5 µs
 //                          on HDR-class InfiniBand and 1.5 µs on EDR (MPI ping-pong order; the
 //                          paper's ASTRA-Sim runs use 700 ns for the wire alone, Table 2)
@@ -46,8 +49,8 @@ inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6}; }
 inline device_model v100() { return {15.7e12, 900e9, 5e-6}; }
 inline device_model a100() { return {19.5e12, 2.039e12, 5e-6}; }
 inline device_model h100() { return {67e12, 3.35e12, 5e-6}; }
-inline device_model tpu_v3_core() { return {61.5e12, 450e9, 5e-6}; }
-inline device_model tpu_v3_chip() { return {123e12, 900e9, 5e-6}; }
+inline device_model tpu_v3_core() { return {61.5e12, 450e9, 0}; }
+inline device_model tpu_v3_chip() { return {123e12, 900e9, 0}; }
 
 inline link_model xgmi() { return {80e9, 2e-6, "xGMI"}; }
 inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }

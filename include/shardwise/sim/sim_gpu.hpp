@@ -326,17 +326,16 @@ class rank_clock {
         sequence, world_rank(), e.name, uneven,
         [&](const std::vector<std::vector<double>>& sent) { return costs.duration(members_->devices, sent); }, drawn);
     const double start = std::max(last_end_, call.last_arrival);
-    const double duration = uneven ? call.uneven_seconds : costs.duration(members_->id, members_->devices, e.shape);
-    last_end_ = start + duration;
+    const sim::collective_cost::choice how =
+        uneven ? sim::collective_cost::choice{sim::algorithm::pairwise, 1, call.uneven_seconds}
+               : costs.choose(members_->id, members_->devices, e.shape);
+    last_end_ = start + how.seconds;
     ends_[sequence] = last_end_;
-    const auto algorithm =
-        uneven ? sim::algorithm::pairwise : costs.algorithm_for(members_->id, members_->devices, e.shape);
-    e.on->occupy(
-        e.name, start, last_end_,
-        {{"algorithm", std::string(sim::name_of(algorithm))},
-         {"channels", std::to_string(uneven ? 1 : costs.channels_for(members_->id, members_->devices, e.shape))},
-         {"bytes", std::to_string(e.shape.bytes)},
-         {"ranks", std::to_string(members_->size())}});
+    e.on->occupy(e.name, start, last_end_,
+                 {{"algorithm", std::string(sim::name_of(how.chosen))},
+                  {"channels", std::to_string(how.channels)},
+                  {"bytes", std::to_string(e.shape.bytes)},
+                  {"ranks", std::to_string(members_->size())}});
     if (drawn) {
       if (uneven) costs.record_links(*machine_->trace, members_->devices, call.sent_bytes, start);
       else
