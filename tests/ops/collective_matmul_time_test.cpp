@@ -1,11 +1,13 @@
 // Collective matmul's overlap in modelled time, on simulated MI210s (sim_gpu, one node of 4 GPUs joined
 // by xGMI): the rings' GEMMs are kernels on the compute stream and their messages travel on the
-// communication stream meanwhile, so all_gather_matmul and matmul_reduce_scatter take about
-//   (P - 1) · (max(g, t) + a) + g  (g: one piece's GEMM, t: one piece's transfer, a: the kernel adding a
-//                                   received sum, matmul_reduce_scatter's only)
-// where the unfused sequence (the collective, then one GEMM, or the reverse) takes the sum of the two;
-// and the 3-D product pipelined in bands (matmul_options::chunks), each of its forms on a 2x2x2 cube of
-// one node of 8, takes
+// communication stream meanwhile, both ways round the ring at once. all_gather_matmul's step s (0 to
+// P / 2) multiplies the pieces that arrived, one or two, while the next travel, and takes
+//   max(GEMMs, t)  (g a piece's GEMM, t a piece's transfer; the last step its GEMMs alone)
+// and matmul_reduce_scatter's steps take as long, plus an addition a per sum received, where the
+// unfused sequence (the collective, then one GEMM, or the reverse) takes the sum of the two. Both are
+// checked where a piece's GEMM and transfer are alike and where transfers outlast two GEMMs (there a
+// ring one way round would take (P - 1) · t + g). The 3-D product pipelined in bands
+// (matmul_options::chunks), each of its forms on a 2x2x2 cube of one node of 8, takes
 //   max(r, p) + n · g + s          (n bands; r: the right operand's all-gather, whole; p, g, s: one
 //                                   band's all-gather of the left operand, GEMMs, reduce-scatter)
 // when a band's GEMMs take longer than its transfers, against max(r, P) + G + S in one band; dB, which
@@ -14,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -39,10 +42,11 @@ using shardwise::testing::expect_equals_serial;
 using shardwise::testing::matrix;
 using shardwise::testing::serial;
 
-// A Megatron MLP's two products on a sequence-parallel block: tokens x hidden -> tokens x ffn -> back.
+// A Megatron MLP's two products on a sequence-parallel block: tokens x hidden -> tokens x ffn -> back,
+// with a wide MLP (a piece's GEMM and transfer alike) and a narrow one (transfers the longer).
 constexpr std::int64_t tokens = 1024;
 constexpr std::int64_t hidden = 1024;
-constexpr std::int64_t ffn = 2048;
+constexpr std::array<std::int64_t, 2> ffn_widths{2048, 256};
 constexpr double element = sizeof(float);
 constexpr double float_tolerance = 1e-5;
 
@@ -65,10 +69,43 @@ double collective_time(const sim::machine& machine, int ranks, sim::collective k
   return costs.duration(costs.group_id(devices), devices, {kind, bytes, 0});
 }
 
-// The ring's time when each of its P steps runs a GEMM of `gemm` and (but the last) a transfer of `transfer`
-// beside it, and each step but the first an `addition` of the received sum once it has arrived.
-double ring_time(int ranks, double gemm, double transfer, double addition) {
-  return (ranks - 1) * (std::max(gemm, transfer) + addition) + gemm;
+// The two-way ring's time: P / 2 + 1 steps. A step multiplies `gemms(s)` pieces, beside one piece (or
+// sum) travelling each way when `travels(s)`, then adds `additions(s)` received sums.
+template <class Gemms, class Travels, class Additions>
+double two_way_ring_time(int ranks, double gemm, double transfer, double addition, Gemms&& gemms, Travels&& travels,
+                         Additions&& additions) {
+  double time = 0;
+  for (int step = 0; step <= ranks / 2; ++step) {
+    const double computing = gemms(step) * gemm;
+    time += (travels(step) ? std::max(computing, transfer) : computing) + additions(step) * addition;
+  }
+  return time;
+}
+
+// all_gather_matmul: step s multiplies the pieces of ranks r + s and (from step 1 to (P - 1) / 2) r - s
+// while the next ones travel, but on the last step.
+double all_gather_ring_time(int ranks, double gemm, double transfer) {
+  const int behind = (ranks - 1) / 2;
+  return two_way_ring_time(
+      ranks, gemm, transfer, 0, [&](int step) { return step == 0 ? 1 : 1 + (step <= behind ? 1 : 0); },
+      [&](int step) { return step < ranks / 2; }, [](int) { return 0; });
+}
+
+// matmul_reduce_scatter: the sums coming from the P / 2 ranks after r pass through every step; those
+// from the (P - 1) / 2 before it start late enough to arrive on the last step too, where r adds its own
+// share to both. A step's GEMMs run while the sums sent on the step before travel.
+double reduce_scatter_ring_time(int ranks, double gemm, double transfer, double addition) {
+  const int steps = ranks / 2;
+  const int behind = (ranks - 1) / 2;
+  const int behind_starts = steps - behind;
+  return two_way_ring_time(
+      ranks, gemm, transfer, addition,
+      [&](int step) { return step == steps ? 1 : 1 + (step >= behind_starts ? 1 : 0); },
+      [](int step) { return step > 0; },
+      [&](int step) {
+        if (step == steps) return 1 + (behind > 0 ? 1 : 0);
+        return (step > 0 ? 1 : 0) + (step > behind_starts ? 1 : 0);
+      });
 }
 
 // The kernel adding a received sum of `elements` into this rank's: both read, the sum written.
@@ -106,15 +143,15 @@ void on_one_node(int ranks, Body&& body) {
   });
 }
 
-// P = 4 and a shape whose GEMM and transfer per piece are alike, where overlapping gains the most.
 constexpr int ranks = 4;
 
-// What the machine model predicts for one product: a piece's GEMM and transfer, the unfused sequence.
+// What the machine model predicts for one product: a piece's GEMM and transfer, the ring and the unfused
+// sequence.
 struct prediction {
   double gemm;
   double transfer;
+  double ring;
   double unfused;
-  double addition = 0;
 };
 
 // On 4 GPUs: operands = operands_on(mesh); ring(mesh, operands), run once unmeasured (it makes the mesh's
@@ -134,63 +171,81 @@ void expect_overlap(const matrix& expected, const prediction& predicted, Operand
     expect_equals_serial(timed(world, elapsed, unfused_time_measured, [&] { return unfused(mesh, operands); }),
                          expected, float_tolerance);
   });
-  const double expected_ring = ring_time(ranks, predicted.gemm, predicted.transfer, predicted.addition);
   EXPECT_NEAR(unfused_time_measured, predicted.unfused, 1e-3 * predicted.unfused);
-  EXPECT_NEAR(ring_time_measured, expected_ring, 1e-3 * expected_ring)
-      << "GEMM " << predicted.gemm << " s, transfer " << predicted.transfer << " s, addition " << predicted.addition
-      << " s";
+  EXPECT_NEAR(ring_time_measured, predicted.ring, 1e-3 * predicted.ring)
+      << "GEMM " << predicted.gemm << " s, transfer " << predicted.transfer << " s";
   // The ring is faster where the model says it is: the additions of matmul_reduce_scatter's received sums
   // (a launch each) can cost it more than the overlap saves.
-  EXPECT_EQ(ring_time_measured < unfused_time_measured, expected_ring < predicted.unfused)
+  EXPECT_EQ(ring_time_measured < unfused_time_measured, predicted.ring < predicted.unfused)
       << "ring " << ring_time_measured << " s, unfused " << unfused_time_measured << " s";
+}
+
+// Where transfers outlast two GEMMs, a ring one way round, (P - 1) transfers and a GEMM (and its
+// additions), would take longer: the shape tells the two apart.
+void expect_two_ways_count(std::int64_t ffn, const prediction& predicted, double additions) {
+  if (ffn != ffn_widths[1]) return;
+  ASSERT_GT(predicted.transfer, 2 * predicted.gemm);
+  EXPECT_LT(predicted.ring, (ranks - 1) * predicted.transfer + predicted.gemm + additions);
 }
 
 TEST(collective_matmul_time, all_gather_matmul_overlaps_each_transfer_with_a_gemm) {
   const sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-  const double rows = static_cast<double>(tokens) / ranks;
-  const double columns = static_cast<double>(ffn) / ranks;
-  const double piece_bytes = rows * hidden * element;
-  const prediction predicted{gemm_time(machine, rows, columns, hidden), transfer_time(machine, piece_bytes),
-                             collective_time(machine, ranks, sim::collective::all_gather, piece_bytes) +
-                                 gemm_time(machine, tokens, columns, hidden)};
-  const matrix x = serial({tokens, hidden}, 1);
-  const matrix w = serial({hidden, ffn}, 2);
-  expect_overlap(
-      x * w, predicted,
-      [&](auto& mesh) {
-        return std::pair(distributed<col_1d<>, float>(mesh, x), distributed<row_1d<>, float>(mesh, w));
-      },
-      [](auto&, const auto& xw) { return all_gather_matmul(xw.first, xw.second); },
-      [](auto& mesh, const auto& xw) {
-        dtensor<float, replicated<>, std::remove_reference_t<decltype(mesh)>> gathered(mesh, xw.first.extents());
-        mesh.axis(0).all_gather(xw.first.data(), gathered.data());
-        return matmul(gathered, xw.second);
-      });
+  for (const std::int64_t ffn : ffn_widths) {
+    SCOPED_TRACE("MLP width " + std::to_string(ffn));
+    const double rows = static_cast<double>(tokens) / ranks;
+    const double columns = static_cast<double>(ffn) / ranks;
+    const double piece_bytes = rows * hidden * element;
+    const double gemm = gemm_time(machine, rows, columns, hidden);
+    const double transfer = transfer_time(machine, piece_bytes);
+    const prediction predicted{gemm, transfer, all_gather_ring_time(ranks, gemm, transfer),
+                               collective_time(machine, ranks, sim::collective::all_gather, piece_bytes) +
+                                   gemm_time(machine, tokens, columns, hidden)};
+    expect_two_ways_count(ffn, predicted, 0);
+    const matrix x = serial({tokens, hidden}, 1);
+    const matrix w = serial({hidden, ffn}, 2);
+    expect_overlap(
+        x * w, predicted,
+        [&](auto& mesh) {
+          return std::pair(distributed<col_1d<>, float>(mesh, x), distributed<row_1d<>, float>(mesh, w));
+        },
+        [](auto&, const auto& xw) { return all_gather_matmul(xw.first, xw.second); },
+        [](auto& mesh, const auto& xw) {
+          dtensor<float, replicated<>, std::remove_reference_t<decltype(mesh)>> gathered(mesh, xw.first.extents());
+          mesh.axis(0).all_gather(xw.first.data(), gathered.data());
+          return matmul(gathered, xw.second);
+        });
+  }
 }
 
 TEST(collective_matmul_time, matmul_reduce_scatter_overlaps_each_transfer_with_a_gemm) {
   const sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-  const double rows = static_cast<double>(tokens) / ranks;
-  const double inner = static_cast<double>(ffn) / ranks;
-  const double piece_bytes = rows * hidden * element;
-  const prediction predicted{gemm_time(machine, rows, hidden, inner), transfer_time(machine, piece_bytes),
-                             gemm_time(machine, tokens, hidden, inner) +
-                                 collective_time(machine, ranks, sim::collective::reduce_scatter, piece_bytes),
-                             addition_time(machine, rows * hidden)};
-  const matrix h = serial({tokens, ffn}, 3);
-  const matrix v = serial({ffn, hidden}, 4);
-  expect_overlap(
-      h * v, predicted,
-      [&](auto& mesh) {
-        return std::pair(distributed<row_1d<>, float>(mesh, h), distributed<col_1d<>, float>(mesh, v));
-      },
-      [](auto&, const auto& hv) { return matmul_reduce_scatter(hv.first, hv.second); },
-      [](auto& mesh, const auto& hv) {
-        const auto addends = matmul(hv.first, hv.second);
-        dtensor<float, col_1d<>, std::remove_reference_t<decltype(mesh)>> sums(mesh, addends.extents());
-        mesh.axis(0).reduce_scatter(addends.data(), sums.data());
-        return sums;
-      });
+  for (const std::int64_t ffn : ffn_widths) {
+    SCOPED_TRACE("MLP width " + std::to_string(ffn));
+    const double rows = static_cast<double>(tokens) / ranks;
+    const double inner = static_cast<double>(ffn) / ranks;
+    const double piece_bytes = rows * hidden * element;
+    const double gemm = gemm_time(machine, rows, hidden, inner);
+    const double transfer = transfer_time(machine, piece_bytes);
+    const double addition = addition_time(machine, rows * hidden);
+    const prediction predicted{gemm, transfer, reduce_scatter_ring_time(ranks, gemm, transfer, addition),
+                               gemm_time(machine, tokens, hidden, inner) +
+                                   collective_time(machine, ranks, sim::collective::reduce_scatter, piece_bytes)};
+    expect_two_ways_count(ffn, predicted, (ranks - 1) * addition);
+    const matrix h = serial({tokens, ffn}, 3);
+    const matrix v = serial({ffn, hidden}, 4);
+    expect_overlap(
+        h * v, predicted,
+        [&](auto& mesh) {
+          return std::pair(distributed<row_1d<>, float>(mesh, h), distributed<col_1d<>, float>(mesh, v));
+        },
+        [](auto&, const auto& hv) { return matmul_reduce_scatter(hv.first, hv.second); },
+        [](auto& mesh, const auto& hv) {
+          const auto addends = matmul(hv.first, hv.second);
+          dtensor<float, col_1d<>, std::remove_reference_t<decltype(mesh)>> sums(mesh, addends.extents());
+          mesh.axis(0).reduce_scatter(addends.data(), sums.data());
+          return sums;
+        });
+  }
 }
 
 // The 3-D product: the second product of an MLP, T token rows of `cube_inputs` times a

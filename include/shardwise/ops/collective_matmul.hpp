@@ -2,7 +2,10 @@
 // Collective matmul for 1-D tensor parallelism with sequence parallelism (Megatron-LM; Wang et al.,
 // "Overlap Communication with Dependent Computation via Decomposition"): the all-gather before a
 // column-parallel product and the reduce-scatter after a row-parallel one, each decomposed into a ring
-// over mesh axis 0 in which one piece travels (isend/irecv) while the GEMM of another runs.
+// over mesh axis 0 in which pieces travel (isend/irecv) while the GEMMs of others run. The ring runs
+// both ways at once, as Wang et al.'s bidirectional form: of the P - 1 other ranks' pieces, P / 2 come
+// round one way and (P - 1) / 2 the other, so both directions of every link carry data and the ring
+// takes P / 2 + 1 steps instead of P.
 //
 //   auto y  = all_gather_matmul(x, w);      // x col_1d (rows cut), w row_1d -> y row_1d  = gather(x)·W
 //   auto z  = matmul_reduce_scatter(h, v);  // h row_1d, v col_1d -> z col_1d  = the sum of h·v, rows cut
@@ -16,20 +19,24 @@
 //
 // all_gather_matmul(A, B): one operand has its rows cut over axis 0 and its columns whole (col_1d, any
 // padding rule) — the left one when that works, else the right — and with that operand replicated the
-// pair is a 1-D product (ops/matmul_1d.hpp) that sums nothing; the result is that product's. P steps:
-// at step s this rank holds the gathered operand's piece (rank + s) mod P, sends it to rank - 1 and
-// receives the next from rank + 1 while it multiplies the piece it holds into the rows of the result
-// the piece makes, or, when the gathered rows are the inner dimension, adds the piece's share of the
-// sum. Per rank it sends and receives the (P - 1) pieces an all-gather would, and never
-// holds more than two pieces.
+// pair is a 1-D product (ops/matmul_1d.hpp) that sums nothing; the result is that product's. At step s
+// (0 to P / 2) this rank holds the gathered operand's pieces of ranks rank + s (passed down the ring
+// from rank + 1) and rank - s (passed up from rank - 1, from step 1 to (P - 1) / 2), sends each on to
+// the neighbour that needs it next and receives the next ones while it multiplies the pieces it holds
+// into the rows of the result they make, or, when the gathered rows are the inner dimension, adds their
+// shares of the sum. Per rank it sends and receives the (P - 1) pieces an all-gather would, and never
+// holds more than four pieces (two each way).
 //
 // matmul_reduce_scatter(A, B): the pair is a 1-D product whose inner dimension is cut over axis 0
 // (its result a partial_sum); the sum is reduce-scattered over the result's rows into col_1d with the
-// operands' padding rule. P steps: at step s this rank multiplies the rows of destination
-// (rank - 1 - s) mod P, adds the running sum received from rank - 1 and sends it on to rank + 1; the
-// GEMM of the next step runs while that sum travels, and the last step's sum is this rank's rows of the
-// result. Per rank it sends and receives (P - 1) blocks of the result, as a reduce-scatter does. The
-// sums are taken in ring order, not rank order, so float results differ from matmul's in the last bits.
+// operands' padding rule. The sum for rank d gathers the shares of the P / 2 ranks after it, passed
+// from d + P / 2 down to d + 1, and of the (P - 1) / 2 ranks before it, passed from d - (P - 1) / 2 up
+// to d - 1: at each step a rank multiplies its share for the sum passing through it each way, adds
+// the running sum it received and sends it on; the GEMMs of the next step run while the sums travel,
+// and on the last step this rank adds its own share to the two sums arriving. Per rank it sends and
+// receives (P - 1) blocks of the result, as a reduce-scatter does, and holds six blocks at most (three
+// each way). The sums are taken in ring order, not rank order, so float results differ from matmul's in
+// the last bits.
 //
 // Any shape and padding rule (pieces of different sizes travel as they are, padding never does); on
 // meshes of more dimensions the ring runs along axis 0, replicated over the others. The messages travel
@@ -39,9 +46,10 @@
 //
 // On simulated GPUs (sim_gpu) each GEMM, and each addition of a received sum, is a kernel on the compute
 // stream, and the messages leave from the axis communicator's stream; when that is a stream of its own
-// (use_stream before the mesh is built), a piece travels while another's GEMM runs in virtual time too,
-// and a ring of GEMMs g and transfers t takes (P - 1) · max(g, t) + g, plus (P - 1) additions a for
-// matmul_reduce_scatter (tests/ops/collective_matmul_time_test.cpp).
+// (use_stream before the mesh is built), pieces travel while other pieces' GEMMs run in virtual time
+// too. The two ways take different links at once, so a step with GEMMs g each and transfers t of one
+// piece takes max(GEMMs, t), and the last step its GEMMs alone; matmul_reduce_scatter adds, on every
+// step but the first, the additions a of the sums received (tests/ops/collective_matmul_time_test.cpp).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -60,10 +68,6 @@
 namespace shardwise {
 
 namespace detail {
-
-// The tag of the rings' messages on the mesh's private axis (each ring's messages between a pair of
-// ranks arrive in order).
-inline constexpr int ring_tag = 0;
 
 // Rows cut over axis 0, columns whole: the layout a ring passes around.
 template <class Layout>
@@ -128,24 +132,41 @@ struct reduce_scatter_product<Left, Right, TransposeLeft, TransposeRight> {
 template <class>
 inline constexpr bool no_collective_rule = false;
 
-// The pieces a ring of `parts` ranks passes around: `extent` rows cut by Padding into one piece per
-// rank, counted from this rank, `me` (piece s is the piece of rank (me + s) mod parts); and the ranks
-// before and after it.
-template <class Padding>
-struct ring_of_pieces {
-  std::int64_t extent;
+// The ranks of a ring of `parts` (axis 0) seen from this one, `me`, and the two ways round it: what a
+// rank receives comes from the rank after it (direction +1), carrying the pieces of (or the shares
+// from) the `ahead` = P / 2 ranks after it, or from the rank before it (-1), carrying those of the
+// `behind` = (P - 1) / 2 ranks before it; each is sent on the other way. Each way carries half the
+// data, so both directions of every link work and the ring takes about half the steps of a ring one
+// way round. Each way has a tag of its own.
+struct two_way_ring {
   std::int64_t parts;
   std::int64_t me;
 
-  [[nodiscard]] piece operator()(std::int64_t step) const { return Padding::cut(extent, parts, (me + step) % parts); }
+  [[nodiscard]] std::int64_t ahead() const { return parts / 2; }
+  [[nodiscard]] std::int64_t behind() const { return (parts - 1) / 2; }
+  [[nodiscard]] std::int64_t length(int direction) const { return direction > 0 ? ahead() : behind(); }
+  // The rank `offset` places on (negative: before this one).
+  [[nodiscard]] std::int64_t rank_at(std::int64_t offset) const { return ((me + offset) % parts + parts) % parts; }
+  [[nodiscard]] int neighbour(int direction) const { return static_cast<int>(rank_at(direction)); }
+};
+
+// The rows of `extent` that Padding gives each rank of the ring, and the most any rank has.
+template <class Padding>
+struct pieces_of {
+  std::int64_t extent;
+  two_way_ring ring;
+
+  [[nodiscard]] piece at(std::int64_t offset) const { return Padding::cut(extent, ring.parts, ring.rank_at(offset)); }
   [[nodiscard]] std::int64_t largest() const {
     std::int64_t rows = 0;
-    for (std::int64_t part = 0; part < parts; ++part) rows = std::max(rows, Padding::cut(extent, parts, part).extent);
+    for (std::int64_t part = 0; part < ring.parts; ++part)
+      rows = std::max(rows, Padding::cut(extent, ring.parts, part).extent);
     return rows;
   }
-  [[nodiscard]] int before() const { return static_cast<int>((me + parts - 1) % parts); }
-  [[nodiscard]] int after() const { return static_cast<int>((me + 1) % parts); }
 };
+
+inline constexpr std::array<int, 2> directions{+1, -1};
+[[nodiscard]] constexpr int ring_tag(int direction) { return direction > 0 ? 0 : 1; }
 
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
 [[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
@@ -162,42 +183,61 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
       return right;
     }
   }();
-  auto& ring = left.mesh().private_axis(0);
-  const ring_of_pieces<padding> piece_of{gathered.rows(), ring.size(), ring.rank()};
-  const std::int64_t parts = piece_of.parts;
+  auto& axis = left.mesh().private_axis(0);
+  const two_way_ring ring{axis.size(), axis.rank()};
+  const pieces_of<padding> pieces{gathered.rows(), ring};
   const std::int64_t width = gathered.cols();  // whole on every rank
-  const std::int64_t largest = piece_of.largest();
-  // Two pieces in flight: the one being multiplied (and sent on) and the next (being received).
-  const std::span<T> held = workspace<T>(buffer::left, static_cast<std::size_t>(2 * largest * width));
-  const auto slot = [&](std::int64_t step, std::int64_t rows) {
-    return held.subspan(static_cast<std::size_t>((step % 2) * largest * width), static_cast<std::size_t>(rows * width));
+  const std::int64_t largest = pieces.largest();
+  // Each way, two pieces in flight: the one being multiplied (and sent on) and the next (arriving).
+  const std::span<T> held = workspace<T>(buffer::left, static_cast<std::size_t>(4 * largest * width));
+  const auto slot = [&](int direction, std::int64_t step, std::int64_t rows) {
+    const std::int64_t index = std::int64_t{2} * ring_tag(direction) + step % 2;
+    return held.subspan(static_cast<std::size_t>(index * largest * width), static_cast<std::size_t>(rows * width));
   };
+  const std::span<const T> own = gathered.data().first(static_cast<std::size_t>(pieces.at(0).extent * width));
   const auto left_local = left.local();
   const auto right_local = right.local();
   auto result_local = result.local();
-
-  for (std::int64_t step = 0; step < parts; ++step) {
-    const piece current = piece_of(step);
-    const std::span<const T> data = step == 0 ? gathered.data().first(static_cast<std::size_t>(current.extent * width))
-                                              : std::span<const T>(slot(step, current.extent));
-    typename std::remove_reference_t<decltype(ring)>::request arrival, departure;
-    if (step + 1 < parts) {
-      arrival = ring.irecv(slot(step + 1, piece_of(step + 1).extent), piece_of.after(), ring_tag);
-      departure = ring.isend(data, piece_of.before(), ring_tag);
-    }
+  bool first_product = true;
+  const auto multiply_piece = [&](const piece current, const std::span<const T> data) {
     const strided_map<const T> rows(data.data(), current.extent, width, Eigen::OuterStride<>(width));
     if constexpr (!rule::gathers_inner) {
-      multiply<false, TransposeRight>(ring, result_local.middleRows(current.offset, current.extent), rows, right_local,
+      multiply<false, TransposeRight>(axis, result_local.middleRows(current.offset, current.extent), rows, right_local,
                                       false);
     } else if constexpr (rule::gathers_left) {
-      multiply<true, TransposeRight>(ring, result_local, rows,
-                                     rows_of<TransposeRight>(right_local, current.offset, current.extent), step > 0);
+      multiply<true, TransposeRight>(axis, result_local, rows,
+                                     rows_of<TransposeRight>(right_local, current.offset, current.extent),
+                                     !first_product);
     } else {
-      multiply<TransposeLeft, false>(
-          ring, result_local, rows_of<!TransposeLeft>(left_local, current.offset, current.extent), rows, step > 0);
+      multiply<TransposeLeft, false>(axis, result_local,
+                                     rows_of<!TransposeLeft>(left_local, current.offset, current.extent), rows,
+                                     !first_product);
     }
-    arrival.wait();
-    departure.wait();
+    first_product = false;
+  };
+
+  // At step s this rank holds the pieces of ranks r + s (arrived from r + 1) and r - s (from r - 1, from
+  // step 1 on), passes each on to the neighbour that needs it next and multiplies them while they travel.
+  using request = typename std::remove_reference_t<decltype(axis)>::request;
+  for (std::int64_t step = 0; step <= ring.ahead(); ++step) {
+    std::array<request, 4> transfers;
+    std::array<std::span<const T>, 2> data;
+    std::array<bool, 2> multiplies{};
+    for (std::size_t way = 0; way < 2; ++way) {
+      const int direction = directions[way];
+      const std::int64_t pieces_this_way = ring.length(direction);
+      if (step > pieces_this_way) continue;
+      multiplies[way] = step > 0 || direction > 0;  // this rank's own piece once
+      data[way] = step == 0 ? own : std::span<const T>(slot(direction, step, pieces.at(direction * step).extent));
+      if (step < pieces_this_way) {
+        transfers[2 * way] = axis.irecv(slot(direction, step + 1, pieces.at(direction * (step + 1)).extent),
+                                        ring.neighbour(direction), ring_tag(direction));
+        transfers[2 * way + 1] = axis.isend(data[way], ring.neighbour(-direction), ring_tag(direction));
+      }
+    }
+    for (std::size_t way = 0; way < 2; ++way)
+      if (multiplies[way]) multiply_piece(pieces.at(directions[way] * step), data[way]);
+    for (request& transfer : transfers) transfer.wait();
   }
   return result;
 }
@@ -207,52 +247,89 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
                                               const dtensor<T, RightLayout, Mesh>& right) {
   using result_layout = typename reduce_scatter_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
   using padding = typename result_layout::padding;
+  using block_map = typename dtensor<T, result_layout, Mesh>::block_map;
   const matrix_extents shape = product_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
   dtensor<T, result_layout, Mesh> result(left.mesh(), shape);
-  auto& ring = left.mesh().private_axis(0);
-  const ring_of_pieces<padding> piece_of{shape.rows, ring.size(), ring.rank()};
-  const std::int64_t parts = piece_of.parts;
+  auto& axis = left.mesh().private_axis(0);
+  const two_way_ring ring{axis.size(), axis.rank()};
+  const pieces_of<padding> pieces{shape.rows, ring};
   const std::int64_t width = shape.cols;
-  const std::int64_t largest = piece_of.largest();
-  // Two sums of this rank's (one may still be travelling while the next is computed) and one arriving.
-  const std::span<T> sums = workspace<T>(buffer::product, static_cast<std::size_t>(3 * largest * width));
-  const auto slot = [&](std::int64_t which, std::int64_t rows) {
-    return sums.subspan(static_cast<std::size_t>(which * largest * width), static_cast<std::size_t>(rows * width));
+  const std::int64_t largest = pieces.largest();
+  // Each way, two sums of this rank's (one may still be travelling while the next is computed) and one
+  // arriving.
+  const std::span<T> sums = workspace<T>(buffer::product, static_cast<std::size_t>(6 * largest * width));
+  const auto slot = [&](int direction, std::int64_t which, std::int64_t rows) {
+    const std::int64_t index = std::int64_t{3} * ring_tag(direction) + which;
+    return sums.subspan(static_cast<std::size_t>(index * largest * width), static_cast<std::size_t>(rows * width));
   };
   const auto left_local = left.local();
   const auto right_local = right.local();
-  using request = typename std::remove_reference_t<decltype(ring)>::request;
-  request arrival;
-  std::array<request, 2> departures;
+  const auto add_received = [&](auto& sum, const int direction, const std::int64_t rows) {
+    // One addition per element: this rank's addend and the received sum read, the sum written.
+    const auto elements = static_cast<double>(rows * width);
+    run_kernel(axis, {elements, 3 * sizeof(T) * elements}, "add received sum", [&] {
+      sum += strided_map<const T>(slot(direction, 2, rows).data(), rows, width, Eigen::OuterStride<>(width));
+    });
+  };
+  using request = typename std::remove_reference_t<decltype(axis)>::request;
+  std::array<request, 2> arrivals;
+  std::array<std::array<request, 2>, 2> departures;
 
-  for (std::int64_t step = 0; step < parts; ++step) {
-    const piece destination = piece_of(2 * parts - 1 - step);
-    const bool last = step + 1 == parts;
-    // The sum for `destination`: into the result on the last step, else into slot step % 2, whose
-    // previous sum must have left first.
-    request& departure = departures[static_cast<std::size_t>(step % 2)];
-    departure.wait();
-    const std::span<T> own = slot(step % 2, destination.extent);
-    auto sum = last ? result.local()
-                    : typename dtensor<T, result_layout, Mesh>::block_map(own.data(), destination.extent, width,
-                                                                          Eigen::OuterStride<>(width));
-    multiply<TransposeLeft, TransposeRight>(
-        ring, sum, rows_of<TransposeLeft>(left_local, destination.offset, destination.extent), right_local, false);
-    if (step > 0) {
-      arrival.wait();
-      // One addition per element: this rank's addend and the received sum read, the sum written.
-      const auto elements = static_cast<double>(destination.extent * width);
-      run_kernel(ring, {elements, 3 * sizeof(T) * elements}, "add received sum", [&] {
-        sum += strided_map<const T>(slot(2, destination.extent).data(), destination.extent, width,
-                                    Eigen::OuterStride<>(width));
-      });
+  // The sum for rank d gathers the shares of the `ahead` ranks after it, passed from d + ahead down to
+  // d + 1, and of the `behind` ranks before it, passed from d - behind up to d - 1. The second way, a
+  // step shorter when P is even, starts a step later, so both arrive at d on the last step, where d
+  // adds its own share to them. A way's k-th step (from 0) computes the share of rank
+  // r - direction · (length - k).
+  const std::int64_t steps = ring.ahead();
+  for (std::int64_t step = 0; step < steps; ++step) {
+    std::array<piece, 2> destination{};
+    std::array<std::int64_t, 2> way_step{-1, -1};
+    const auto own = [&](std::size_t way) {
+      return block_map(slot(directions[way], way_step[way] % 2, destination[way].extent).data(),
+                       destination[way].extent, width, Eigen::OuterStride<>(width));
+    };
+    for (std::size_t way = 0; way < 2; ++way) {
+      const int direction = directions[way];
+      const std::int64_t length = ring.length(direction);
+      const std::int64_t k = step - (steps - length);
+      if (k < 0) continue;
+      way_step[way] = k;
+      destination[way] = pieces.at(-direction * (length - k));
+      // Slot k % 2's previous sum must have left first.
+      departures[way][static_cast<std::size_t>(k % 2)].wait();
+      auto sum = own(way);
+      multiply<TransposeLeft, TransposeRight>(
+          axis, sum, rows_of<TransposeLeft>(left_local, destination[way].offset, destination[way].extent), right_local,
+          false);
     }
-    if (last) break;
-    const piece next = piece_of(2 * parts - 2 - step);
-    arrival = ring.irecv(slot(2, next.extent), piece_of.before(), ring_tag);
-    departure = ring.isend(std::span<const T>(own), piece_of.after(), ring_tag);
+    for (std::size_t way = 0; way < 2; ++way) {
+      if (way_step[way] <= 0) continue;
+      arrivals[way].wait();
+      auto sum = own(way);
+      add_received(sum, directions[way], destination[way].extent);
+    }
+    for (std::size_t way = 0; way < 2; ++way) {
+      if (way_step[way] < 0) continue;
+      const int direction = directions[way];
+      const piece next = pieces.at(-direction * (ring.length(direction) - way_step[way] - 1));
+      arrivals[way] = axis.irecv(slot(direction, 2, next.extent), ring.neighbour(direction), ring_tag(direction));
+      departures[way][static_cast<std::size_t>(way_step[way] % 2)] =
+          axis.isend(std::span<const T>(slot(direction, way_step[way] % 2, destination[way].extent)),
+                     ring.neighbour(-direction), ring_tag(direction));
+    }
   }
-  for (request& departure : departures) departure.wait();
+  // The last step: this rank's own share, and the sums arriving both ways.
+  const piece mine = pieces.at(0);
+  auto sum = result.local();
+  multiply<TransposeLeft, TransposeRight>(axis, sum, rows_of<TransposeLeft>(left_local, mine.offset, mine.extent),
+                                          right_local, false);
+  for (std::size_t way = 0; way < 2; ++way) {
+    if (ring.length(directions[way]) == 0) continue;
+    arrivals[way].wait();
+    add_received(sum, directions[way], mine.extent);
+  }
+  for (auto& way : departures)
+    for (request& departure : way) departure.wait();
   return result;
 }
 
