@@ -137,7 +137,7 @@ inline constexpr bool no_collective_rule = false;
 // from) the `ahead` = P / 2 ranks after it, or from the rank before it (-1), carrying those of the
 // `behind` = (P - 1) / 2 ranks before it; each is sent on the other way. Each way carries half the
 // data, so both directions of every link work and the ring takes about half the steps of a ring one
-// way round. Each way has a tag of its own.
+// way round.
 struct two_way_ring {
   std::int64_t parts;
   std::int64_t me;
@@ -165,8 +165,8 @@ struct pieces_of {
   }
 };
 
+// Way w of the two goes in directions[w]; its messages carry tag w, and its buffers are its own.
 inline constexpr std::array<int, 2> directions{+1, -1};
-[[nodiscard]] constexpr int ring_tag(int direction) { return direction > 0 ? 0 : 1; }
 
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
 [[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
@@ -190,8 +190,8 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   const std::int64_t largest = pieces.largest();
   // Each way, two pieces in flight: the one being multiplied (and sent on) and the next (arriving).
   const std::span<T> held = workspace<T>(buffer::left, static_cast<std::size_t>(4 * largest * width));
-  const auto slot = [&](int direction, std::int64_t step, std::int64_t rows) {
-    const std::int64_t index = std::int64_t{2} * ring_tag(direction) + step % 2;
+  const auto slot = [&](std::size_t way, std::int64_t step, std::int64_t rows) {
+    const auto index = static_cast<std::int64_t>(2 * way) + step % 2;
     return held.subspan(static_cast<std::size_t>(index * largest * width), static_cast<std::size_t>(rows * width));
   };
   const std::span<const T> own = gathered.data().first(static_cast<std::size_t>(pieces.at(0).extent * width));
@@ -228,11 +228,12 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
       const std::int64_t pieces_this_way = ring.length(direction);
       if (step > pieces_this_way) continue;
       multiplies[way] = step > 0 || direction > 0;  // this rank's own piece once
-      data[way] = step == 0 ? own : std::span<const T>(slot(direction, step, pieces.at(direction * step).extent));
+      data[way] = step == 0 ? own : std::span<const T>(slot(way, step, pieces.at(direction * step).extent));
       if (step < pieces_this_way) {
-        transfers[2 * way] = axis.irecv(slot(direction, step + 1, pieces.at(direction * (step + 1)).extent),
-                                        ring.neighbour(direction), ring_tag(direction));
-        transfers[2 * way + 1] = axis.isend(data[way], ring.neighbour(-direction), ring_tag(direction));
+        const auto tag = static_cast<int>(way);
+        transfers[2 * way] =
+            axis.irecv(slot(way, step + 1, pieces.at(direction * (step + 1)).extent), ring.neighbour(direction), tag);
+        transfers[2 * way + 1] = axis.isend(data[way], ring.neighbour(-direction), tag);
       }
     }
     for (std::size_t way = 0; way < 2; ++way)
@@ -258,17 +259,17 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   // Each way, two sums of this rank's (one may still be travelling while the next is computed) and one
   // arriving.
   const std::span<T> sums = workspace<T>(buffer::product, static_cast<std::size_t>(6 * largest * width));
-  const auto slot = [&](int direction, std::int64_t which, std::int64_t rows) {
-    const std::int64_t index = std::int64_t{3} * ring_tag(direction) + which;
+  const auto slot = [&](std::size_t way, std::int64_t which, std::int64_t rows) {
+    const auto index = static_cast<std::int64_t>(3 * way) + which;
     return sums.subspan(static_cast<std::size_t>(index * largest * width), static_cast<std::size_t>(rows * width));
   };
   const auto left_local = left.local();
   const auto right_local = right.local();
-  const auto add_received = [&](auto& sum, const int direction, const std::int64_t rows) {
+  const auto add_received = [&](auto& sum, const std::size_t way, const std::int64_t rows) {
     // One addition per element: this rank's addend and the received sum read, the sum written.
     const auto elements = static_cast<double>(rows * width);
     run_kernel(axis, {elements, 3 * sizeof(T) * elements}, "add received sum", [&] {
-      sum += strided_map<const T>(slot(direction, 2, rows).data(), rows, width, Eigen::OuterStride<>(width));
+      sum += strided_map<const T>(slot(way, 2, rows).data(), rows, width, Eigen::OuterStride<>(width));
     });
   };
   using request = typename std::remove_reference_t<decltype(axis)>::request;
@@ -284,9 +285,10 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   for (std::int64_t step = 0; step < steps; ++step) {
     std::array<piece, 2> destination{};
     std::array<std::int64_t, 2> way_step{-1, -1};
-    const auto own = [&](std::size_t way) {
-      return block_map(slot(directions[way], way_step[way] % 2, destination[way].extent).data(),
-                       destination[way].extent, width, Eigen::OuterStride<>(width));
+    // This rank's share (and then its running sum) for the way's destination on this step.
+    const auto own = [&](std::size_t way) { return slot(way, way_step[way] % 2, destination[way].extent); };
+    const auto own_sum = [&](std::size_t way) {
+      return block_map(own(way).data(), destination[way].extent, width, Eigen::OuterStride<>(width));
     };
     for (std::size_t way = 0; way < 2; ++way) {
       const int direction = directions[way];
@@ -297,7 +299,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
       destination[way] = pieces.at(-direction * (length - k));
       // Slot k % 2's previous sum must have left first.
       departures[way][static_cast<std::size_t>(k % 2)].wait();
-      auto sum = own(way);
+      auto sum = own_sum(way);
       multiply<TransposeLeft, TransposeRight>(
           axis, sum, rows_of<TransposeLeft>(left_local, destination[way].offset, destination[way].extent), right_local,
           false);
@@ -305,17 +307,17 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     for (std::size_t way = 0; way < 2; ++way) {
       if (way_step[way] <= 0) continue;
       arrivals[way].wait();
-      auto sum = own(way);
-      add_received(sum, directions[way], destination[way].extent);
+      auto sum = own_sum(way);
+      add_received(sum, way, destination[way].extent);
     }
     for (std::size_t way = 0; way < 2; ++way) {
       if (way_step[way] < 0) continue;
       const int direction = directions[way];
       const piece next = pieces.at(-direction * (ring.length(direction) - way_step[way] - 1));
-      arrivals[way] = axis.irecv(slot(direction, 2, next.extent), ring.neighbour(direction), ring_tag(direction));
+      const auto tag = static_cast<int>(way);
+      arrivals[way] = axis.irecv(slot(way, 2, next.extent), ring.neighbour(direction), tag);
       departures[way][static_cast<std::size_t>(way_step[way] % 2)] =
-          axis.isend(std::span<const T>(slot(direction, way_step[way] % 2, destination[way].extent)),
-                     ring.neighbour(-direction), ring_tag(direction));
+          axis.isend(std::span<const T>(own(way)), ring.neighbour(-direction), tag);
     }
   }
   // The last step: this rank's own share, and the sums arriving both ways.
@@ -326,7 +328,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   for (std::size_t way = 0; way < 2; ++way) {
     if (ring.length(directions[way]) == 0) continue;
     arrivals[way].wait();
-    add_received(sum, directions[way], mine.extent);
+    add_received(sum, way, mine.extent);
   }
   for (auto& way : departures)
     for (request& departure : way) departure.wait();
