@@ -24,9 +24,10 @@ TYPED_TEST_SUITE(collective_algorithms, backends);
 
 constexpr std::initializer_list<int> rank_counts = {1, 2, 3, 4, 5, 8};
 constexpr std::array all_ops = {op::sum, op::prod, op::min, op::max};
-constexpr std::array all_algorithms = {algorithm::ring,          algorithm::recursive_doubling, algorithm::rabenseifner,
-                                       algorithm::pairwise,      algorithm::binomial,           algorithm::pipelined,
-                                       algorithm::dissemination, algorithm::hierarchical};
+constexpr std::array all_algorithms = {
+    algorithm::ring,        algorithm::recursive_doubling, algorithm::rabenseifner, algorithm::pairwise,
+    algorithm::direct,      algorithm::binomial,           algorithm::pipelined,    algorithm::dissemination,
+    algorithm::hierarchical};
 
 struct choice {
   algorithm chosen;

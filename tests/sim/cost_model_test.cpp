@@ -199,15 +199,21 @@ TEST(collective_cost, recursive_algorithms_match_their_formulas) {
                             "recursive-doubling all-reduce, P = 6");
 }
 
-TEST(collective_cost, pairwise_all_to_all_broadcast_reduce_and_barrier_match_their_formulas) {
+TEST(collective_cost, all_to_all_broadcast_reduce_and_barrier_match_their_formulas) {
   algorithm_choice pipelined;
   pipelined.broadcast = algorithm::pipelined;
   pipelined.pipeline_segment_bytes = 256 * 1024;
+  algorithm_choice pairwise, direct;
+  pairwise.all_to_all = algorithm::pairwise;
+  direct.all_to_all = algorithm::direct;
   for (const int P : {2, 3, 4, 7, 8, 16})
     for (const double n : sizes) {
       const std::string at = "P = " + std::to_string(P) + ", n = " + std::to_string(n);
-      expect_within_one_percent(modelled(fully_connected(P), P, {collective::all_to_all, n, 0}),
+      expect_within_one_percent(modelled(fully_connected(P, pairwise), P, {collective::all_to_all, n, 0}),
                                 (P - 1) * (alpha + n * beta), "pairwise all-to-all, " + at);
+      // A link per pair: the P − 1 blocks travel side by side.
+      expect_within_one_percent(modelled(fully_connected(P, direct), P, {collective::all_to_all, n, 0}),
+                                alpha + n * beta, "direct all-to-all, " + at);
       algorithm_choice binomial;
       binomial.broadcast = algorithm::binomial;
       expect_within_one_percent(modelled(fully_connected(P, binomial), P, {collective::broadcast, n, P - 1}),
@@ -285,7 +291,9 @@ TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_
 TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
   const link_model peer{bandwidth, alpha, "peer"};
   const link_model ib{10e9, 5e-6, "ib"};
-  const machine m{gpu, topology::nodes(4, 2, peer, ib, 1)};
+  algorithm_choice pairwise;
+  pairwise.all_to_all = algorithm::pairwise;
+  const machine m{gpu, topology::nodes(4, 2, peer, ib, 1), pairwise};
   for (const double b : sizes) {
     const double step1 = std::max(alpha + b * beta, 5e-6 + b / 10e9);  // 0→1 inside, 1→2 across
     const double step2 = 5e-6 + 2 * b / 10e9;                          // 0→2 and 1→3 share NIC 0
@@ -293,7 +301,7 @@ TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
     expect_within_one_percent(modelled(m, 4, {collective::all_to_all, b, 0}), step1 + step2 + step3,
                               "shared all-to-all, b = " + std::to_string(b));
     // With a NIC per GPU nothing is shared.
-    const machine own_nics{gpu, topology::nodes(4, 2, peer, ib, 2)};
+    const machine own_nics{gpu, topology::nodes(4, 2, peer, ib, 2), pairwise};
     expect_within_one_percent(modelled(own_nics, 4, {collective::all_to_all, b, 0}), step1 + 2 * (5e-6 + b / 10e9),
                               "all-to-all with a NIC per GPU, b = " + std::to_string(b));
   }
@@ -545,6 +553,39 @@ TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_ap
   EXPECT_THROW((void)wrong.pick({collective::all_gather, 64, 0}, 6), shardwise::argument_error);
   wrong.all_gather = algorithm::pairwise;
   EXPECT_THROW((void)wrong.pick({collective::all_gather, 64, 0}, 8), shardwise::argument_error);
+  EXPECT_EQ(automatic.pick({collective::all_to_all_v, 0, 0}, 8), algorithm::pairwise);
+  wrong.all_to_all = algorithm::ring;
+  EXPECT_THROW((void)wrong.pick({collective::all_to_all, 64, 0}, 8), shardwise::argument_error);
+}
+
+// An all-to-all leaves each rank's blocks through one port on nodes of one GPU, and through a link
+// per peer inside a node: the direct all-to-all posts every block at once and saves the waits
+// between the pairwise steps on the first, and all but one block's time on the second, so the model
+// takes it on both; each takes its own formula, uneven blocks included.
+TEST(algorithm_choice, the_direct_all_to_all_sends_every_block_at_once) {
+  constexpr int P = 4;
+  const double block = 1 << 20;
+  const std::vector<int> devices{0, 1, 2, 3};
+  const std::vector<std::vector<double>> even(P, std::vector<double>(P, block));
+  for (const machine& m : {presets::mi210_nodes(P, 1), presets::mi210_nodes(P, P)}) {
+    const link_model& link = P == m.network.gpus_per_node() ? m.network.peer_link() : m.network.network_link();
+    const double ports = P == m.network.gpus_per_node() ? 1 : P - 1;  // blocks sharing a port at once
+    collective_cost costs(m);
+    const auto chosen = costs.choose(costs.group_id(devices), devices, {collective::all_to_all, block, 0});
+    EXPECT_EQ(chosen.chosen, algorithm::direct);
+    const double route_latency = m.network.route_between(0, 1).latency;
+    expect_within_one_percent(chosen.seconds, route_latency + ports * block / link.bandwidth,
+                              "direct all-to-all on " + link.kind);
+    const auto uneven = costs.choose(devices, even);
+    EXPECT_EQ(uneven.chosen, algorithm::direct);
+    EXPECT_DOUBLE_EQ(uneven.seconds, chosen.seconds);
+    machine by_rule = m;
+    by_rule.algorithms.by_modelled_cost = false;
+    const auto pairwise = collective_cost(by_rule).choose(devices, even);
+    EXPECT_EQ(pairwise.chosen, algorithm::pairwise);
+    expect_within_one_percent(pairwise.seconds, (P - 1) * (route_latency + block / link.bandwidth),
+                              "pairwise all-to-all on " + link.kind);
+  }
 }
 
 // The automatic choice by modelled cost: with the 4 GPUs of a node behind one network interface
@@ -570,16 +611,19 @@ TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_plac
 
   for (const collective_shape& shape :
        {large, collective_shape{collective::all_reduce, 1024, 0}, collective_shape{collective::all_gather, 1 << 20, 0},
-        collective_shape{collective::reduce_scatter, 64, 0}, collective_shape{collective::broadcast, 1 << 24, 3}}) {
+        collective_shape{collective::reduce_scatter, 64, 0}, collective_shape{collective::broadcast, 1 << 24, 3},
+        collective_shape{collective::all_to_all, 1 << 20, 0}}) {
     const algorithm chosen = costed.algorithm_for(group, devices, shape);
-    for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
-                              algorithm::hierarchical, algorithm::binomial, algorithm::pipelined}) {
+    for (const algorithm a :
+         {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner, algorithm::hierarchical,
+          algorithm::binomial, algorithm::pipelined, algorithm::pairwise, algorithm::direct}) {
       if (!shardwise::applies(shape.kind, a, 8, {4})) continue;
       machine fixed = presets::v100_nodes(8, 4);
       if (shape.kind == collective::all_reduce) fixed.algorithms.all_reduce = a;
       if (shape.kind == collective::all_gather) fixed.algorithms.all_gather = a;
       if (shape.kind == collective::reduce_scatter) fixed.algorithms.reduce_scatter = a;
       if (shape.kind == collective::broadcast) fixed.algorithms.broadcast = a;
+      if (shape.kind == collective::all_to_all) fixed.algorithms.all_to_all = a;
       collective_cost one(fixed);
       EXPECT_LE(costed.duration(group, devices, shape), one.duration(one.group_id(devices), devices, shape))
           << name_of(shape.kind) << ": " << name_of(chosen) << " chosen, " << name_of(a) << " is faster";

@@ -223,7 +223,7 @@ template <class Kernel, class TaskWork, class Sent, class Run>
     devices.push_back(r);
   }
   t.compute = kernels_time + copied;
-  t.communication = sim::collective_cost(machine).duration(devices, sent);
+  t.communication = sim::collective_cost(machine).choose(devices, sent).seconds;
   t.baseline = t.compute + t.communication;
 
   std::vector<Kernel> kernels;

@@ -7,7 +7,7 @@
 //                    otherwise P a power of two → Rabenseifner; otherwise → ring
 //   all_gather,      P a power of two and the whole result (P·b) < small_message_bytes
 //   reduce_scatter     → recursive doubling / halving; otherwise → ring
-//   all_to_all(_v)   pairwise
+//   all_to_all(_v)   pairwise (direct, every block at once, where the model finds it faster)
 //   broadcast        n < small_message_bytes or P ≤ 2 → binomial; otherwise → pipelined chain in
 //                    segments of pipeline_segment_bytes
 //   reduce           binomial
@@ -35,6 +35,7 @@ struct algorithm_choice {
   algorithm all_gather = algorithm::automatic;
   algorithm reduce_scatter = algorithm::automatic;
   algorithm broadcast = algorithm::automatic;
+  algorithm all_to_all = algorithm::automatic;  // and all_to_all_v
   bool by_modelled_cost = true;
 
   // Whether `kind` is left to the automatic choice (collectives with one algorithm never are).
@@ -44,6 +45,8 @@ struct algorithm_choice {
       case collective::all_gather: return all_gather == algorithm::automatic;
       case collective::reduce_scatter: return reduce_scatter == algorithm::automatic;
       case collective::broadcast: return broadcast == algorithm::automatic;
+      case collective::all_to_all:
+      case collective::all_to_all_v: return all_to_all == algorithm::automatic;
       default: return false;
     }
   }
@@ -67,7 +70,8 @@ struct algorithm_choice {
                                                                      : algorithm::ring);
       }
       case collective::all_to_all:
-      case collective::all_to_all_v: return algorithm::pairwise;
+      case collective::all_to_all_v:
+        return checked(shape, ranks, all_to_all != algorithm::automatic ? all_to_all : algorithm::pairwise);
       case collective::broadcast:
         return checked(shape, ranks,
                        broadcast != algorithm::automatic                 ? broadcast

@@ -90,8 +90,16 @@ class collective_cost {
   }
   // all_to_all_v: bytes[s][d] from member s to member d (not cached: counts change from call to call).
   // Priced alone: the other groups' counts are not known.
-  double duration(const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes) const {
-    return play({devices}, pairwise_steps(bytes), nullptr, 0);
+  [[nodiscard]] choice choose(const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes) const {
+    const algorithm_choice& rules = model_->algorithms;
+    const collective_shape shape{collective::all_to_all_v, 0, 0};
+    const algorithm by_rule = rules.pick(shape, static_cast<int>(devices.size()));
+    choice best{by_rule, 1, play({devices}, uneven_all_to_all_steps(by_rule, bytes), nullptr, 0)};
+    if (rules.by_modelled_cost && rules.is_automatic(shape.kind) && devices.size() > 1) {
+      const double direct = play({devices}, uneven_all_to_all_steps(algorithm::direct, bytes), nullptr, 0);
+      if (direct < best.seconds) best = {algorithm::direct, 1, direct};
+    }
+    return best;
   }
 
   // Draws the collective's link activity from `start` on (for timelines).
@@ -101,8 +109,8 @@ class collective_cost {
     play(concurrent_groups(devices), steps_of(chosen.chosen, chosen.channels, shape, devices), &trace, start);
   }
   void record_links(timeline& trace, const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes,
-                    double start) const {
-    play({devices}, pairwise_steps(bytes), &trace, start);
+                    algorithm chosen, double start) const {
+    play({devices}, uneven_all_to_all_steps(chosen, bytes), &trace, start);
   }
 
   // The steps played one after another from `start` by `groups` at once (the first is the one priced;
@@ -279,8 +287,9 @@ class collective_cost {
     if (rules.by_modelled_cost) {
       for (int channels = 2; channels <= most_channels(by_rule); channels *= 2) weigh(by_rule, channels);
       if (rules.is_automatic(shape.kind))
-        for (const algorithm a : {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner,
-                                  algorithm::hierarchical, algorithm::binomial, algorithm::pipelined})
+        for (const algorithm a :
+             {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner, algorithm::hierarchical,
+              algorithm::binomial, algorithm::pipelined, algorithm::direct})
           if (a != by_rule)
             for (int channels = 1; channels <= most_channels(a); channels *= 2) weigh(a, channels);
     }

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "shardwise/comm/algorithms/pairwise.hpp"
 #include "shardwise/comm/algorithms/pattern.hpp"
 
 namespace shardwise::sim {
@@ -44,11 +43,11 @@ struct step {
 
 namespace detail {
 
-// Steps [0, count) of `exchange_of(rank, step, channel)` (an algorithms::rank_exchange<double>) on
-// `ranks` ranks in `channels` channels, alike neighbours merged. A rank reduces what all its channels
-// received.
+// Steps [0, count) of `exchange_of(rank, step, e)` (an algorithms::rank_exchange<double>) on `ranks`
+// ranks making `per_step` exchanges each a step (one per channel, or per peer), alike neighbours merged.
+// A rank reduces what all its exchanges received.
 template <class ExchangeOf>
-std::vector<step> steps_of(int ranks, int count, int channels, const ExchangeOf& exchange_of) {
+std::vector<step> steps_of(int ranks, int count, int per_step, const ExchangeOf& exchange_of) {
   std::vector<step> steps;
   step next;
   for (int k = 0; k < count; ++k) {
@@ -56,7 +55,7 @@ std::vector<step> steps_of(int ranks, int count, int channels, const ExchangeOf&
     next.reduced_bytes = 0;
     for (int r = 0; r < ranks; ++r) {
       double reduced = 0;
-      for (int c = 0; c < channels; ++c) {
+      for (int c = 0; c < per_step; ++c) {
         const auto e = exchange_of(r, k, c);
         if (e.send_to >= 0) next.exchanges.push_back({r, e.send_to, e.sent.count});
         if (e.receive_from >= 0 && e.reduce) reduced += e.received.count;
@@ -78,7 +77,7 @@ std::vector<step> steps_of(int ranks, int count, int channels, const ExchangeOf&
 // (algorithm_choice::pick, applies).
 inline std::vector<step> schedule(algorithm a, const collective_shape& shape, int ranks,
                                   double pipeline_segment_bytes = 1 << 20, placement where = {}, int channels = 1) {
-  if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: pairwise_steps
+  if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: uneven_all_to_all_steps
   const bool per_rank_blocks = shape.kind == collective::all_gather || shape.kind == collective::reduce_scatter ||
                                shape.kind == collective::all_to_all;
   const algorithms::pattern<double> pattern{
@@ -90,18 +89,20 @@ inline std::vector<step> schedule(algorithm a, const collective_shape& shape, in
       a == algorithm::pipelined ? algorithms::pipelined_chain::segments(shape.bytes, pipeline_segment_bytes) : 1,
       where,
       channels};
-  return detail::steps_of(ranks, pattern.steps(), channels,
+  return detail::steps_of(ranks, pattern.steps(), pattern.exchanges_per_step(),
                           [&](int r, int k, int c) { return pattern.exchange(r, k, c); });
 }
 
-// Pairwise exchange for uneven blocks: bytes[s][d] from rank s to rank d, in the steps of the pairwise
-// all-to-all.
-inline std::vector<step> pairwise_steps(const std::vector<std::vector<double>>& bytes) {
+// An all-to-all of uneven blocks, bytes[s][d] from rank s to rank d, by `a` (pairwise or direct): the
+// even pattern's exchanges with each block's own size.
+inline std::vector<step> uneven_all_to_all_steps(algorithm a, const std::vector<std::vector<double>>& bytes) {
   const int P = static_cast<int>(bytes.size());
-  return detail::steps_of(P, algorithms::pairwise::steps(P), 1, [&](int r, int k, int) {
-    const int to = algorithms::pairwise::send_to(P, r, k);
-    return algorithms::rank_exchange<double>{
-        to, {0, bytes[static_cast<std::size_t>(r)][static_cast<std::size_t>(to)]}, -1, {}, false};
+  const algorithms::pattern<double> even{collective::all_to_all, a, P, 0.0};
+  return detail::steps_of(P, even.steps(), even.exchanges_per_step(), [&](int r, int k, int c) {
+    auto e = even.exchange(r, k, c);
+    e.sent.count = bytes[static_cast<std::size_t>(r)][static_cast<std::size_t>(e.send_to)];
+    e.receive_from = -1;
+    return e;
   });
 }
 

@@ -110,13 +110,13 @@ struct board {
   std::vector<std::vector<double>> sent_bytes;
   int posted = 0;
   int unread = 0;
-  std::optional<double> uneven_seconds;  // all_to_all_v's duration, priced once for all members
+  std::optional<sim::collective_cost::choice> uneven;  // all_to_all_v's, priced once for all members
 };
 
 // What a member learns of a collective once all have posted.
 struct posted_call {
   double last_arrival = 0;
-  double uneven_seconds = 0;                    // all_to_all_v only
+  sim::collective_cost::choice uneven{};        // all_to_all_v only
   std::vector<std::vector<double>> sent_bytes;  // all_to_all_v, and only when asked for (timelines)
 };
 
@@ -153,10 +153,10 @@ struct group {
     if (found == boards_.end() || found->second.posted != size())
       throw peer_error(world_rank, operation, "not every member posted its arrival time");
     board& b = found->second;
-    posted_call call{*std::max_element(b.arrivals.begin(), b.arrivals.end()), 0, {}};
+    posted_call call{*std::max_element(b.arrivals.begin(), b.arrivals.end()), {}, {}};
     if (uneven) {
-      if (!b.uneven_seconds) b.uneven_seconds = price_uneven(b.sent_bytes);
-      call.uneven_seconds = *b.uneven_seconds;
+      if (!b.uneven) b.uneven = price_uneven(b.sent_bytes);
+      call.uneven = *b.uneven;
       if (keep_sent_bytes) call.sent_bytes = b.sent_bytes;
     }
     if (--b.unread == 0) boards_.erase(found);
@@ -324,11 +324,10 @@ class rank_clock {
     const bool drawn = rank_ == 0 && machine_->trace;
     const posted_call call = members_->read(
         sequence, world_rank(), e.name, uneven,
-        [&](const std::vector<std::vector<double>>& sent) { return costs.duration(members_->devices, sent); }, drawn);
+        [&](const std::vector<std::vector<double>>& sent) { return costs.choose(members_->devices, sent); }, drawn);
     const double start = std::max(last_end_, call.last_arrival);
     const sim::collective_cost::choice how =
-        uneven ? sim::collective_cost::choice{sim::algorithm::pairwise, 1, call.uneven_seconds}
-               : costs.choose(members_->id, members_->devices, e.shape);
+        uneven ? call.uneven : costs.choose(members_->id, members_->devices, e.shape);
     last_end_ = start + how.seconds;
     ends_[sequence] = last_end_;
     e.on->occupy(e.name, start, last_end_,
@@ -337,7 +336,7 @@ class rank_clock {
                   {"bytes", std::to_string(e.shape.bytes)},
                   {"ranks", std::to_string(members_->size())}});
     if (drawn) {
-      if (uneven) costs.record_links(*machine_->trace, members_->devices, call.sent_bytes, start);
+      if (uneven) costs.record_links(*machine_->trace, members_->devices, call.sent_bytes, how.chosen, start);
       else
         costs.record_links(*machine_->trace, members_->id, members_->devices, e.shape, start);
     }

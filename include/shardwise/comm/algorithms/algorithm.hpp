@@ -23,6 +23,7 @@
 //   Rabenseifner all-reduce        2 log P·α + 2(P-1)/P·nβ + (P-1)/P·nγ      bytes when P is not a
 //                                                                            power of two)
 //   pairwise all-to-all            (P-1)·(α + bβ)     (step k: r sends to r+k, receives from r-k)
+//   direct all-to-all              α + bβ with a link per pair of ranks; α + (P-1)·bβ through one port
 //   binomial broadcast             ⌈log P⌉·(α + nβ)
 //   pipelined (chain) broadcast    (P+s-2)·(α + (n/s)β) with s segments
 //   binomial reduce                ⌈log P⌉·(α + nβ + nγ)
@@ -39,7 +40,7 @@
 // port, a NIC), nothing is gained (pattern.hpp).
 //
 // One header per algorithm: ring.hpp, recursive_doubling.hpp (and folding.hpp, for P not a power of
-// two), rabenseifner.hpp, pairwise.hpp, binomial.hpp, pipelined_chain.hpp, dissemination.hpp,
+// two), rabenseifner.hpp, pairwise.hpp, direct.hpp, binomial.hpp, pipelined_chain.hpp, dissemination.hpp,
 // hierarchical.hpp; pattern.hpp picks one for a collective.
 #include <bit>
 #include <concepts>
@@ -56,6 +57,7 @@ enum class algorithm {
   recursive_doubling,  // recursive halving for reduce-scatter
   rabenseifner,
   pairwise,
+  direct,  // all-to-all: every block sent at once
   binomial,
   pipelined,
   dissemination,
@@ -68,8 +70,8 @@ enum class algorithm {
   return names[static_cast<int>(c)];
 }
 [[nodiscard]] constexpr std::string_view name_of(algorithm a) noexcept {
-  constexpr std::string_view names[] = {"automatic", "ring",      "recursive doubling", "Rabenseifner", "pairwise",
-                                        "binomial",  "pipelined", "dissemination",      "hierarchical"};
+  constexpr std::string_view names[] = {"automatic", "ring",     "recursive doubling", "Rabenseifner",  "pairwise",
+                                        "direct",    "binomial", "pipelined",          "dissemination", "hierarchical"};
   return names[static_cast<int>(a)];
 }
 
@@ -101,7 +103,7 @@ struct placement {
     case collective::reduce_scatter:
       return a == algorithm::ring || (a == algorithm::recursive_doubling && power_of_two);
     case collective::all_to_all:
-    case collective::all_to_all_v: return a == algorithm::pairwise;
+    case collective::all_to_all_v: return a == algorithm::pairwise || a == algorithm::direct;
     case collective::broadcast: return a == algorithm::binomial || a == algorithm::pipelined;
     case collective::reduce: return a == algorithm::binomial;
     case collective::barrier: return a == algorithm::dissemination;

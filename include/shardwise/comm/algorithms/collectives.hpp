@@ -43,19 +43,20 @@ void reduce_into(std::span<T> mine, std::span<const T> arrived, op reduction) {
 }
 
 // Plays every step of `steps` on this rank: sent parts are read from `source`, received parts written
-// (or reduced) into `target`. In a step, every channel's receive and send are posted before any is
-// waited for, so the channels' messages travel at once.
+// (or reduced) into `target`. In a step, every exchange's receive and send (one per channel, or per
+// peer in the direct all-to-all) are posted before any is waited for, so they travel at once.
 template <class T, communicator C>
 void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source, std::span<T> target,
           op reduction = op::sum) {
-  const auto channels = static_cast<std::size_t>(steps.channels);
+  const int per_step = steps.exchanges_per_step();
+  const auto channels = static_cast<std::size_t>(per_step);
   std::vector<rank_exchange<std::size_t>> exchanges(channels);
   std::vector<std::vector<T>> arrived(channels);
   std::vector<std::optional<typename C::request>> receiving(channels), sending(channels);
   for (int k = 0; k < steps.steps(); ++k) {
     for (std::size_t c = 0; c < channels; ++c) {
       const auto& e = exchanges[c] = steps.exchange(comm.rank(), k, static_cast<int>(c));
-      const int tag = tag_of(k, static_cast<int>(c), steps.channels);
+      const int tag = tag_of(k, static_cast<int>(c), per_step);
       if (e.receive_from >= 0) {
         if (e.reduce) arrived[c].resize(e.received.count);
         receiving[c].emplace(

@@ -5,6 +5,7 @@
 
 #include "shardwise/comm/algorithms/algorithm.hpp"
 #include "shardwise/comm/algorithms/binomial.hpp"
+#include "shardwise/comm/algorithms/direct.hpp"
 #include "shardwise/comm/algorithms/dissemination.hpp"
 #include "shardwise/comm/algorithms/hierarchical.hpp"
 #include "shardwise/comm/algorithms/pairwise.hpp"
@@ -23,7 +24,8 @@ namespace shardwise::algorithms {
 // Channels split the collective among rings run at once (algorithm.hpp): channel c of an all-reduce
 // reduces piece c of the buffer; of an all-gather or reduce-scatter, it moves piece c of every block.
 // Odd channels run their rings the other way; channels 2 and 3 of the hierarchical all-reduce go
-// across nodes first. In a step each rank makes one exchange per channel.
+// across nodes first. In a step each rank makes one exchange per channel, or, in the direct
+// all-to-all, one per other rank (exchanges_per_step).
 template <class Size>
 struct pattern {
   collective kind = collective::barrier;
@@ -37,15 +39,21 @@ struct pattern {
 
   [[nodiscard]] constexpr int steps() const noexcept {
     if (ranks <= 1) return 0;
+    if (chosen == algorithm::direct) return direct::steps(ranks);
     if (chosen == algorithm::hierarchical && channels > 2)
       return std::max(hierarchical::all_reduce_steps(ranks, where.ranks_per_node, false),
                       hierarchical::all_reduce_steps(ranks, where.ranks_per_node, true));
     return channel_steps(false);
   }
 
-  // Rank `rank`'s exchange in channel `channel` at step `step` (send_to and receive_from -1 when the
-  // channel has finished).
+  [[nodiscard]] constexpr int exchanges_per_step() const noexcept {
+    return chosen == algorithm::direct ? direct::exchanges_per_step(ranks) : channels;
+  }
+
+  // Rank `rank`'s exchange `channel` (< exchanges_per_step()) at step `step` (send_to and receive_from
+  // -1 when the channel has finished).
   [[nodiscard]] constexpr rank_exchange<Size> exchange(int rank, int step, int channel = 0) const noexcept {
+    if (chosen == algorithm::direct) return direct::all_to_all(ranks, rank, channel, whole);
     if (channels == 1) return one_channel(rank, step, whole, 1, false);
     const int direction = channel % 2 == 0 ? 1 : -1;
     const bool across_first = channel >= 2;
