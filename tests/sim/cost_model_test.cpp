@@ -166,7 +166,7 @@ TEST(collective_cost, ring_algorithms_match_their_formulas) {
           collective_cost costs(m);
           std::vector<int> devices(static_cast<std::size_t>(P));
           for (int r = 0; r < P; ++r) devices[static_cast<std::size_t>(r)] = r;
-          EXPECT_EQ(costs.channels_for(costs.group_id(devices), devices, {collective::all_reduce, n, 0}), channels)
+          EXPECT_EQ(costs.choose(costs.group_id(devices), devices, {collective::all_reduce, n, 0}).channels, channels)
               << at;
         }
       }
@@ -440,8 +440,8 @@ TEST(collective_cost, a_torus_all_reduces_along_its_rows_then_down_its_columns) 
   collective_cost costs(torus);
   const int group = costs.group_id(devices);
   const collective_shape shape{collective::all_reduce, n, 0};
-  EXPECT_EQ(costs.algorithm_for(group, devices, shape), algorithm::hierarchical);
-  EXPECT_EQ(costs.channels_for(group, devices, shape), 4);
+  EXPECT_EQ(costs.choose(group, devices, shape).chosen, algorithm::hierarchical);
+  EXPECT_EQ(costs.choose(group, devices, shape).channels, 4);
   const auto formula = [&](int channels) {
     return 2 * (k - 1) * (alpha + n / k / channels * beta) + (k - 1.0) / k * n * gamma +
            2 * (P / k - 1) * (alpha + n / P / channels * beta) + (P / k - 1.0) / P * n * gamma;
@@ -599,21 +599,21 @@ TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_plac
   machine by_rule = presets::v100_nodes(8, 4);
   by_rule.algorithms.by_modelled_cost = false;
   collective_cost ruled(by_rule);
-  EXPECT_EQ(ruled.algorithm_for(ruled.group_id(devices), devices, large), algorithm::rabenseifner);
+  EXPECT_EQ(ruled.choose(ruled.group_id(devices), devices, large).chosen, algorithm::rabenseifner);
   const machine by_cost = presets::v100_nodes(8, 4);
   collective_cost costed(by_cost);
   const int group = costed.group_id(devices);
-  EXPECT_EQ(costed.algorithm_for(group, devices, large), algorithm::hierarchical);
+  EXPECT_EQ(costed.choose(group, devices, large).chosen, algorithm::hierarchical);
   EXPECT_LT(costed.duration(group, devices, large), ruled.duration(ruled.group_id(devices), devices, large));
   collective_cost per_gpu_interface(presets::mi210_nodes(8, 4));
-  EXPECT_EQ(per_gpu_interface.algorithm_for(per_gpu_interface.group_id(devices), devices, large),
+  EXPECT_EQ(per_gpu_interface.choose(per_gpu_interface.group_id(devices), devices, large).chosen,
             algorithm::hierarchical);
 
   for (const collective_shape& shape :
        {large, collective_shape{collective::all_reduce, 1024, 0}, collective_shape{collective::all_gather, 1 << 20, 0},
         collective_shape{collective::reduce_scatter, 64, 0}, collective_shape{collective::broadcast, 1 << 24, 3},
         collective_shape{collective::all_to_all, 1 << 20, 0}}) {
-    const algorithm chosen = costed.algorithm_for(group, devices, shape);
+    const algorithm chosen = costed.choose(group, devices, shape).chosen;
     for (const algorithm a :
          {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner, algorithm::hierarchical,
           algorithm::binomial, algorithm::pipelined, algorithm::pairwise, algorithm::direct}) {

@@ -97,6 +97,9 @@ class gpt {
                                              .layer_norm_epsilon = config.layer_norm_epsilon,
                                              .activation = config.activation},
                            config.seed * 1000 + 1 + static_cast<std::uint64_t>(l));
+    embedding_parameters_ = parameters_of(embedding_);
+    block_parameters_ = blocks_.empty() ? 0 : parameters_of(blocks_.front());
+    final_norm_parameters_ = parameters_of(final_norm_);
   }
 
   [[nodiscard]] const gpt_config& config() const noexcept { return config_; }
@@ -123,17 +126,17 @@ class gpt {
   // the last, and the embedding's last, since the head (tied to it) adds into it too.
   template <class Ready>
   requires std::invocable<Ready&, std::size_t, std::size_t> void backward(T scale, Ready&& ready) try {
-    const std::size_t embedding = parameters_of(embedding_), block = blocks_.empty() ? 0 : parameters_of(blocks_[0]);
-    std::size_t next = embedding + block * blocks_.size();  // the first parameter after those not yet final
+    // The first parameter after those not yet final.
+    std::size_t next = embedding_parameters_ + block_parameters_ * blocks_.size();
     activation_type gradient = final_norm_.backward(loss_.backward(scale));
-    ready(next, parameters_of(final_norm_));
+    ready(next, final_norm_parameters_);
     for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b) {
       gradient = b->backward(gradient);
-      next -= block;
-      ready(next, block);
+      next -= block_parameters_;
+      ready(next, block_parameters_);
     }
     embedding_.backward(gradient);
-    ready(std::size_t{0}, embedding);
+    ready(std::size_t{0}, embedding_parameters_);
   } catch (...) {
     rethrow_within_call(mesh_->world().world_rank(), call_text("model::gpt::backward"));
   }
@@ -184,6 +187,8 @@ class gpt {
   std::vector<block_type> blocks_;
   nn::layer_norm<T, typename Family::input, Mesh> final_norm_;
   nn::language_model_loss<T, Family, Mesh> loss_;
+  // How many parameters each part has, in for_each_parameter's order (backward's ready calls).
+  std::size_t embedding_parameters_ = 0, block_parameters_ = 0, final_norm_parameters_ = 0;
 };
 
 }  // namespace shardwise::model

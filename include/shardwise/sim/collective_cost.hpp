@@ -79,12 +79,6 @@ class collective_cost {
   choice choose(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape);
   }
-  algorithm algorithm_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
-    return timed(group, devices, shape).chosen;
-  }
-  int channels_for(int group, const std::vector<int>& devices, const collective_shape& shape) {
-    return timed(group, devices, shape).channels;
-  }
   double duration(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape).seconds;
   }
