@@ -152,6 +152,18 @@ TEST(persistent_kernel, workgroups_share_the_device_and_a_fence_orders_a_signal_
   EXPECT_DOUBLE_EQ(receiver.finish(kernel.messages(), arrivals), arrivals[1]) << "workgroup 5 % 4 waits for flag 5";
 }
 
+TEST(persistent_kernel, the_next_kernel_starts_a_launch_after_the_last_workgroup_of_this_one) {
+  const sim::device_model gpu{1e12, 1e12, 0};
+  const sim::gpu_initiated_model model{4, 0};
+  sim::persistent_kernel kernel(0, gpu, model, 4, 0.0);
+  for (int t = 0; t < 5; ++t) kernel.run_task({0, 1e6});  // 4 µs each: one workgroup runs two
+  EXPECT_DOUBLE_EQ(kernel.clock(0), 8e-6);
+  kernel.relaunch(3e-6);
+  for (int w = 0; w < 4; ++w) EXPECT_DOUBLE_EQ(kernel.clock(w), 11e-6) << w;
+  for (int t = 0; t < 4; ++t) kernel.run_task({0, 1e6});
+  for (int w = 0; w < 4; ++w) EXPECT_DOUBLE_EQ(kernel.clock(w), 15e-6) << w;
+}
+
 // Bags of `length` lookups of row 1 for every row of a global batch.
 struct uniform_bags {
   std::vector<std::int64_t> offsets, indices;
@@ -169,8 +181,8 @@ struct uniform_bags {
 // the baseline, against `predicted`, and that the timeline has `tracks`.
 template <class Body>
 void expect_predicted_times(int P, const fused::embedding_times& predicted, std::initializer_list<const char*> tracks,
-                            Body&& body) {
-  auto machine = sim::presets::mi210_nodes(P, 2);
+                            Body&& body, int gpus_per_node = 2) {
+  auto machine = sim::presets::mi210_nodes(P, gpus_per_node);
   machine.record_timeline = true;
   std::vector<double> fused_time(static_cast<std::size_t>(P)), baseline_time(static_cast<std::size_t>(P));
   const auto report = sim_gpu::run(P, machine, [&](sim_gpu::communicator& comm) {
@@ -192,31 +204,72 @@ void expect_predicted_times(int P, const fused::embedding_times& predicted, std:
   for (const char* track : tracks) EXPECT_NE(json.find(track), std::string::npos) << track;
 }
 
+// Runs the forward's fused path and baseline of `shape` on P simulated MI210s in nodes of
+// `gpus_per_node` with `options`, and checks their times against the cost model's for `plan`.
+void expect_forward_takes_the_predicted_time(int P, int gpus_per_node, const fused::embedding_shape& shape,
+                                             const fused::embedding_options& options, const fused::embedding_plan& plan,
+                                             std::int64_t bag_length, std::initializer_list<const char*> tracks) {
+  const auto predicted =
+      fused::predict(plan, sim::presets::mi210_nodes(P, gpus_per_node), options.gpu_initiated, bag_length);
+  expect_predicted_times(
+      P, predicted, tracks,
+      [&](sim_gpu::communicator& comm, auto fused_timed, auto baseline_timed) {
+        fused::embedding_all_to_all op(comm, shape, options);
+        EXPECT_EQ(op.plan().order(), plan.order());
+        std::vector<shardwise::testing::embedding_matrix> tables;
+        std::vector<std::span<const float>> table_spans;
+        for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
+          tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
+        for (const auto& t : tables) table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
+        const uniform_bags lookups(shape.global_batch, bag_length);
+        const auto bags = lookups.of(tables.size());
+        fused_timed([&] { (void)op.fused(table_spans, bags); });
+        baseline_timed([&] { (void)op.baseline(table_spans, bags); });
+      },
+      gpus_per_node);
+}
+
 TEST(fused_embedding, on_sim_gpu_the_run_takes_the_time_the_cost_model_predicts) {
   constexpr int P = 4;
   const fused::embedding_shape shape{6, 16, 40};
+  fused::embedding_options options;
+  options.slice_rows = 4;
+  // The order the operator takes on sim_gpu by default (checked in the run).
+  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
+  expect_forward_takes_the_predicted_time(
+      P, 2, shape, options, plan, 3,
+      {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"});
+}
+
+// The paper's intra-node kernel: one per table, launched in turn, storing into the peers. It keeps the
+// baseline's pooling kernels (a launch each, under-filled at small batches) and can at best hide the
+// all-to-all and the unpack behind them; the persistent kernel saves those too.
+TEST(fused_embedding, a_kernel_per_table_runs_the_tables_in_turn_and_takes_the_time_the_cost_model_predicts) {
+  constexpr int P = 4;
+  const fused::embedding_shape shape{8, 16, 64};
   constexpr std::int64_t bag_length = 3;
   fused::embedding_options options;
   options.slice_rows = 4;
-  // The order the operator takes on sim_gpu by default (checked in the run below).
-  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::communication_aware);
-  const auto predicted = fused::predict(plan, sim::presets::mi210_nodes(P, 2), options.gpu_initiated, bag_length);
-  expect_predicted_times(P, predicted,
-                         {"workgroup 0", "fused embedding + all-to-all", "GPU-initiated messages", "remote slices"},
-                         [&](sim_gpu::communicator& comm, auto fused_timed, auto baseline_timed) {
-                           fused::embedding_all_to_all op(comm, shape, options);
-                           EXPECT_EQ(op.plan().order(), plan.order());
-                           std::vector<shardwise::testing::embedding_matrix> tables;
-                           std::vector<std::span<const float>> table_spans;
-                           for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
-                             tables.push_back(shardwise::testing::embedding_table(t, shape.dimension));
-                           for (const auto& t : tables)
-                             table_spans.emplace_back(t.data(), static_cast<std::size_t>(t.size()));
-                           const uniform_bags lookups(shape.global_batch, bag_length);
-                           const auto bags = lookups.of(tables.size());
-                           fused_timed([&] { (void)op.fused(table_spans, bags); });
-                           baseline_timed([&] { (void)op.baseline(table_spans, bags); });
-                         });
+  options.gpu_initiated.kernel_per_table = true;
+  // A kernel per table takes each table's slices together (checked in the run).
+  const fused::embedding_plan plan(shape, P, options.slice_rows, fused::slice_order::table_by_table);
+  expect_forward_takes_the_predicted_time(P, P, shape, options, plan, bag_length,
+                                          {"fused embedding + all-to-all", "remote slices", "local slices"});
+
+  const auto machine = sim::presets::mi210_nodes(P, P);
+  const auto per_table = fused::predict(plan, machine, options.gpu_initiated, bag_length);
+  const auto persistent = fused::predict(plan, machine, sim::gpu_initiated_model{}, bag_length);
+  // Each rank's 2 tables: a launch, then 64 bags on 64 of the 1040 workgroups, one after the other.
+  const double table =
+      machine.device.launch_latency +
+      fused::task_duration(machine.device, options.gpu_initiated, fused::pooling_work(bag_length, shape.dimension));
+  for (int r = 0; r < P; ++r) {
+    EXPECT_GE(per_table.fused_by_rank[static_cast<std::size_t>(r)], 2 * table) << r;
+    EXPECT_GT(per_table.fused_by_rank[static_cast<std::size_t>(r)],
+              persistent.fused_by_rank[static_cast<std::size_t>(r)] + machine.device.launch_latency)
+        << r;
+  }
+  EXPECT_LT(per_table.fused, per_table.baseline);
 }
 
 TEST(fused_embedding, on_sim_gpu_the_backward_takes_the_time_the_cost_model_predicts) {

@@ -466,9 +466,11 @@ class embedding_all_to_all {
   }
 
   // Where every slice is stored in place on real memory there is no transfer to start early: the table
-  // by table order keeps each table in cache; elsewhere the remote slices go first.
+  // by table order keeps each table in cache; elsewhere the remote slices go first. A kernel per table
+  // runs a table's tasks together.
   [[nodiscard]] slice_order order() const {
     if (options_.order != slice_order::automatic) return options_.order;
+    if (Backend::models_time && options_.gpu_initiated.kernel_per_table) return slice_order::table_by_table;
     bool stores_everywhere = !Backend::models_time;
     for (int p = 0; p < comm_->size(); ++p)
       stores_everywhere = stores_everywhere && backend_.delivery_to(p) == delivery::store;

@@ -12,7 +12,9 @@
 //   fused      one persistent kernel of resident workgroups running every pooling task of every local
 //              table in the plan's order; the workgroup that finishes a slice last puts it to its
 //              destination and, behind a fence, signals its flag; then each workgroup waits for its
-//              share of the incoming flags
+//              share of the incoming flags. With gpu_initiated_model::kernel_per_table, a kernel per
+//              table instead, each launched when the previous one has ended (the table_by_table order
+//              keeps a table's tasks together)
 // Backward:
 //   baseline   a kernel that packs the output gradient by owner (reads and writes it once), the
 //              all-to-all(v), and one scatter-add kernel per local table (a logical workgroup per batch
@@ -68,10 +70,15 @@ class fused_kernel_model {
                      const sim::gpu_initiated_model& model, double start, sim::timeline* trace = nullptr)
       : plan_(&plan),
         rank_(rank),
+        launch_latency_(model.kernel_per_table ? machine.device.launch_latency : -1),
         kernel_(rank, machine.device, model, model.resident_workgroups, start + machine.device.launch_latency, trace) {}
 
   // Task `task_index` of `slice`: one bag of `lookups` indices.
   void task(const embedding_slice& slice, std::int64_t task_index, std::int64_t lookups) {
+    if (launch_latency_ >= 0 && slice.table != table_) {
+      if (table_ >= 0) kernel_.relaunch(launch_latency_);
+      table_ = slice.table;
+    }
     const bool remote = slice.destination != rank_;
     const int wg = kernel_.run_task(pooling_work(lookups, plan_->dimension_of(slice.table)),
                                     remote ? "remote slices" : "local slices");
@@ -96,8 +103,10 @@ class fused_kernel_model {
  private:
   const embedding_plan* plan_;
   int rank_;
+  double launch_latency_;  // of each table's kernel; -1: one persistent kernel
   persistent_kernel kernel_;
   int last_ = 0;
+  int table_ = -1;  // whose kernel runs (kernel per table)
 };
 
 // The fused backward kernel of one rank: send() each of its slices in the plan's order

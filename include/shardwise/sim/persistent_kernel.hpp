@@ -108,6 +108,18 @@ class persistent_kernel {
     return static_cast<int>(wg);
   }
 
+  // Ends this kernel's tasks and starts the next kernel of the stream (kernels launched in turn, one
+  // after another): every workgroup resumes `launch_latency` after the last one finished. Puts and
+  // signals already issued travel on.
+  void relaunch(double launch_latency) {
+    const double next = *std::max_element(clocks_.begin(), clocks_.end()) + launch_latency;
+    free_ = {};
+    for (std::size_t w = 0; w < clocks_.size(); ++w) {
+      clocks_[w] = next;
+      free_.emplace(next, static_cast<int>(w));
+    }
+  }
+
   void put(int workgroup, int peer, double bytes) { issue(workgroup, peer, bytes, -1); }
   void fence(int workgroup) { ++fences_[workgroup]; }
   void signal(int workgroup, int peer, std::int64_t flag) { issue(workgroup, peer, sizeof(std::uint64_t), flag); }
