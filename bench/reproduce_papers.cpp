@@ -433,16 +433,13 @@ void weight_update_rows(const std::vector<std::string>& only, std::size_t bucket
 // - Slices of 32 rows (Section 4.2) in both figures, the communication-aware order (Section 3.2);
 //   inside a node a kernel per table (Section 4.3), each table's slices together (table by table),
 //   with the library's one persistent kernel beside it as another reading.
-// - Memory: shapes-only runs still pool and move the values, so a configuration holds its outputs and
-//   buffers for real; configurations of more than `largest_fused_output` bags (global batch x tables
-//   per GPU) are left out (docs/papers.md names them). Every table of a rank reads one shared block
-//   of rows: which rows are read costs nothing in the model.
+// - Every table of a rank reads one shared block of rows: which rows are read costs nothing in the
+//   model, and shapes-only runs do not pool (nor hold the outputs).
 constexpr const char* fused_paper = "Fused embedding + all-to-all (Punniyamurthy et al.)";
-constexpr std::int64_t fused_dimension = 256;          // Section 4.1: "embedding dimension=256"
-constexpr std::int64_t fused_slice_rows = 32;          // Section 4.2: "a slice size of 32 embeddings"
-constexpr std::int64_t fused_bag_length = 10;          // DLRM's data generator default (Section 4.1)
-constexpr std::int64_t fused_table_rows = 2048;        // not given; bench/fused_embedding.cpp's sweep
-constexpr std::int64_t largest_fused_output = 262144;  // global batch x tables per GPU simulated at most
+constexpr std::int64_t fused_dimension = 256;    // Section 4.1: "embedding dimension=256"
+constexpr std::int64_t fused_slice_rows = 32;    // Section 4.2: "a slice size of 32 embeddings"
+constexpr std::int64_t fused_bag_length = 10;    // DLRM's data generator default (Section 4.1)
+constexpr std::int64_t fused_table_rows = 2048;  // not given; bench/fused_embedding.cpp's sweep
 
 struct fused_figure {
   const char* table;
@@ -514,7 +511,6 @@ fused_times simulate_fused(const fused_figure& figure, std::int64_t batch, int t
 void fused_rows(const std::vector<std::string>& only, std::vector<output_row>& output) {
   for (const auto& figure : fused_figures) {
     std::vector<double> reductions, per_table_reductions;
-    std::vector<std::string> left_out;
     for (const std::int64_t batch : {256, 512, 1024, 2048, 4096})
       for (const int tables : {16, 64, 256}) {
         const std::string configuration = std::to_string(batch) + "|" + std::to_string(tables);
@@ -522,10 +518,6 @@ void fused_rows(const std::vector<std::string>& only, std::vector<output_row>& o
         if (!only.empty() &&
             std::ranges::none_of(only, [&](const std::string& text) { return label.find(text) != std::string::npos; }))
           continue;
-        if (batch * tables > largest_fused_output) {
-          left_out.push_back(configuration);
-          continue;
-        }
         const auto wall_start = std::chrono::steady_clock::now();
         const fused_times times = simulate_fused(figure, batch, tables);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -558,14 +550,9 @@ void fused_rows(const std::vector<std::string>& only, std::vector<output_row>& o
                      1 - pooling / predicted.baseline);
       }
     if (reductions.empty()) continue;
-    std::string note = std::to_string(reductions.size()) +
-                       " configurations: global batch 256-4096 x 16, 64, 256 tables per GPU, dimension 256, bags "
-                       "of 10, slices of 32";
-    if (!left_out.empty()) {
-      note += ", without";
-      for (const auto& c : left_out) note += " " + c;
-      note += " (memory)";
-    }
+    const std::string note = std::to_string(reductions.size()) +
+                             " configurations: global batch 256-4096 x 16, 64, 256 tables per GPU, dimension 256, "
+                             "bags of 10, slices of 32";
     const auto mean = [](const std::vector<double>& values) {
       return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
     };

@@ -11,12 +11,12 @@
 
 namespace shardwise::testing {
 
-// `body` on `ranks` simulated MI210s (nodes of four), with every value and with shapes only: every
-// rank finishes at the same virtual time to 1e-9 relative, with the same traffic and the same
-// high-water mark of element storage; and the program took time.
+// `body` on `ranks` simulated MI210s (nodes of `gpus_per_node`), with every value and with shapes
+// only: every rank finishes at the same virtual time to 1e-9 relative, with the same traffic and the
+// same high-water mark of element storage; and the program took time.
 template <class Body>
-void expect_same_costs(int ranks, Body body) {
-  const auto machine = sim::presets::mi210_nodes(ranks);
+void expect_same_costs(int ranks, Body body, int gpus_per_node = 4) {
+  const auto machine = sim::presets::mi210_nodes(ranks, gpus_per_node);
   const auto full = sim_gpu::run(ranks, machine, body, sim_gpu::execution::full);
   const auto shapes = sim_gpu::run(ranks, machine, body, sim_gpu::execution::shapes_only);
   ASSERT_EQ(shapes.finish_times.size(), full.finish_times.size());

@@ -61,6 +61,13 @@ class element_memory {
     return bytes <= range_bytes ? range : nullptr;
   }
 
+  // `elements` of T in the unstored range when the calling thread's rank stores no values and the
+  // range can hold them; null otherwise (the caller stores them for real).
+  template <class T>
+  [[nodiscard]] static T* unstored_on_this_thread(std::size_t elements) noexcept {
+    return stored_on_this_thread() ? nullptr : static_cast<T*>(unstored_values(elements * sizeof(T)));
+  }
+
   // Makes `memory` the calling thread's accounting until the scope closes.
   class scope {
    public:

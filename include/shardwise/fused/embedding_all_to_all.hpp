@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
@@ -58,9 +59,11 @@ namespace shardwise::fused {
 namespace detail {
 
 // `elements` of a buffer kept across calls: allocating a large one per call costs page faults on every
-// call (on threads, more than the all-to-all itself).
+// call (on threads, more than the all-to-all itself). A rank that stores no values (shapes only) gets
+// the unstored range instead (core/element_memory.hpp).
 template <class T>
 std::span<T> kept(std::vector<T>& buffer, std::size_t elements) {
+  if (T* nowhere = element_memory::unstored_on_this_thread<T>(elements)) return {nowhere, elements};
   if (buffer.size() < elements) buffer.resize(elements);
   return {buffer.data(), elements};
 }
@@ -185,7 +188,7 @@ class embedding_all_to_all {
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     const auto out = outputs_.buffer();
     std::size_t from = 0;
-    for (int s = 0; s < P; ++s)
+    for (int s = 0; s < P && element_memory::stored_on_this_thread(); ++s)
       for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
         const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
         std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), block_width,
@@ -263,12 +266,13 @@ class embedding_all_to_all {
     }
     outputs_.wait_receives();
     const auto out = outputs_.buffer();
-    for (const auto& a : incoming) {
-      const int D = plan_.dimension_of(a.slice.table);
-      for (std::int64_t row = 0; row < a.slice.rows; ++row)
-        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
-                    out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
-    }
+    if (element_memory::stored_on_this_thread())
+      for (const auto& a : incoming) {
+        const int D = plan_.dimension_of(a.slice.table);
+        for (std::int64_t row = 0; row < a.slice.rows; ++row)
+          std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
+                      out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
+      }
     outputs_.wait_sends();
     backend_.end_fused_kernel(kernel);
     return out;
@@ -317,7 +321,7 @@ class embedding_all_to_all {
     const auto packed = detail::kept(send_buffer_, detail::total(send_counts));
     const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
     std::size_t at = 0;
-    for (int t = 0; t < plan_.shape().tables; ++t) {
+    for (int t = 0; t < plan_.shape().tables && element_memory::stored_on_this_thread(); ++t) {
       const auto D = static_cast<std::size_t>(plan_.dimension_of(t));
       for (std::int64_t b = 0; b < plan_.rows_of(r); ++b, at += D)
         std::copy_n(output_gradient.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * row_width +
@@ -393,7 +397,7 @@ class embedding_all_to_all {
       const auto offset = static_cast<std::size_t>(plan_.gradient_offset(slice.table, slice.first_row));
       T* into = how == delivery::store ? exchange.peer_buffer(o) + offset : staging.data() + at;
       if (how != delivery::store) at += elements(slice);
-      for (std::int64_t i = 0; i < slice.rows; ++i)
+      for (std::int64_t i = 0; i < slice.rows && element_memory::stored_on_this_thread(); ++i)
         std::copy_n(output_gradient.begin() +
                         static_cast<std::ptrdiff_t>(static_cast<std::size_t>(slice.first_row - plan_.first_row(r) + i) *
                                                         row_width +

@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::fused {
@@ -79,11 +80,13 @@ void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bag
   // The bag's rows are random rows of a table in memory: asking for all of them before the sum lets
   // their loads overlap, where the sum alone keeps only a row or two in flight (pooling took half the
   // time with this, on both paths).
+  const bool values = element_memory::stored_on_this_thread();  // shapes only: check, do not sum
   for (auto i = begin; i < end; ++i) {
     const auto index = index_at(i);
     check_index(index, table_rows, row, rank);
-    detail::prefetch_row(row_of(index), D);
+    if (values) detail::prefetch_row(row_of(index), D);
   }
+  if (!values) return;
   // Both paths pool a table's bags in turn, so the next bag's rows (its first 16) are asked for too:
   // they arrive while this bag is summed.
   if (static_cast<std::size_t>(row) + 2 < bags.offsets.size())

@@ -17,6 +17,10 @@
 // e − 2's only after the owner has entered call e − 1 (its flag 0, raised by begin_call), so what a
 // rank received stays valid until it calls again; a peer that has received the owner's slices in call
 // e − 1 knows that already and does not wait.
+//
+// A rank that stores no values (shapes-only runs, sim/sim_gpu.hpp) keeps only its flags in the window:
+// its buffers and its peers' lie in the unstored range (core/element_memory.hpp), stores into them are
+// skipped (the kernels do not run) and puts move nothing; flags and messages behave as ever.
 #include <algorithm>
 #include <chrono>
 #include <concepts>
@@ -29,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
 #include "shardwise/fused/primitives.hpp"
@@ -49,13 +54,14 @@ class slice_exchange {
         tag_(tag),
         operation_(operation),
         elements_(elements),
+        unstored_(element_memory::unstored_on_this_thread<T>(elements)),
         group_(backend.data_communicator().split(backend.group_of(backend.data_communicator().rank()),
                                                  backend.data_communicator().rank())) {
     const int P = backend.data_communicator().size(), r = backend.data_communicator().rank();
     for (int p = 0, in_group = 0; p < P; ++p)
       group_rank_.push_back(backend.group_of(p) == backend.group_of(r) ? in_group++ : -1);
     entered_.assign(static_cast<std::size_t>(P), 0);
-    auto window = symmetric_window<T>::create(group_, buffers * elements, flags);
+    auto window = symmetric_window<T>::create(group_, unstored_ ? 0 : buffers * elements, flags);
     if (!window)
       throw error(backend.world_rank(), operation_, "the ranks of a group share memory, but mapping it failed");
     window_.emplace(std::move(*window));
@@ -77,17 +83,22 @@ class slice_exchange {
     std::fill(entered_.begin(), entered_.end(), 0);
   }
   // This rank's buffer of the current call.
-  [[nodiscard]] std::span<T> buffer() const { return window_->local().subspan(at(epoch_, elements_), elements_); }
+  [[nodiscard]] std::span<T> buffer() const {
+    if (unstored_) return {unstored_, elements_};
+    return window_->local().subspan(at(epoch_, elements_), elements_);
+  }
 
   // `peer`'s buffer of the current call, to store into; the first time in a call, waits until the peer
   // has entered the call before, which frees it.
   [[nodiscard]] T* peer_buffer(int peer) {
     free_of(peer);
+    if (unstored_) return unstored_;
     const auto whole = window_->peer_buffer(group_rank(peer));
     return whole.data() + at(epoch_, whole.size() / buffers);
   }
   void put(int peer, std::size_t offset, std::span<const T> data) {
     free_of(peer);
+    if (unstored_) return;
     window_->put(group_rank(peer), at(epoch_, window_->peer_buffer(group_rank(peer)).size() / buffers) + offset, data);
   }
   // Raises `peer`'s flag to this call's epoch, after every store and put before it.
@@ -141,6 +152,7 @@ class slice_exchange {
   int tag_;
   std::string operation_;
   std::size_t elements_;
+  T* unstored_;                   // where this rank's and its peers' buffers lie when it stores no values
   data_communicator_type group_;  // the ranks of this rank's group
   std::vector<int> group_rank_;   // each rank's rank in group_, or -1
   std::optional<symmetric_window<T>> window_;
