@@ -478,12 +478,10 @@ fused_times simulate_fused(const fused_figure& figure, std::int64_t batch, int t
         for (std::int64_t b = 0; b <= batch; ++b) offsets.push_back(b * fused_bag_length);
         for (std::int64_t i = 0; i < batch * fused_bag_length; ++i)
           indices.push_back((i * 7919 + world.rank()) % fused_table_rows);
-        const int mine =
-            fused::embedding_plan(shape, world.size(), fused_slice_rows, fused::slice_order::communication_aware)
-                .tables_of(world.rank());
-        const std::vector<std::span<const float>> tables(static_cast<std::size_t>(mine), std::span<const float>(rows));
-        const std::vector<fused::embedding_bags> bags(static_cast<std::size_t>(mine),
-                                                      fused::embedding_bags{offsets, indices});
+        // Table-wise over the GPUs, every GPU holds tables_per_gpu of them.
+        const auto mine = static_cast<std::size_t>(tables_per_gpu);
+        const std::vector<std::span<const float>> tables(mine, std::span<const float>(rows));
+        const std::vector<fused::embedding_bags> bags(mine, fused::embedding_bags{offsets, indices});
         {
           fused::embedding_all_to_all op(world, shape, options(false));
           const double start = world.synchronized_now();

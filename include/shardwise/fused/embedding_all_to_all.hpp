@@ -188,13 +188,14 @@ class embedding_all_to_all {
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     const auto out = outputs_.buffer();
     std::size_t from = 0;
-    for (int s = 0; s < P && element_memory::stored_on_this_thread(); ++s)
-      for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
-        const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
-        std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), block_width,
-                    out.begin() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row));
-        from += block_width;
-      }
+    if (element_memory::stored_on_this_thread())
+      for (int s = 0; s < P; ++s)
+        for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
+          const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
+          std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), block_width,
+                      out.begin() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row));
+          from += block_width;
+        }
     backend_.launch(unpack_work(plan_, r), "unpack all-to-all");
     return out;
   }
@@ -321,13 +322,15 @@ class embedding_all_to_all {
     const auto packed = detail::kept(send_buffer_, detail::total(send_counts));
     const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
     std::size_t at = 0;
-    for (int t = 0; t < plan_.shape().tables && element_memory::stored_on_this_thread(); ++t) {
-      const auto D = static_cast<std::size_t>(plan_.dimension_of(t));
-      for (std::int64_t b = 0; b < plan_.rows_of(r); ++b, at += D)
-        std::copy_n(output_gradient.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * row_width +
-                                                                          static_cast<std::size_t>(plan_.column_of(t))),
-                    D, packed.begin() + static_cast<std::ptrdiff_t>(at));
-    }
+    if (element_memory::stored_on_this_thread())
+      for (int t = 0; t < plan_.shape().tables; ++t) {
+        const auto D = static_cast<std::size_t>(plan_.dimension_of(t));
+        for (std::int64_t b = 0; b < plan_.rows_of(r); ++b, at += D)
+          std::copy_n(
+              output_gradient.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * row_width +
+                                                                    static_cast<std::size_t>(plan_.column_of(t))),
+              D, packed.begin() + static_cast<std::ptrdiff_t>(at));
+      }
     backend_.launch(unpack_work(plan_, r), "pack all-to-all");
     comm_->all_to_all_v(std::span<const T>(packed), send_counts, received, receive_counts);
     std::vector<std::size_t> block_of(static_cast<std::size_t>(P) + 1, 0);
@@ -389,6 +392,7 @@ class embedding_all_to_all {
       if (exchange.delivery_to(slice.destination) != delivery::store) leaving += elements(slice);
     const auto staging = detail::kept(send_buffer_, leaving);
     auto kernel = backend_.fused_backward_kernel(plan_);
+    const bool values = element_memory::stored_on_this_thread();  // shapes only: nothing to copy
     std::size_t at = 0;
     for (const auto& slice : slices) {
       const int o = slice.destination;
@@ -397,7 +401,7 @@ class embedding_all_to_all {
       const auto offset = static_cast<std::size_t>(plan_.gradient_offset(slice.table, slice.first_row));
       T* into = how == delivery::store ? exchange.peer_buffer(o) + offset : staging.data() + at;
       if (how != delivery::store) at += elements(slice);
-      for (std::int64_t i = 0; i < slice.rows && element_memory::stored_on_this_thread(); ++i)
+      for (std::int64_t i = 0; values && i < slice.rows; ++i)
         std::copy_n(output_gradient.begin() +
                         static_cast<std::ptrdiff_t>(static_cast<std::size_t>(slice.first_row - plan_.first_row(r) + i) *
                                                         row_width +

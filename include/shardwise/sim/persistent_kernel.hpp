@@ -83,7 +83,7 @@ class persistent_kernel {
         drawn_(clocks_.size()),
         start_(start),
         trace_(trace) {
-    for (std::size_t w = 0; w < clocks_.size(); ++w) free_.emplace(start, static_cast<int>(w));
+    all_free_at(start);
     if (trace_)
       for (std::size_t w = 0; w < clocks_.size(); ++w)
         trace_->name_track({device_, workgroup_track + static_cast<std::int64_t>(w)}, "workgroup " + std::to_string(w));
@@ -112,12 +112,7 @@ class persistent_kernel {
   // after another): every workgroup resumes `launch_latency` after the last one finished. Puts and
   // signals already issued travel on.
   void relaunch(double launch_latency) {
-    const double next = *std::max_element(clocks_.begin(), clocks_.end()) + launch_latency;
-    free_ = {};
-    for (std::size_t w = 0; w < clocks_.size(); ++w) {
-      clocks_[w] = next;
-      free_.emplace(next, static_cast<int>(w));
-    }
+    all_free_at(*std::max_element(clocks_.begin(), clocks_.end()) + launch_latency);
   }
 
   void put(int workgroup, int peer, double bytes) { issue(workgroup, peer, bytes, -1); }
@@ -143,6 +138,15 @@ class persistent_kernel {
   }
 
  private:
+  // Every workgroup idle from `time` on.
+  void all_free_at(double time) {
+    free_ = {};
+    for (std::size_t w = 0; w < clocks_.size(); ++w) {
+      clocks_[w] = time;
+      free_.emplace(time, static_cast<int>(w));
+    }
+  }
+
   void issue(int workgroup, int peer, double bytes, std::int64_t flag) {
     messages_.push_back({{device_, peer, bytes, clock(workgroup)}, workgroup, fences_[workgroup], flag});
   }
