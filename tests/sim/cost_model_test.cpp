@@ -24,6 +24,15 @@ constexpr double beta = 1 / bandwidth;
 const device_model gpu{20e12, 1.5e12, 4e-6};
 const double gamma = 3 / gpu.memory_bandwidth;  // reduction: read two, write one
 
+// A step that sends for `sending` seconds and reduces `reduced` bytes at `per_byte` seconds a byte:
+// the data arrives in segments of 1 MiB (algorithm_choice::pipeline_segment_bytes) and each is reduced
+// while the next arrives, so the step ends one segment's reduction after its transfers, or one
+// segment's transfer before its reductions end, whichever is later.
+double with_reduction(double sending, double reduced, double per_byte = gamma) {
+  const double segments = std::max(1.0, std::ceil(reduced / (1 << 20)));
+  return std::max(sending + reduced * per_byte / segments, sending / segments + reduced * per_byte);
+}
+
 double log2_of(int p) { return std::log2(static_cast<double>(p)); }
 int ceil_log2(int p) { return static_cast<int>(std::ceil(log2_of(p) - 1e-12)); }
 
@@ -159,9 +168,9 @@ TEST(collective_cost, ring_algorithms_match_their_formulas) {
           expect_within_one_percent(modelled(m, P, {collective::all_gather, n, 0}), (P - 1) * (alpha + b * beta),
                                     "ring all-gather, " + at);
           expect_within_one_percent(modelled(m, P, {collective::reduce_scatter, n, 0}),
-                                    (P - 1) * (alpha + b * beta + n * gamma), "ring reduce-scatter, " + at);
+                                    (P - 1) * with_reduction(alpha + b * beta, n), "ring reduce-scatter, " + at);
           expect_within_one_percent(modelled(m, P, {collective::all_reduce, n, 0}),
-                                    2 * (P - 1) * alpha + 2.0 * (P - 1) / P * b * beta + (P - 1.0) / P * n * gamma,
+                                    (P - 1) * (with_reduction(alpha + b / P * beta, n / P) + alpha + b / P * beta),
                                     "ring all-reduce, " + at);
           collective_cost costs(m);
           std::vector<int> devices(static_cast<std::size_t>(P));
@@ -170,6 +179,31 @@ TEST(collective_cost, ring_algorithms_match_their_formulas) {
               << at;
         }
       }
+}
+
+// A step's reduction overlaps its transfer segment by segment: on a device that reduces faster than the
+// link delivers, a step lasts its transfer and one segment's reduction; on one that reduces slower, one
+// segment's transfer and its whole reduction; in one segment, the two one after the other.
+TEST(collective_cost, a_step_reduces_each_segment_while_the_next_arrives) {
+  algorithm_choice ring;
+  ring.reduce_scatter = algorithm::ring;
+  ring.by_modelled_cost = false;
+  const int P = 4;
+  const double n = 16.0 * (1 << 20), segments = 16;
+  const double sending = alpha + n * beta;
+  for (const double memory_bandwidth : {1.5e12, 40e9}) {
+    const device_model device{20e12, memory_bandwidth, 4e-6};
+    const double reducing = device.reduction_time(n);
+    const machine m{device, topology::fully_connected(P, {bandwidth, alpha, "l"}), ring};
+    const double expected =
+        memory_bandwidth > 3 * bandwidth ? sending + reducing / segments : sending / segments + reducing;
+    expect_within_one_percent(modelled(m, P, {collective::reduce_scatter, n, 0}), (P - 1) * expected,
+                              "ring reduce-scatter, memory at " + std::to_string(memory_bandwidth) + " bytes/s");
+    machine whole = m;
+    whole.algorithms.pipeline_segment_bytes = n;
+    expect_within_one_percent(modelled(whole, P, {collective::reduce_scatter, n, 0}), (P - 1) * (sending + reducing),
+                              "ring reduce-scatter in one segment");
+  }
 }
 
 TEST(collective_cost, recursive_algorithms_match_their_formulas) {
@@ -181,21 +215,27 @@ TEST(collective_cost, recursive_algorithms_match_their_formulas) {
     for (const double n : sizes) {
       const std::string at = "P = " + std::to_string(P) + ", n = " + std::to_string(n);
       const double steps = log2_of(P);
+      // Recursive halving: step j (from 1) sends and reduces the half, quarter, ... of what is left;
+      // Rabenseifner halves the whole vector n so, then gathers it back by recursive doubling.
+      double halving = 0, halving_then_doubling = 0;
+      for (int j = 1; j <= static_cast<int>(steps); ++j) {
+        const double part = n / (1 << j);
+        halving += with_reduction(alpha + P * part * beta, P * part);
+        halving_then_doubling += with_reduction(alpha + part * beta, part) + alpha + part * beta;
+      }
       expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::all_gather, n, 0}),
                                 steps * alpha + (P - 1) * n * beta, "recursive-doubling all-gather, " + at);
-      expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::reduce_scatter, n, 0}),
-                                steps * alpha + (P - 1) * n * (beta + gamma),
+      expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::reduce_scatter, n, 0}), halving,
                                 "recursive-halving reduce-scatter, " + at);
       expect_within_one_percent(modelled(fully_connected(P, recursive), P, {collective::all_reduce, n, 0}),
-                                steps * (alpha + n * beta + n * gamma), "recursive-doubling all-reduce, " + at);
+                                steps * with_reduction(alpha + n * beta, n), "recursive-doubling all-reduce, " + at);
       expect_within_one_percent(modelled(fully_connected(P, rabenseifner), P, {collective::all_reduce, n, 0}),
-                                2 * steps * alpha + 2.0 * (P - 1) / P * n * beta + (P - 1.0) / P * n * gamma,
-                                "Rabenseifner all-reduce, " + at);
+                                halving_then_doubling, "Rabenseifner all-reduce, " + at);
     }
   // Not a power of two: two folding steps of n bytes around the recursion on P' = 4 ranks.
   const double n = 1 << 20;
   expect_within_one_percent(modelled(fully_connected(6, recursive), 6, {collective::all_reduce, n, 0}),
-                            2 * (alpha + n * beta) + n * gamma + 2 * (alpha + n * beta + n * gamma),
+                            3 * with_reduction(alpha + n * beta, n) + alpha + n * beta,
                             "recursive-doubling all-reduce, P = 6");
 }
 
@@ -222,7 +262,7 @@ TEST(collective_cost, all_to_all_broadcast_reduce_and_barrier_match_their_formul
       expect_within_one_percent(modelled(fully_connected(P, pipelined), P, {collective::broadcast, n, 1 % P}),
                                 (P + segments - 2) * (alpha + n / segments * beta), "pipelined broadcast, " + at);
       expect_within_one_percent(modelled(fully_connected(P), P, {collective::reduce, n, 0}),
-                                ceil_log2(P) * (alpha + n * beta + n * gamma), "binomial reduce, " + at);
+                                ceil_log2(P) * with_reduction(alpha + n * beta, n), "binomial reduce, " + at);
     }
   for (const int P : {2, 5, 8}) {
     expect_within_one_percent(modelled(fully_connected(P), P, {collective::barrier, 0, 0}), ceil_log2(P) * alpha,
@@ -264,8 +304,9 @@ TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_
           EXPECT_DOUBLE_EQ(steps[s].reduced_bytes, reduced[s]) << at << ", step " << s;
         }
         const double crossing = static_cast<double>(k) / nics * n / P / out.bandwidth;
-        const double formula = 2 * (k - 1) * (in.latency + n / k / in.bandwidth) + (k - 1.0) / k * n * reduce +
-                               2 * (nodes - 1) * (out.latency + crossing) + (nodes - 1.0) / P * n * reduce;
+        const double inside = in.latency + n / k / in.bandwidth, across = out.latency + crossing;
+        const double formula = (k - 1) * (with_reduction(inside, n / k, reduce) + inside) +
+                               (nodes - 1) * (with_reduction(across, n / P, reduce) + across);
         const collective_cost costs(m);
         const double hierarchical = costs.play({devices}, steps, nullptr, 0);
         expect_within_one_percent(hierarchical, formula, "hierarchical all-reduce, " + at);
@@ -443,8 +484,8 @@ TEST(collective_cost, a_torus_all_reduces_along_its_rows_then_down_its_columns) 
   EXPECT_EQ(costs.choose(group, devices, shape).chosen, algorithm::hierarchical);
   EXPECT_EQ(costs.choose(group, devices, shape).channels, 4);
   const auto formula = [&](int channels) {
-    return 2 * (k - 1) * (alpha + n / k / channels * beta) + (k - 1.0) / k * n * gamma +
-           2 * (P / k - 1) * (alpha + n / P / channels * beta) + (P / k - 1.0) / P * n * gamma;
+    const double along = alpha + n / k / channels * beta, down = alpha + n / P / channels * beta;
+    return (k - 1) * (with_reduction(along, n / k) + along) + (P / k - 1) * (with_reduction(down, n / P) + down);
   };
   expect_within_one_percent(costs.duration(group, devices, shape), formula(4),
                             "hierarchical all-reduce on the torus, four channels");
@@ -661,9 +702,10 @@ TEST(presets, describe_the_papers_machines) {
   for (int c = 0; c < 32; ++c) row.push_back(c);
   const double n = 64.0 * (1 << 20);
   const double ici = pod.network.peer_link().bandwidth;
-  expect_within_one_percent(costs.duration(costs.group_id(row), row, {collective::all_reduce, n, 0}),
-                            2 * 31 * (1e-6 + n / 32 / 2 / ici) + 31.0 / 32 * n * pod.device.reduction_time(1),
-                            "ring all-reduce round a row of the pod");
+  expect_within_one_percent(
+      costs.duration(costs.group_id(row), row, {collective::all_reduce, n, 0}),
+      31 * (with_reduction(1e-6 + n / 32 / 2 / ici, n / 32, pod.device.reduction_time(1)) + 1e-6 + n / 32 / 2 / ici),
+      "ring all-reduce round a row of the pod");
 }
 
 }  // namespace

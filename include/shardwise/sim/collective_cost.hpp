@@ -1,7 +1,8 @@
 #pragma once
 // The modelled duration of a collective on a group of devices: the steps of its algorithm
 // (sim/schedule.hpp) played on the network (sim/network.hpp), each step taking as long as its
-// slowest transfer plus the reduction of what arrived. A run shares one collective_cost among its
+// slowest transfer and the reduction of what arrived, which overlap segment by segment (as NCCL's
+// slices do; reduced_as_it_arrives). A run shares one collective_cost among its
 // ranks; durations are cached per (placement, collective, size, root), since programs repeat the same
 // calls, so each distinct call is simulated once however many ranks and iterations ask. A placement is
 // a group (with the groups that run beside it, below) up to the topology's symmetries: the 256
@@ -23,6 +24,7 @@
 // until the group's own transfers are done. A mesh axis is such a tiling, and its groups issue the
 // same collectives at once, so their transfers contend where they share links (a node's NIC).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -129,7 +131,7 @@ class collective_cost {
       double own_finish = 0;
       for (std::size_t i = 0; i < s.exchanges.size(); ++i)
         own_finish = std::max(own_finish, timing.transfers[i].finish);
-      const double step_time = own_finish + model_->device.reduction_time(s.reduced_bytes);
+      const double step_time = reduced_as_it_arrives(own_finish, s.reduced_bytes);
       if (trace) {
         own_links.clear();
         for (const auto& e : s.exchanges)
@@ -153,6 +155,17 @@ class collective_cost {
   }
 
  private:
+  // When a step whose transfers end at `arrived` is done, its receivers reducing `reduced` bytes: the
+  // data comes in segments of pipeline_segment_bytes and each is reduced as soon as it is in, while
+  // the next arrives (as NCCL's slices are), so a two-stage pipeline of k segments: it ends one
+  // segment's reduction after the transfers, or one segment's transfer before the reductions end.
+  [[nodiscard]] double reduced_as_it_arrives(double arrived, double reduced) const {
+    if (reduced <= 0) return arrived;
+    const double reducing = model_->device.reduction_time(reduced);
+    const double segments = std::max(1.0, std::ceil(reduced / model_->algorithms.pipeline_segment_bytes));
+    return std::max(arrived + reducing / segments, arrived / segments + reducing);
+  }
+
   [[nodiscard]] std::vector<step> steps_of(algorithm a, int channels, const collective_shape& shape,
                                            const std::vector<int>& devices) const {
     return schedule(a, shape, static_cast<int>(devices.size()), model_->algorithms.pipeline_segment_bytes,

@@ -12,7 +12,8 @@
 //
 // With P ranks, latency α, time per byte β, reduction time per byte γ, message n bytes (the whole
 // vector for all-reduce, reduce and broadcast; one rank's block b for all-gather, reduce-scatter and
-// all-to-all), and no two transfers on one link, when every step waits for its slowest exchange:
+// all-to-all), and no two transfers on one link, when every step waits for its slowest exchange and
+// reduces what arrived after it (the simulator overlaps the two in segments: sim/collective_cost.hpp):
 //
 //   ring all-gather                (P-1)·(α + bβ)
 //   ring reduce-scatter            (P-1)·(α + bβ + bγ)
