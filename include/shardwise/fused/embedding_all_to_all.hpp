@@ -187,8 +187,8 @@ class embedding_all_to_all {
     comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts);
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     const auto out = outputs_.buffer();
-    std::size_t from = 0;
-    if (element_memory::stored_on_this_thread())
+    backend_.launch(unpack_work(plan_, r), "unpack all-to-all", [&] {
+      std::size_t from = 0;
       for (int s = 0; s < P; ++s)
         for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
           const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
@@ -196,7 +196,7 @@ class embedding_all_to_all {
                       out.begin() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row));
           from += block_width;
         }
-    backend_.launch(unpack_work(plan_, r), "unpack all-to-all");
+    });
     return out;
   }
 
@@ -321,8 +321,8 @@ class embedding_all_to_all {
     const auto [send_counts, receive_counts] = baseline_counts(direction::backward);
     const auto packed = detail::kept(send_buffer_, detail::total(send_counts));
     const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
-    std::size_t at = 0;
-    if (element_memory::stored_on_this_thread())
+    backend_.launch(unpack_work(plan_, r), "pack all-to-all", [&] {
+      std::size_t at = 0;
       for (int t = 0; t < plan_.shape().tables; ++t) {
         const auto D = static_cast<std::size_t>(plan_.dimension_of(t));
         for (std::int64_t b = 0; b < plan_.rows_of(r); ++b, at += D)
@@ -331,7 +331,7 @@ class embedding_all_to_all {
                                                                     static_cast<std::size_t>(plan_.column_of(t))),
               D, packed.begin() + static_cast<std::ptrdiff_t>(at));
       }
-    backend_.launch(unpack_work(plan_, r), "pack all-to-all");
+    });
     comm_->all_to_all_v(std::span<const T>(packed), send_counts, received, receive_counts);
     std::vector<std::size_t> block_of(static_cast<std::size_t>(P) + 1, 0);
     for (int s = 0; s < P; ++s)

@@ -15,7 +15,8 @@
 //   models_time           whether the kernels below take modelled time; if not, they cost nothing
 //   kernel(tasks) … end_kernel(kernel, name)     an ordinary kernel of `tasks` logical workgroups, each
 //                         task declared with run_task(work, label)
-//   launch(work, name)    a kernel doing `work` (unpacking a received block)
+//   launch(work, name, body)  a kernel doing `work` (unpacking a received block), whose data movement
+//                         is `body`: run on ranks that store values, skipped in shapes-only runs
 //   fused_kernel(plan) … end_fused_kernel(kernel) the fused persistent kernel, told each task in the
 //                         plan's order (task(slice, task, lookups)); its end waits for every rank's
 //                         slices
@@ -33,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
@@ -51,7 +53,7 @@ enum class delivery { store, put, message };
 template <class B>
 concept embedding_backend =
     requires(B& backend, const B& view, int peer, const embedding_plan& plan, const shardwise::work& work,
-             const std::string& name) {
+             const std::string& name, void (*body)()) {
       typename B::communicator_type;
       typename B::data_communicator_type;
       { B::models_time } -> std::convertible_to<bool>;
@@ -60,7 +62,7 @@ concept embedding_backend =
       { view.group_of(peer) } -> std::convertible_to<int>;
       { view.delivery_to(peer) } -> std::same_as<delivery>;
       { view.machine() } -> std::same_as<const sim::machine*>;
-      backend.launch(work, name);
+      backend.launch(work, name, body);
     } &&
     requires(B& backend, decltype(std::declval<B&>().kernel(std::int64_t{})) kernel, const shardwise::work& work,
              const std::string& name) {
@@ -109,7 +111,10 @@ class host_backend {
 
   [[nodiscard]] untimed_kernel kernel(std::int64_t) const noexcept { return {}; }
   void end_kernel(const untimed_kernel&, const std::string&) const noexcept {}
-  void launch(const work&, const std::string&) const noexcept {}
+  template <class Body>
+  void launch(const work&, const std::string&, Body&& body) const {
+    std::forward<Body>(body)();
+  }
   [[nodiscard]] untimed_kernel fused_kernel(const embedding_plan&) const noexcept { return {}; }
   [[nodiscard]] untimed_kernel fused_backward_kernel(const embedding_plan&) const noexcept { return {}; }
   void end_fused_kernel(const untimed_kernel&) const noexcept {}

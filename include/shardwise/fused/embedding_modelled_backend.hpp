@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
@@ -87,7 +88,9 @@ class modelled_backend {
     comm_->stream().occupy(name, kernel.start, kernel.model.finish({}, {}));
     comm_->stream().synchronize();
   }
-  void launch(const work& w, const std::string& name) const {
+  template <class Body>
+  void launch(const work& w, const std::string& name, Body&& body) const {
+    if (element_memory::stored_on_this_thread()) std::forward<Body>(body)();
     comm_->stream().launch(w, name);
     comm_->stream().synchronize();
   }

@@ -87,15 +87,8 @@ class collective_cost {
   // all_to_all_v: bytes[s][d] from member s to member d (not cached: counts change from call to call).
   // Priced alone: the other groups' counts are not known.
   [[nodiscard]] choice choose(const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes) const {
-    const algorithm_choice& rules = model_->algorithms;
-    const collective_shape shape{collective::all_to_all_v, 0, 0};
-    const algorithm by_rule = rules.pick(shape, static_cast<int>(devices.size()));
-    choice best{by_rule, 1, play({devices}, uneven_all_to_all_steps(by_rule, bytes), nullptr, 0)};
-    if (rules.by_modelled_cost && rules.is_automatic(shape.kind) && devices.size() > 1) {
-      const double direct = play({devices}, uneven_all_to_all_steps(algorithm::direct, bytes), nullptr, 0);
-      if (direct < best.seconds) best = {algorithm::direct, 1, direct};
-    }
-    return best;
+    return cheapest({collective::all_to_all_v, 0, 0}, static_cast<int>(devices.size()), placement_of(devices),
+                    [&](algorithm a, int) { return play({devices}, uneven_all_to_all_steps(a, bytes), nullptr, 0); });
   }
 
   // Draws the collective's link activity from `start` on (for timelines).
@@ -280,15 +273,26 @@ class collective_cost {
     const auto key = std::make_tuple(placement_of_group_.at(static_cast<std::size_t>(group)),
                                      static_cast<int>(shape.kind), shape.bytes, shape.root);
     if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
+    const auto together = concurrent_groups(devices);
+    const choice best = cheapest(shape, ranks, placement_of(devices), [&](algorithm a, int channels) {
+      return play(together, steps_of(a, channels, shape, devices), nullptr, 0);
+    });
+    cache_.emplace(key, best);
+    return best;
+  }
+
+  // The rule's algorithm in one channel, or with by_modelled_cost the applicable algorithm (any, when the
+  // collective's is automatic) and channel count of least `seconds_of(algorithm, channels)`; fewer
+  // channels and the rule's algorithm win ties.
+  template <class SecondsOf>
+  [[nodiscard]] choice cheapest(const collective_shape& shape, int ranks, const placement& where,
+                                const SecondsOf& seconds_of) const {
     const algorithm_choice& rules = model_->algorithms;
     const algorithm by_rule = rules.pick(shape, ranks);
-    const auto together = concurrent_groups(devices);
-    const placement where = placement_of(devices);
-    choice best{by_rule, 1, play(together, steps_of(by_rule, 1, shape, devices), nullptr, 0)};
-    // Fewer channels and the rule's algorithm win ties.
+    choice best{by_rule, 1, seconds_of(by_rule, 1)};
     const auto weigh = [&](algorithm a, int channels) {
       if (!applies(shape.kind, a, ranks, where, channels)) return;
-      const double seconds = play(together, steps_of(a, channels, shape, devices), nullptr, 0);
+      const double seconds = seconds_of(a, channels);
       if (seconds < best.seconds) best = {a, channels, seconds};
     };
     if (rules.by_modelled_cost) {
@@ -300,7 +304,6 @@ class collective_cost {
           if (a != by_rule)
             for (int channels = 1; channels <= most_channels(a); channels *= 2) weigh(a, channels);
     }
-    cache_.emplace(key, best);
     return best;
   }
 
