@@ -150,27 +150,25 @@ class embedding_bag {
     // Every piece takes its table's columns.
     const auto& plan = operator_->plan();
     const auto pooled_width = static_cast<std::size_t>(plan.row_width());
-    const std::size_t elements = static_cast<std::size_t>(rows()) * pooled_width;
-    // Shapes only: the operator reads no gradient values, so none are gathered or held.
-    const T* unstored = element_memory::unstored_on_this_thread<T>(elements);
-    if (unstored == nullptr) {
-      piece_gradient_.assign(elements, T(0));
+    // Shapes only: the operator reads no gradient values, so none are gathered (the unstored range).
+    const auto piece_gradient = detail::kept(piece_gradient_, static_cast<std::size_t>(rows()) * pooled_width);
+    if (element_memory::stored_on_this_thread()) {
+      std::ranges::fill(piece_gradient, T(0));
       const auto dy = output_gradient.local();
       for (std::size_t s = 0; s < shards_.size(); ++s) {
         const int t = shards_[s].table;
         const int D = tables_[static_cast<std::size_t>(t)].dimension;
         for (std::int64_t b = 0; b < rows(); ++b)
           std::copy_n(dy.row(b).data() + column_of(t), D,
-                      piece_gradient_.begin() +
+                      piece_gradient.begin() +
                           static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * pooled_width +
                                                       static_cast<std::size_t>(plan.column_of(static_cast<int>(s)))));
       }
     }
     std::vector<nn::sparse_rows<T>*> gradients;
     for (auto& p : pieces_) gradients.push_back(&p.gradient);
-    operator_->backward(
-        unstored != nullptr ? std::span<const T>(unstored, elements) : std::span<const T>(piece_gradient_), piece_bags_,
-        std::span<nn::sparse_rows<T>* const>(gradients));
+    operator_->backward(std::span<const T>(piece_gradient), piece_bags_,
+                        std::span<nn::sparse_rows<T>* const>(gradients));
   } catch (...) {
     rethrow_within_call(group_->world_rank(), call_text("fused::embedding_bag::backward", describe(output_gradient)));
   }
