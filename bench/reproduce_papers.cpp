@@ -32,11 +32,12 @@
 // - Its step: forward and backward of the layers, without an optimizer step ("the Transformer model
 //   itself, i.e. the consecutive Transformer layers", Section 4.1). Its average step time is
 //   (forward + backward) / batch (its equation 6). Sequences of 512, an MLP 4 times the width, float.
-// - Streams: its implementations run on PyTorch, whose NCCL collectives go on a stream of their own;
-//   so do the program's (use_stream), and a collective it starts overlaps the kernels that follow,
-//   as the paper's 2-D does with its next SUMMA broadcasts (Colossal-AI's async_op broadcasts). The
-//   library's 1-D and 3-D layers wait for their collectives before the products that read them, so
-//   their rows come out as on one stream.
+// - Streams: its implementations run on PyTorch, where each process group's NCCL collectives go on a
+//   stream of their own; so do the program's (use_stream before the mesh, whose axes then get a
+//   stream each), and a collective it starts overlaps the kernels that follow and the other axes'
+//   collectives, as the paper's 2-D does with its next SUMMA broadcasts (Colossal-AI's async_op
+//   broadcasts), sharing the links they both cross. The library's 1-D and 3-D layers wait for their
+//   collectives before the products that read them.
 // Shapes the library does not take as they stand (it keeps whole heads and whole samples on a rank, as
 // attention needs; Megatron's 1-D needs the same of the width):
 // - Table 2, 1-D on 36 GPUs: width 3072 splits into whole heads over 36 ranks for no head count
@@ -179,7 +180,7 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
   const auto report = sim_gpu::run(
       ranks, sim::presets::v100_nodes(ranks),
       [&](sim_gpu::communicator& world) {
-        world.use_stream(world.device().create_stream("communication"));  // before the mesh: its axes inherit it
+        world.use_stream(world.device().create_stream("communication"));  // before the mesh: its axes get their own
         process_mesh mesh(world, grid_shape);
         using mesh_type = decltype(mesh);
         using block_type = nn::transformer_block<float, Family, mesh_type>;

@@ -11,7 +11,8 @@
 //   max(r, p) + n · g + s          (n bands; r: the right operand's all-gather, whole; p, g, s: one
 //                                   band's all-gather of the left operand, GEMMs, reduce-scatter)
 // when a band's GEMMs take longer than its transfers, against max(r, P) + G + S in one band; dB, which
-// copies each rank's piece of a band of A together first (a kernel c), takes r + p + n · g + (n - 2) · c + s.
+// copies each rank's piece of a band of A together first (a kernel c), takes
+//   max(r, c + p) + n · g + (n - 2) · c + s.
 // Every figure is derived here from the machine model; the results equal the serial Eigen product.
 #include <gtest/gtest.h>
 
@@ -259,11 +260,12 @@ constexpr int cube_bands = 4;
 
 // One form's pipeline in n bands, from the machine model: the right operand's whole all-gather, and one
 // band's all-gather of the left operand, GEMMs (a kernel per tile), reduce-scatter, and the kernel copying
-// this rank's piece of a band together where its rows do not lie together (0 where they do). Without
-// copies both gathers start at once; a copy makes the communication stream wait for it, so the first
-// band's gather follows B's on that stream. The first two bands' copies run while B and the first band
-// travel (each outlasts a copy), every later one between two bands' GEMMs. One band is the plain product,
-// which copies nothing.
+// this rank's piece of a band together where its rows do not lie together (0 where they do). Each axis
+// has a stream of its own (sim_gpu gives each communicator split off a side stream one). Without
+// copies both gathers start at once; with them the first band's gather waits for its copy, while B's
+// travels on its own axis's stream. The second band's copy runs while the first band travels (which
+// outlasts a copy), every later one between two bands' GEMMs. One band is the plain product, which
+// copies nothing.
 struct pipeline_step {
   double right_gather;
   double left_gather;
@@ -272,7 +274,7 @@ struct pipeline_step {
   double copy = 0;
   [[nodiscard]] double time(int bands) const {
     const bool copies = bands > 1 && copy > 0;
-    const double start = copies ? right_gather + left_gather : std::max(right_gather, left_gather);
+    const double start = std::max(right_gather, (copies ? copy : 0) + left_gather);
     return start + bands * gemms + std::max(bands - 2, 0) * copy + scatter;
   }
 };

@@ -348,6 +348,48 @@ TEST(collective_cost, link_sharing_slows_the_steps_that_share) {
   }
 }
 
+// Two ring all-gathers on the first and the second GPU of four nodes, whose two GPUs share one NIC
+// (the groups' translates left out, so the only company is the one given): every step of each sends
+// b through the NIC, so beside the other from its first step each step carries 2b; beside one that
+// has done half of its 3 steps, one step of the other's is skipped and 2 of the 3 share; beside one
+// that ended before it starts, or on a network where the groups share no link, it takes its time alone.
+TEST(collective_cost, a_collective_beside_another_shares_the_links_both_use) {
+  const link_model peer{bandwidth, alpha, "peer"};
+  const link_model ib{10e9, 5e-6, "ib"};
+  const auto ring_gathers = [](topology net) {
+    machine m{gpu, std::move(net)};
+    m.algorithms.all_gather = algorithm::ring;
+    m.algorithms.by_modelled_cost = false;
+    m.axis_groups_share_links = false;
+    return m;
+  };
+  const std::vector<int> first{0, 2, 4, 6}, second{1, 3, 5, 7};
+  for (const double b : sizes) {
+    const collective_shape shape{collective::all_gather, b, 0};
+    const machine shared_nic = ring_gathers(topology::nodes(8, 2, peer, ib, 1));
+    collective_cost costs(shared_nic);
+    const int own = costs.group_id(first), other = costs.group_id(second);
+    const double alone = costs.duration(own, first, shape);
+    const double other_alone = costs.duration(other, second, shape);
+    const auto beside = [&](double other_start) {
+      const std::vector<running_collective> running{{other, shape, other_start, other_start + other_alone}};
+      return costs.duration_beside(own, first, shape, 0, running);
+    };
+    const std::string at = "b = " + std::to_string(b);
+    expect_within_one_percent(beside(0), alone + 3 * b / 10e9, "beside from its first step, " + at);
+    expect_within_one_percent(beside(-other_alone / 2), alone + 2 * b / 10e9, "beside one half done, " + at);
+    EXPECT_EQ(beside(-other_alone), alone) << "beside one that has ended, " << at;
+
+    const machine own_nics = ring_gathers(topology::nodes(8, 2, peer, ib, 2));
+    collective_cost apart(own_nics);
+    const int own_apart = apart.group_id(first), other_apart = apart.group_id(second);
+    const double alone_apart = apart.duration(own_apart, first, shape);
+    const std::vector<running_collective> running{{other_apart, shape, 0, apart.duration(other_apart, second, shape)}};
+    EXPECT_DOUBLE_EQ(apart.duration_beside(own_apart, first, shape, 0, running), alone_apart)
+        << "a NIC per GPU, " << at;
+  }
+}
+
 // The steps come from comm/algorithms/, one per step of the algorithm on every rank; alike neighbours
 // are played once with a repeat count, which keeps 1024-rank collectives cheap to cost.
 // Groups the network cannot tell apart (the same nodes and network interfaces up to renaming, their

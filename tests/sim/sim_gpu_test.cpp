@@ -224,6 +224,43 @@ TEST(cost_only, gives_the_times_of_the_run_with_data) {
   }
 }
 
+// Two collectives of different communicators started together on streams of their own, on groups
+// whose nodes share one NIC: the one waited for second is played beside the first and takes longer
+// than alone; cost-only, which prices each when it starts, gives the same times, since the program
+// waits in that order.
+TEST(cost_only, prices_collectives_beside_each_other_as_the_run_with_data_does) {
+  constexpr int P = 8;
+  const auto m = sim::presets::v100_nodes(P, 4);
+  constexpr std::size_t gathered_block = 1 << 18, reduced = 1 << 20;
+  const auto with_data = sim_gpu::run(P, m, [&](sim_gpu::communicator& world) {
+    auto columns = world.split(world.rank() % 4, world.rank());  // one GPU of each node
+    const double start = world.now();
+    std::vector<float> block(gathered_block, 1.0F), gathered(gathered_block * 2), sums(reduced, 1.0F);
+    world.use_stream(world.device().create_stream("side"));
+    auto gather = columns.iall_gather(block, gathered);
+    auto sum = world.iall_reduce(sums);
+    gather.wait();
+    sum.wait();
+    EXPECT_EQ(sums[7], 8.0F);
+    sim::collective_cost alone(m);
+    std::vector<int> everyone(P);
+    for (int r = 0; r < P; ++r) everyone[static_cast<std::size_t>(r)] = r;
+    const double all_reduce_alone =
+        alone.duration(alone.group_id(everyone), everyone, {sim::collective::all_reduce, 4.0 * reduced, 0});
+    EXPECT_GT(world.now(), start + all_reduce_alone * 1.05) << "the all-reduce shared no link with the all-gather";
+  });
+  const auto cost_only = sim::cost_only::run(P, m, [&](sim::cost_only::communicator& world) {
+    auto columns = world.split([](int r) { return r % 4; }, [](int r) { return r; });
+    world.use_stream(1);
+    const auto gather = columns.iall_gather<float>(gathered_block);
+    const auto sum = world.iall_reduce<float>(reduced);
+    world.wait(gather);
+    world.wait(sum);
+  });
+  for (std::size_t r = 0; r < P; ++r)
+    EXPECT_DOUBLE_EQ(with_data.finish_times[r], cost_only.finish_times[r]) << "rank " << r;
+}
+
 // 1024 simulated GPUs, 10⁴ modelled operations (kernels and collectives over the world and over
 // groups). Prints the wall time; asserts only that the model ran (tests never assert on time).
 TEST(cost_only, scales_to_1024_ranks_and_ten_thousand_operations) {

@@ -23,16 +23,26 @@
 // same steps on every translate of its group that tiles the machine (concurrent_groups), and lasts
 // until the group's own transfers are done. A mesh axis is such a tiling, and its groups issue the
 // same collectives at once, so their transfers contend where they share links (a node's NIC).
+//
+// Different collectives at once: a collective that starts while collectives of other groups run on
+// its devices (SUMMA's column broadcast beside its row broadcast, the 3-D product's two all-gathers)
+// is played beside them (duration_beside): step by step together with what is left of theirs, each
+// with its axis's translates, so their transfers share links. The backends pass the collectives
+// they priced before this one on its devices (sim/collectives_in_flight.hpp), so the one priced later
+// of two that overlap pays for the contention; with two collectives waited for together (a product
+// needs both panels) the later end is what the program sees, and it is the one that pays.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "shardwise/sim/collectives_in_flight.hpp"
 #include "shardwise/sim/machine.hpp"
 #include "shardwise/sim/network.hpp"
 #include "shardwise/sim/schedule.hpp"
@@ -52,6 +62,7 @@ class collective_cost {
     std::lock_guard lock(mutex_);
     const auto [found, added] = groups_.try_emplace(devices, static_cast<int>(groups_.size()));
     if (added) {
+      devices_of_group_.push_back(devices);
       const auto placement =
           placements_.try_emplace(placement_class_of(concurrent_groups(devices)), static_cast<int>(placements_.size()));
       placement_of_group_.push_back(placement.first->second);
@@ -84,6 +95,58 @@ class collective_cost {
   double duration(int group, const std::vector<int>& devices, const collective_shape& shape) {
     return timed(group, devices, shape).seconds;
   }
+  // The collective's seconds on `group` from `start` on, played beside those of `others` that overlap
+  // it (running on other groups, priced before it): its own algorithm and channels (chosen alone, as
+  // a library's tuning chooses) played together with theirs, all with their axes' translates, each
+  // collective going on to its next step when its own transfers of the step are done
+  // (play_together). Another enters where its priced interval says it is at `start`, read off its
+  // steps played alone and taken to 1/64 of the interval (so that a program's repeated calls meet
+  // in the cache). Alone when none overlaps it.
+  double duration_beside(int group, const std::vector<int>& devices, const collective_shape& shape, double start,
+                         std::span<const running_collective> others) {
+    const choice alone = timed(group, devices, shape);
+    if (shape.bytes <= 0) return alone.seconds;
+    std::vector<const running_collective*> overlapping;
+    for (const auto& other : others)
+      if (other.start < start + alone.seconds && other.end > start && other.end > other.start)
+        overlapping.push_back(&other);
+    if (overlapping.empty()) return alone.seconds;
+
+    constexpr double parts = 64;
+    std::lock_guard lock(mutex_);
+    std::vector<int> ids{group};
+    beside_key key{0, {shape_key(shape)}, {}};
+    std::vector<lane> lanes{{{}, steps_of(alone.chosen, alone.channels, shape, devices)}};
+    std::vector<double> seconds_alone{alone.seconds};
+    for (const auto* other : overlapping) {
+      const auto& other_devices = devices_of_group_.at(static_cast<std::size_t>(other->group));
+      const choice how = cached(other->group, other_devices, other->shape);
+      const double interval = other->end - other->start;
+      ids.push_back(other->group);
+      key.shapes.push_back(shape_key(other->shape));
+      // Where `start` falls in its interval, and the interval against its time alone, in 64ths.
+      key.positions.emplace_back(std::llround((start - other->start) / interval * parts),
+                                 std::llround(interval / how.seconds * parts));
+      lanes.push_back({{}, steps_of(how.chosen, how.channels, other->shape, other_devices)});
+      seconds_alone.push_back(how.seconds);
+    }
+    key.placement = together_placement(ids);
+    if (const auto found = beside_cache_.find(key); found != beside_cache_.end()) return found->second;
+    for (std::size_t i = 0; i < lanes.size(); ++i)
+      lanes[i].groups = concurrent_groups(devices_of_group_.at(static_cast<std::size_t>(ids[i])));
+    for (std::size_t i = 1; i < lanes.size(); ++i) {
+      const auto [offset, stretch] = key.positions[i - 1];
+      const double interval = static_cast<double>(stretch) / parts * seconds_alone[i];
+      if (offset < 0)  // not begun: it enters when it starts
+        lanes[i].clock = -static_cast<double>(offset) / parts * interval;
+      else if (offset > 0)
+        lanes[i].skip_done(static_cast<double>(offset) / parts, step_seconds_alone(lanes[i]));
+    }
+    const double seconds = play_together(lanes);
+    beside_cache_.emplace(std::move(key), seconds);
+    return seconds;
+  }
+
   // all_to_all_v: bytes[s][d] from member s to member d (not cached: counts change from call to call).
   // Priced alone: the other groups' counts are not known.
   [[nodiscard]] choice choose(const std::vector<int>& devices, const std::vector<std::vector<double>>& bytes) const {
@@ -109,45 +172,134 @@ class collective_cost {
   double play(const std::vector<std::vector<int>>& groups, const std::vector<step>& steps, timeline* trace,
               double start) const {
     constexpr std::int64_t drawn_repeats = 256;
-    const std::vector<int>& devices = groups.front();
     double elapsed = 0;
-    std::vector<transfer> transfers;
-    std::set<std::int64_t> own_links;
     if (trace) trace->name_process(timeline::network_process, "network");
     for (const auto& s : steps) {
-      transfers.clear();
-      for (const auto& members : groups)
-        for (const auto& e : s.exchanges)
-          transfers.push_back({members[static_cast<std::size_t>(e.source)],
-                               members[static_cast<std::size_t>(e.destination)], e.bytes, 0});
-      const network_timing timing = simulate(model_->network, transfers, trace != nullptr);
-      double own_finish = 0;
-      for (std::size_t i = 0; i < s.exchanges.size(); ++i)
-        own_finish = std::max(own_finish, timing.transfers[i].finish);
-      const double step_time = reduced_as_it_arrives(own_finish, s.reduced_bytes);
-      if (trace) {
-        own_links.clear();
-        for (const auto& e : s.exchanges)
-          for (const auto link : model_->network
-                                     .route_between(devices[static_cast<std::size_t>(e.source)],
-                                                    devices[static_cast<std::size_t>(e.destination)])
-                                     .links)
-            own_links.insert(link);
-        for (std::int64_t k = 0; k < std::min(s.repeat, drawn_repeats); ++k)
-          for (const auto& busy : timing.links) {
-            if (!own_links.contains(busy.link)) continue;
-            const track t{timeline::network_process, busy.link};
-            if (!trace->has_track(t)) trace->name_track(t, model_->network.link_name(busy.link));
-            trace->add(t, std::to_string(busy.transfers) + (busy.transfers == 1 ? " transfer" : " transfers"),
-                       start + elapsed + static_cast<double>(k) * step_time + busy.begin, busy.end - busy.begin);
-          }
-      }
+      const network_timing timing = simulate(model_->network, transfers_of(groups, s), trace != nullptr);
+      const double step_time = own_step_time(s, timing);
+      if (trace) draw(*trace, groups.front(), s, timing, start + elapsed, step_time, std::min(s.repeat, drawn_repeats));
       elapsed += step_time * static_cast<double>(s.repeat);
     }
     return elapsed;
   }
 
  private:
+  // A collective played beside others: the groups running it (the first is the one priced), its
+  // steps, and where it is: step `next`, with `left` instances of it to go, the current one starting
+  // at `clock` (seconds after the first lane's start); `last` the step of its previous instance and
+  // when that began, for lanes that have gone ahead.
+  struct lane {
+    std::vector<std::vector<int>> groups;
+    std::vector<step> steps;
+    std::size_t next = 0;
+    std::int64_t left = steps.empty() ? 0 : steps.front().repeat;
+    double clock = 0;
+    int last = -1;
+    double last_began = 0;
+
+    [[nodiscard]] bool done() const { return next >= steps.size(); }
+    void advance(double seconds) {
+      last = static_cast<int>(next);
+      last_began = clock;
+      clock += seconds;
+      if (--left == 0 && ++next < steps.size()) left = steps[next].repeat;
+    }
+    // Skips the instances that, played alone (`seconds` each step's), fill `fraction` of its time.
+    void skip_done(double fraction, const std::vector<double>& seconds) {
+      double total = 0;
+      for (std::size_t i = 0; i < steps.size(); ++i) total += seconds[i] * static_cast<double>(steps[i].repeat);
+      double behind = fraction * total;
+      while (!done() && behind >= seconds[next]) {
+        behind -= seconds[next];
+        const double kept = clock;
+        advance(0);
+        clock = kept;
+      }
+      last = -1;
+    }
+    // The step this lane runs at time `t`, or -1 (not begun, or done before `t`).
+    [[nodiscard]] int step_at(double t) const {
+      if (!done() && clock <= t) return static_cast<int>(next);
+      if (last >= 0 && last_began <= t && clock > t) return last;
+      return -1;
+    }
+  };
+
+  // Each step's time played alone by a lane's groups.
+  [[nodiscard]] std::vector<double> step_seconds_alone(const lane& l) const {
+    std::vector<double> seconds;
+    for (const auto& s : l.steps)
+      seconds.push_back(own_step_time(s, simulate(model_->network, transfers_of(l.groups, s), false)));
+    return seconds;
+  }
+
+  // The first lane's duration, the lanes played together: the lane that is furthest behind in time
+  // plays its next step instance together with the step each other lane runs at that moment, and
+  // takes as long as its own group's transfers of it and its reduction; so every lane is slowed by
+  // the others while they run beside it. Combinations met before are not simulated again.
+  double play_together(std::vector<lane>& lanes) const {
+    std::map<std::pair<std::size_t, std::vector<int>>, double> met;  // (lane, every lane's step) -> time
+    std::vector<int> at(lanes.size());
+    std::vector<transfer> transfers;
+    lane& own = lanes.front();
+    while (!own.done()) {
+      std::size_t turn = 0;
+      for (std::size_t i = 1; i < lanes.size(); ++i)
+        if (!lanes[i].done() && lanes[i].clock < lanes[turn].clock) turn = i;
+      lane& playing = lanes[turn];
+      for (std::size_t i = 0; i < lanes.size(); ++i)
+        at[i] = i == turn ? static_cast<int>(playing.next) : lanes[i].step_at(playing.clock);
+      const auto [found, added] = met.try_emplace({turn, at}, 0.0);
+      if (added) {
+        transfers = transfers_of(playing.groups, playing.steps[playing.next]);
+        for (std::size_t i = 0; i < lanes.size(); ++i)
+          if (i != turn && at[i] >= 0) {
+            const auto company = transfers_of(lanes[i].groups, lanes[i].steps[static_cast<std::size_t>(at[i])]);
+            transfers.insert(transfers.end(), company.begin(), company.end());
+          }
+        found->second = own_step_time(playing.steps[playing.next], simulate(model_->network, transfers, false));
+      }
+      playing.advance(found->second);
+    }
+    return own.clock;
+  }
+
+  // Step `s` of every group in `groups`, the first group's transfers first.
+  [[nodiscard]] static std::vector<transfer> transfers_of(const std::vector<std::vector<int>>& groups, const step& s) {
+    std::vector<transfer> transfers;
+    for (const auto& members : groups)
+      for (const auto& e : s.exchanges)
+        transfers.push_back({members[static_cast<std::size_t>(e.source)],
+                             members[static_cast<std::size_t>(e.destination)], e.bytes, 0});
+    return transfers;
+  }
+  // How long step `s` lasts for the first group, its transfers (the first of `timing`) and reduction.
+  [[nodiscard]] double own_step_time(const step& s, const network_timing& timing) const {
+    double own_finish = 0;
+    for (std::size_t i = 0; i < s.exchanges.size(); ++i) own_finish = std::max(own_finish, timing.transfers[i].finish);
+    return reduced_as_it_arrives(own_finish, s.reduced_bytes);
+  }
+
+  // The busy intervals of the links step `s` of `devices` uses, `count` instances from `from` on.
+  void draw(timeline& trace, const std::vector<int>& devices, const step& s, const network_timing& timing, double from,
+            double step_time, std::int64_t count) const {
+    std::set<std::int64_t> own_links;
+    for (const auto& e : s.exchanges)
+      for (const auto link : model_->network
+                                 .route_between(devices[static_cast<std::size_t>(e.source)],
+                                                devices[static_cast<std::size_t>(e.destination)])
+                                 .links)
+        own_links.insert(link);
+    for (std::int64_t k = 0; k < count; ++k)
+      for (const auto& busy : timing.links) {
+        if (!own_links.contains(busy.link)) continue;
+        const track t{timeline::network_process, busy.link};
+        if (!trace.has_track(t)) trace.name_track(t, model_->network.link_name(busy.link));
+        trace.add(t, std::to_string(busy.transfers) + (busy.transfers == 1 ? " transfer" : " transfers"),
+                  from + static_cast<double>(k) * step_time + busy.begin, busy.end - busy.begin);
+      }
+  }
+
   // When a step whose transfers end at `arrived` is done, its receivers reducing `reduced` bytes: the
   // data comes in segments of pipeline_segment_bytes and each is reduced as soon as it is in, while
   // the next arrives (as NCCL's slices are), so a two-stage pipeline of k segments: it ends one
@@ -268,8 +420,12 @@ class collective_cost {
   }
 
   choice timed(int group, const std::vector<int>& devices, const collective_shape& shape) {
-    const int ranks = static_cast<int>(devices.size());
     std::lock_guard lock(mutex_);
+    return cached(group, devices, shape);
+  }
+  // timed() with the lock held.
+  choice cached(int group, const std::vector<int>& devices, const collective_shape& shape) {
+    const int ranks = static_cast<int>(devices.size());
     const auto key = std::make_tuple(placement_of_group_.at(static_cast<std::size_t>(group)),
                                      static_cast<int>(shape.kind), shape.bytes, shape.root);
     if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
@@ -307,11 +463,46 @@ class collective_cost {
     return best;
   }
 
+  static std::tuple<int, double, int> shape_key(const collective_shape& shape) {
+    return {static_cast<int>(shape.kind), shape.bytes, shape.root};
+  }
+
+  // A number naming the placement of groups `ids` running together (each with its translates), the
+  // same for sets of groups the network cannot tell apart.
+  int together_placement(const std::vector<int>& ids) {
+    if (const auto found = together_.find(ids); found != together_.end()) return found->second;
+    std::vector<std::vector<int>> all;
+    std::vector<int> label;
+    for (const int id : ids) {
+      const auto groups = concurrent_groups(devices_of_group_.at(static_cast<std::size_t>(id)));
+      label.push_back(static_cast<int>(groups.size()));
+      label.push_back(static_cast<int>(groups.front().size()));
+      all.insert(all.end(), groups.begin(), groups.end());
+    }
+    const auto by_network = placement_class_of(all);
+    label.insert(label.end(), by_network.begin(), by_network.end());
+    const int placement =
+        together_placements_.try_emplace(label, static_cast<int>(together_placements_.size())).first->second;
+    together_.emplace(ids, placement);
+    return placement;
+  }
+
+  struct beside_key {
+    int placement;
+    std::vector<std::tuple<int, double, int>> shapes;
+    std::vector<std::pair<long long, long long>> positions;  // each other's (offset, stretch), in 64ths
+    friend auto operator<=>(const beside_key&, const beside_key&) = default;
+  };
+
   const machine* model_;
   mutable std::mutex mutex_;
   std::map<std::vector<int>, int> groups_;
   std::map<std::vector<int>, int> placements_;
-  std::vector<int> placement_of_group_;  // by group id
+  std::vector<int> placement_of_group_;             // by group id
+  std::vector<std::vector<int>> devices_of_group_;  // by group id
+  std::map<std::vector<int>, int> together_;        // group ids -> together_placements_ id
+  std::map<std::vector<int>, int> together_placements_;
+  std::map<beside_key, double> beside_cache_;
   std::map<std::tuple<int, int, double, int>, choice> cache_;
 };
 

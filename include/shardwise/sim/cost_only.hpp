@@ -13,8 +13,10 @@
 //
 // Time follows the sim_gpu backend's rules exactly (sim/sim_gpu.hpp): a collective starts when all
 // members have arrived (host and stream) and the group's previous collective has ended; blocking
-// calls move host clocks to the end; started ones on wait(). For the same program both give the
-// same times (tested).
+// calls move host clocks to the end; started ones on wait(). A collective is played beside the
+// collectives of other groups still running on its devices that were priced before it; here a
+// collective is priced when it starts, there when a rank waits for it, so both give the same times
+// (tested) for programs that wait for their collectives in the order they start them.
 #include <algorithm>
 #include <cstddef>
 #include <functional>
@@ -25,6 +27,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/collective_cost.hpp"
+#include "shardwise/sim/collectives_in_flight.hpp"
 #include "shardwise/sim/machine.hpp"
 #include "shardwise/sim/timeline.hpp"
 
@@ -38,7 +41,8 @@ struct clocks {
       : model(std::move(machine_model)),
         trace(model.record_timeline ? std::make_shared<timeline>() : nullptr),
         costs(model),
-        host(static_cast<std::size_t>(ranks), 0.0) {
+        host(static_cast<std::size_t>(ranks), 0.0),
+        in_flight(static_cast<std::size_t>(ranks)) {
     stream_ready.emplace_back(host.size(), 0.0);
     if (trace)
       for (int r = 0; r < ranks; ++r) {
@@ -62,12 +66,13 @@ struct clocks {
   collective_cost costs;
   std::vector<double> host;
   std::vector<std::vector<double>> stream_ready;
+  std::vector<collectives_in_flight> in_flight;  // per rank
 };
 
 struct group {
   std::vector<int> devices;
   int id = 0;
-  double last_end = 0;
+  std::vector<double> last_end;  // per member: each member's collective may meet others beside it
 };
 
 }  // namespace detail
@@ -191,11 +196,14 @@ class communicator {
         for (const auto& [key, position] : members)
           part.devices.push_back(g.devices[static_cast<std::size_t>(position)]);
         part.id = state_->costs.group_id(part.devices);
+        part.last_end.assign(part.devices.size(), 0.0);
         parts.push_back(std::move(part));
       }
     }
     communicator result(state_, std::move(parts));
-    result.stream_ = stream_;
+    // As in sim_gpu: on stream 0 the new groups stay there; on another they get a stream of their own.
+    result.stream_ = stream_ == 0 ? 0 : static_cast<int>(state_->stream_ready.size());
+    state_->ready(result.stream_);
     return result;
   }
 
@@ -209,16 +217,21 @@ class communicator {
     pending result{std::vector<double>(state_->host.size(), 0.0)};
     auto& ready = state_->ready(stream_);
     for (auto& g : groups_) {
-      double begin = g.last_end;
+      double arrived = 0;
       for (const int r : g.devices)
-        begin = std::max({begin, state_->host[static_cast<std::size_t>(r)], ready[static_cast<std::size_t>(r)]});
-      const double end = begin + state_->costs.duration(g.id, g.devices, shape);
-      g.last_end = end;
-      for (const int r : g.devices) {
+        arrived = std::max({arrived, state_->host[static_cast<std::size_t>(r)], ready[static_cast<std::size_t>(r)]});
+      for (std::size_t m = 0; m < g.devices.size(); ++m) {
+        const auto r = static_cast<std::size_t>(g.devices[m]);
+        const double begin = std::max(arrived, g.last_end[m]);
+        const double end =
+            begin + state_->costs.duration_beside(g.id, g.devices, shape, begin, state_->in_flight[r].recent());
+        if (shape.bytes > 0) state_->in_flight[r].add({g.id, shape, begin, end});
+        g.last_end[m] = end;
         if (state_->trace)
-          state_->trace->add({r, stream_}, name.empty() ? std::string(name_of(shape.kind)) : name, begin, end - begin);
-        ready[static_cast<std::size_t>(r)] = std::max(ready[static_cast<std::size_t>(r)], end);
-        result.ends[static_cast<std::size_t>(r)] = end;
+          state_->trace->add({static_cast<int>(r), stream_}, name.empty() ? std::string(name_of(shape.kind)) : name,
+                             begin, end - begin);
+        ready[r] = std::max(ready[r], end);
+        result.ends[r] = end;
       }
     }
     return result;
@@ -249,6 +262,7 @@ report run(int ranks, machine model, Body&& body) {
   detail::group everyone;
   for (int r = 0; r < ranks; ++r) everyone.devices.push_back(r);
   everyone.id = state->costs.group_id(everyone.devices);
+  everyone.last_end.assign(everyone.devices.size(), 0.0);
   communicator world(state, {std::move(everyone)});
   body(world);
   world.synchronize();

@@ -10,7 +10,9 @@
 // issued on the communicator's stream (the device's default stream unless use_stream() says
 // otherwise): it arrives on a rank when both that rank's host and the stream have reached it, starts
 // once every member has arrived and this communicator's previous collective has ended, and lasts
-// its modelled duration (sim/collective_cost.hpp: the algorithm's steps on the machine's network).
+// its modelled duration (sim/collective_cost.hpp: the algorithm's steps on the machine's network,
+// beside those of the collectives of other communicators that the device is still running and that
+// were priced before it, which happens when a rank learns a collective's end: at its wait).
 // A blocking call returns with the host clock at its end; a started one moves the host clock on
 // wait() or on a test() that reports completion. Kernels enqueued on a stream behind a started
 // collective wait for it (and, in real time, for its data, which they may read).
@@ -58,6 +60,7 @@
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/collective_cost.hpp"
+#include "shardwise/sim/collectives_in_flight.hpp"
 #include "shardwise/sim/device.hpp"
 #include "shardwise/sim/machine.hpp"
 #include "shardwise/sim/network.hpp"
@@ -189,7 +192,8 @@ struct machine_state {
         mode(how),
         trace(model.record_timeline ? std::make_shared<sim::timeline>() : nullptr),
         costs(model),
-        traffic(static_cast<std::size_t>(ranks)) {
+        traffic(static_cast<std::size_t>(ranks)),
+        in_flight(static_cast<std::size_t>(ranks)) {
     for (int r = 0; r < ranks; ++r) {
       devices.push_back(std::make_unique<sim::device>(r, model.device, trace.get()));
       memory.push_back(std::make_unique<element_memory>(how == execution::full));
@@ -218,6 +222,7 @@ struct machine_state {
   std::vector<std::unique_ptr<sim::device>> devices;
   std::vector<std::unique_ptr<element_memory>> memory;  // per device
   std::vector<traffic_count> traffic;                   // per device, each written by its rank's thread
+  std::vector<sim::collectives_in_flight> in_flight;    // per device, each written by its rank's thread
   std::mutex mutex;
   std::atomic<std::int64_t> next_serial{0};
   std::map<std::tuple<std::int64_t, std::uint64_t, int>, std::shared_ptr<group>> splits;
@@ -328,7 +333,11 @@ class rank_clock {
     const double start = std::max(last_end_, call.last_arrival);
     const sim::collective_cost::choice how =
         uneven ? call.uneven : costs.choose(members_->id, members_->devices, e.shape);
-    last_end_ = start + how.seconds;
+    sim::collectives_in_flight& beside = machine_->in_flight[static_cast<std::size_t>(world_rank())];
+    last_end_ =
+        start + (uneven ? how.seconds
+                        : costs.duration_beside(members_->id, members_->devices, e.shape, start, beside.recent()));
+    if (!uneven && e.shape.bytes > 0) beside.add({members_->id, e.shape, start, last_end_});
     ends_[sequence] = last_end_;
     e.on->occupy(e.name, start, last_end_,
                  {{"algorithm", std::string(sim::name_of(how.chosen))},
@@ -478,7 +487,10 @@ class communicator : public communicator_interface<communicator> {
   }
 
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective;
-  // it takes the time of an all-gather of two integers, as MPI_Comm_split does.
+  // it takes the time of an all-gather of two integers, as MPI_Comm_split does. On the default stream
+  // the new communicator stays there; on a stream of its own (use_stream) it gets a new one, as each
+  // NCCL communicator has its own stream, so that collectives of different communicators (a mesh's
+  // axes) run beside each other.
   [[nodiscard]] communicator split(int color, int key) {
     const std::uint64_t sequence = clock_->issue({sim::collective::all_gather, 2 * sizeof(int), 0}, "split", {});
     auto part = data_.split(color, key);
@@ -488,7 +500,10 @@ class communicator : public communicator_interface<communicator> {
     const int mine = world_rank();
     part.all_gather(std::span<const int>(&mine, 1), members);
     auto made = clock_->machine()->split_group({clock_->members()->serial, sequence, color}, members);
-    auto clock = std::make_shared<detail::rank_clock>(clock_->machine(), std::move(made), part.rank(), stream());
+    sim::stream& on = &stream() == &device().default_stream()
+                          ? stream()
+                          : device().create_stream(stream().name() + " " + std::to_string(made->serial));
+    auto clock = std::make_shared<detail::rank_clock>(clock_->machine(), std::move(made), part.rank(), on);
     return communicator(std::move(part), std::move(clock));
   }
 
