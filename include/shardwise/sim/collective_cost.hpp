@@ -117,7 +117,7 @@ class collective_cost {
     std::vector<int> ids{group};
     beside_key key{0, {shape_key(shape)}, {}};
     std::vector<lane> lanes{{{}, steps_of(alone.chosen, alone.channels, shape, devices)}};
-    std::vector<double> seconds_alone{alone.seconds};
+    std::vector<double> others_alone;
     for (const auto* other : overlapping) {
       const auto& other_devices = devices_of_group_.at(static_cast<std::size_t>(other->group));
       const choice how = cached(other->group, other_devices, other->shape);
@@ -128,15 +128,14 @@ class collective_cost {
       key.positions.emplace_back(std::llround((start - other->start) / interval * parts),
                                  std::llround(interval / how.seconds * parts));
       lanes.push_back({{}, steps_of(how.chosen, how.channels, other->shape, other_devices)});
-      seconds_alone.push_back(how.seconds);
+      others_alone.push_back(how.seconds);
     }
     key.placement = together_placement(ids);
     if (const auto found = beside_cache_.find(key); found != beside_cache_.end()) return found->second;
-    for (std::size_t i = 0; i < lanes.size(); ++i)
-      lanes[i].groups = concurrent_groups(devices_of_group_.at(static_cast<std::size_t>(ids[i])));
+    for (std::size_t i = 0; i < lanes.size(); ++i) lanes[i].groups = translates_.at(ids[i]);
     for (std::size_t i = 1; i < lanes.size(); ++i) {
       const auto [offset, stretch] = key.positions[i - 1];
-      const double interval = static_cast<double>(stretch) / parts * seconds_alone[i];
+      const double interval = static_cast<double>(stretch) / parts * others_alone[i - 1];
       if (offset < 0)  // not begun: it enters when it starts
         lanes[i].clock = -static_cast<double>(offset) / parts * interval;
       else if (offset > 0)
@@ -211,9 +210,7 @@ class collective_cost {
       double behind = fraction * total;
       while (!done() && behind >= seconds[next]) {
         behind -= seconds[next];
-        const double kept = clock;
         advance(0);
-        clock = kept;
       }
       last = -1;
     }
@@ -426,8 +423,8 @@ class collective_cost {
   // timed() with the lock held.
   choice cached(int group, const std::vector<int>& devices, const collective_shape& shape) {
     const int ranks = static_cast<int>(devices.size());
-    const auto key = std::make_tuple(placement_of_group_.at(static_cast<std::size_t>(group)),
-                                     static_cast<int>(shape.kind), shape.bytes, shape.root);
+    const auto key =
+        std::tuple_cat(std::make_tuple(placement_of_group_.at(static_cast<std::size_t>(group))), shape_key(shape));
     if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
     const auto together = concurrent_groups(devices);
     const choice best = cheapest(shape, ranks, placement_of(devices), [&](algorithm a, int channels) {
@@ -467,14 +464,16 @@ class collective_cost {
     return {static_cast<int>(shape.kind), shape.bytes, shape.root};
   }
 
-  // A number naming the placement of groups `ids` running together (each with its translates), the
-  // same for sets of groups the network cannot tell apart.
+  // A number naming the placement of groups `ids` running together (each with its translates, kept in
+  // translates_ for the play), the same for sets of groups the network cannot tell apart.
   int together_placement(const std::vector<int>& ids) {
     if (const auto found = together_.find(ids); found != together_.end()) return found->second;
     std::vector<std::vector<int>> all;
     std::vector<int> label;
     for (const int id : ids) {
-      const auto groups = concurrent_groups(devices_of_group_.at(static_cast<std::size_t>(id)));
+      auto [kept, added] = translates_.try_emplace(id);
+      if (added) kept->second = concurrent_groups(devices_of_group_.at(static_cast<std::size_t>(id)));
+      const auto& groups = kept->second;
       label.push_back(static_cast<int>(groups.size()));
       label.push_back(static_cast<int>(groups.front().size()));
       all.insert(all.end(), groups.begin(), groups.end());
@@ -498,9 +497,10 @@ class collective_cost {
   mutable std::mutex mutex_;
   std::map<std::vector<int>, int> groups_;
   std::map<std::vector<int>, int> placements_;
-  std::vector<int> placement_of_group_;             // by group id
-  std::vector<std::vector<int>> devices_of_group_;  // by group id
-  std::map<std::vector<int>, int> together_;        // group ids -> together_placements_ id
+  std::vector<int> placement_of_group_;                      // by group id
+  std::vector<std::vector<int>> devices_of_group_;           // by group id
+  std::map<std::vector<int>, int> together_;                 // group ids -> together_placements_ id
+  std::map<int, std::vector<std::vector<int>>> translates_;  // group id -> concurrent_groups, once played beside others
   std::map<std::vector<int>, int> together_placements_;
   std::map<beside_key, double> beside_cache_;
   std::map<std::tuple<int, int, double, int>, choice> cache_;
