@@ -144,18 +144,17 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
       ASSERT_EQ(std::vector<std::int64_t>(g.touched().begin(), g.touched().end()),
                 std::vector<std::int64_t>(other.touched().begin(), other.touched().end()))
           << what << ", " << name;
-      matrix<T> dense = matrix<T>::Zero(p.value.rows(), p.value.cols());
+      matrix<T> dense = matrix<T>::Zero(p.rows(), p.dimension());
       for (std::size_t i = 0; i < g.touched().size(); ++i) {
         EXPECT_EQ(std::memcmp(g.values(i).data(), other.values(i).data(), g.values(i).size_bytes()), 0)
             << what << ", " << name;
         for (Eigen::Index j = 0; j < dense.cols(); ++j)
           dense(g.touched()[i], j) = g.values(i)[static_cast<std::size_t>(j)];
       }
-      const matrix<T> serial =
-          expected_gradients[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows());
+      const matrix<T> serial = expected_gradients[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.rows());
       EXPECT_LE(relative_error(dense, serial), tolerance) << what << ", " << name << ", call " << call;
       // The piece's values are the table's rows from first_row on.
-      EXPECT_EQ(p.value, whole_table<T>(p.table).middleRows(p.first_row, p.value.rows())) << name;
+      EXPECT_EQ(p.value(), whole_table<T>(p.table).middleRows(p.first_row, p.rows())) << name;
       p.gradient.clear();
       unfused_pieces[k - 1]->gradient.clear();
     });

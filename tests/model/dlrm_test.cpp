@@ -70,7 +70,7 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
   k = 0;
   m.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<double>& p) {
     const auto& other = unfused_pieces[k++]->gradient;
-    matrix dense = matrix::Zero(p.value.rows(), p.value.cols());
+    matrix dense = matrix::Zero(p.rows(), p.dimension());
     for (std::size_t i = 0; i < p.gradient.touched().size(); ++i) {
       EXPECT_EQ(p.gradient.touched()[i], other.touched()[i]) << what << ": " << name;
       EXPECT_EQ(std::memcmp(p.gradient.values(i).data(), other.values(i).data(), p.gradient.values(i).size_bytes()), 0)
@@ -78,9 +78,8 @@ void expect_model_equals_serial(Comm& world, fused::pooling how) {
       for (Eigen::Index j = 0; j < dense.cols(); ++j)
         dense(p.gradient.touched()[i], j) = p.gradient.values(i)[static_cast<std::size_t>(j)];
     }
-    EXPECT_LE(
-        relative_error(dense, g.tables[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.value.rows())),
-        1e-12)
+    EXPECT_LE(relative_error(dense, g.tables[static_cast<std::size_t>(p.table)].middleRows(p.first_row, p.rows())),
+              1e-12)
         << what << ": " << name;
   });
 }

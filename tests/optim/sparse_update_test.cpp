@@ -55,12 +55,13 @@ matrix<T> initial() {
 template <class T, class Optimizer, class Dense>
 void expect_sparse_equals_dense(Optimizer optimizer, T learning_rate, Dense&& dense_step) {
   const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
-  one_table<T> model{nn::sparse_parameter<T>(0, 0, initial<T>())};
+  one_table<T> model{nn::sparse_parameter<T>(0, 0, rows, dimension)};
+  model.table.value() = initial<T>();
   optim::sparse_update<Optimizer, T> update(model, optimizer);
   matrix<T> reference = initial<T>();
   std::vector<T> state(static_cast<std::size_t>(rows), T(0));
   for (int step = 0; step < 5; ++step) {
-    const matrix<T> before = model.table.value;
+    const matrix<T> before = model.table.value();
     const std::vector<T> state_before(update.state(0).begin(), update.state(0).end());
     // The batch: 25 lookups, accumulated row by row.
     matrix<T> summed = matrix<T>::Zero(rows, dimension);
@@ -78,10 +79,10 @@ void expect_sparse_equals_dense(Optimizer optimizer, T learning_rate, Dense&& de
     for (Eigen::Index i = 0; i < rows; ++i) {
       const bool touched = !summed.row(i).isZero(0);
       if (touched) {
-        EXPECT_LE((model.table.value.row(i) - reference.row(i)).norm(), tolerance * (1 + reference.row(i).norm()))
+        EXPECT_LE((model.table.value().row(i) - reference.row(i)).norm(), tolerance * (1 + reference.row(i).norm()))
             << "step " << step << ", row " << i;
       } else {
-        EXPECT_EQ(std::memcmp(model.table.value.row(i).data(), before.row(i).data(), dimension * sizeof(T)), 0)
+        EXPECT_EQ(std::memcmp(model.table.value().row(i).data(), before.row(i).data(), dimension * sizeof(T)), 0)
             << "step " << step << ": untouched row " << i << " changed";
         if (Optimizer::state_per_row > 0) {
           EXPECT_EQ(update.state(0)[static_cast<std::size_t>(i)], state_before[static_cast<std::size_t>(i)])
@@ -89,7 +90,7 @@ void expect_sparse_equals_dense(Optimizer optimizer, T learning_rate, Dense&& de
         }
       }
     }
-    for (Eigen::Index i = 30; i < rows; ++i) EXPECT_EQ(model.table.value.row(i), initial<T>().row(i));
+    for (Eigen::Index i = 30; i < rows; ++i) EXPECT_EQ(model.table.value().row(i), initial<T>().row(i));
   }
 }
 

@@ -2,8 +2,10 @@
 // apart from the GPT step, which is most of what the test instantiates.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -12,6 +14,8 @@
 #include "shardwise/fused/embedding_bag.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
+#include "shardwise/optim/rowwise_adagrad.hpp"
+#include "shardwise/optim/sparse_update.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "sim/shapes_only_checks.hpp"
 
@@ -55,8 +59,9 @@ TEST(shapes_only, the_fused_embedding_costs_what_its_full_run_costs) {
 }
 
 // The layer around the operator (fused::embedding_bag: a table-wise and a row-wise table, forward and
-// backward): with shapes only its output lies in the unstored range, and it neither places pooled
-// values into it nor gathers the output gradient's columns for the operator.
+// backward, then row-wise Adagrad on the tables): with shapes only its output lies in the unstored
+// range, and it neither places pooled values into it nor gathers the output gradient's columns for the
+// operator; the update clears the gradients it was given.
 TEST(shapes_only, the_embedding_bag_layer_costs_what_its_full_run_costs) {
   expect_same_costs(4, [](sim_gpu::communicator& world) {
     data_parallel_mesh mesh(world, world.size(), {1});
@@ -82,8 +87,49 @@ TEST(shapes_only, the_embedding_bag_layer_costs_what_its_full_run_costs) {
     EXPECT_EQ(out.data().data() == element_memory::unstored_on_this_thread<float>(out.data().size()), !stored);
     decltype(layer)::output_type gradient(mesh.tensor_parallel(), out.extents());
     if (stored) std::ranges::fill(gradient.data(), 0.5F);
+    optim::sparse_update<optim::rowwise_adagrad> update(layer);
     layer.backward(gradient);
+    update.step(0.1F);
+    layer.for_each_sparse_parameter([](const std::string& name, nn::sparse_parameter<float>& p) {
+      EXPECT_TRUE(p.gradient.touched().empty()) << name;
+    });
   });
+}
+
+// The tables are storage of the rank, as dense parameters are, and so is their optimizer state, by
+// hand: four table-wise tables, one a rank (40 x 8, 24 x 8, 16 x 4, 8 x 4 floats), and a row-wise
+// 64 x 4 table, 16 rows a rank; row-wise Adagrad keeps one float a row. Counted in full and with shapes
+// only, where the values lie in the range that holds no memory.
+TEST(shapes_only, embedding_tables_and_their_optimizer_state_are_counted_storage) {
+  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
+    sim_gpu::run(
+        4, sim::presets::mi210_nodes(4),
+        [](sim_gpu::communicator& world) {
+          data_parallel_mesh mesh(world, world.size(), {1});
+          using local_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
+          using layer_type = fused::embedding_bag<float, std::remove_cvref_t<decltype(mesh.data())>, local_mesh>;
+          const std::vector<fused::embedding_table> tables = {
+              {40, 8}, {24, 8}, {16, 4}, {8, 4}, {64, 4, fused::table_sharding::row_wise}};
+          constexpr std::array<std::int64_t, 4> whole_table_rows{40, 24, 16, 8}, whole_table_floats{320, 192, 64, 32};
+          const auto r = static_cast<std::size_t>(world.rank());
+          const element_memory& memory = *element_memory::of_this_thread();
+
+          const std::int64_t before_layer = memory.bytes_held();
+          layer_type layer(mesh.data(), mesh.tensor_parallel(), tables, 8, 7);
+          EXPECT_EQ(memory.bytes_held() - before_layer,
+                    static_cast<std::int64_t>((whole_table_floats[r] + 16 * 4) * sizeof(float)));
+          const std::int64_t before_update = memory.bytes_held();
+          const optim::sparse_update<optim::rowwise_adagrad> update(layer);
+          EXPECT_EQ(memory.bytes_held() - before_update,
+                    static_cast<std::int64_t>((whole_table_rows[r] + 16) * sizeof(float)));
+
+          layer.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<float>& p) {
+            const bool unstored =
+                p.values().data() == element_memory::unstored_on_this_thread<float>(p.values().size());
+            EXPECT_EQ(unstored, !memory.stores_elements()) << name;
+          });
+        },
+        how);
 }
 
 }  // namespace

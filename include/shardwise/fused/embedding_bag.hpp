@@ -86,11 +86,12 @@ class embedding_bag {
     for (const auto& s : shards_) {
       if (s.owner != r) continue;
       const auto& table = tables_[static_cast<std::size_t>(s.table)];
-      typename nn::sparse_parameter<T>::matrix_type values(s.rows, table.dimension);
+      auto& piece = pieces_.emplace_back(s.table, s.first_row, s.rows, table.dimension);
+      if (!element_memory::stored_on_this_thread()) continue;  // shapes only: no values to draw
+      auto values = piece.value();
       for (std::int64_t i = 0; i < s.rows; ++i)
         for (int j = 0; j < table.dimension; ++j)
           values(i, j) = initial_embedding<T>(seed, s.table, table.rows, s.first_row + i, j);
-      pieces_.emplace_back(s.table, s.first_row, std::move(values));
     }
     for (int t = 0; t < static_cast<int>(tables_.size()); ++t)
       if (std::any_of(shards_.begin(), shards_.end(), [&](const shard& s) { return s.table == t && s.owner == r; }))
@@ -255,7 +256,7 @@ class embedding_bag {
       f.offsets.assign(1, 0);
       f.indices.clear();
       f.lengths.clear();
-      const std::int64_t end = p.first_row + p.value.rows();
+      const std::int64_t end = p.first_row + p.rows();
       for (std::size_t b = 0; b + 1 < given.offsets.size(); ++b) {
         for (auto i = given.offsets[b]; i < given.offsets[b + 1]; ++i) {
           const auto index = given.indices[static_cast<std::size_t>(i)];

@@ -10,6 +10,9 @@
 //   Eigen::Map<…>(g.row(17), dimension) += contribution;   // zeros the first time row 17 is touched
 //   for (std::size_t k = 0; k < g.touched().size(); ++k) use(g.touched()[k], g.values(k));
 //   g.clear();                                              // forgets the touched rows only
+//
+// A table's values are storage of the rank (core/shared_buffer.hpp): counted in its memory high-water
+// mark, and in a shapes-only run given no memory, as a dense parameter's are.
 #include <Eigen/Core>
 
 #include <cstddef>
@@ -18,20 +21,23 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/shared_buffer.hpp"
+
 namespace shardwise::nn {
 
 template <class T>
 class sparse_rows {
  public:
-  sparse_rows(std::int64_t table_rows, int dimension)
-      : dimension_(dimension), slot_(static_cast<std::size_t>(table_rows), untouched) {}
+  sparse_rows(std::int64_t table_rows, int dimension) : table_rows_(table_rows), dimension_(dimension) {}
 
   [[nodiscard]] int dimension() const noexcept { return dimension_; }
-  [[nodiscard]] std::int64_t table_rows() const noexcept { return static_cast<std::int64_t>(slot_.size()); }
+  [[nodiscard]] std::int64_t table_rows() const noexcept { return table_rows_; }
 
   // The gradient of table row `index` (dimension() elements), zeros when first touched; valid until
   // the next row is first touched.
   [[nodiscard]] T* row(std::int64_t index) {
+    // The slots come with the first touch: a run that never sums a gradient (shapes only) has none.
+    if (slot_.empty()) slot_.assign(static_cast<std::size_t>(table_rows_), untouched);
     auto& slot = slot_[static_cast<std::size_t>(index)];
     if (slot == untouched) {
       slot = static_cast<std::int64_t>(touched_.size());
@@ -50,6 +56,7 @@ class sparse_rows {
   }
   // Whether row `index` has been touched, and its gradient if so (null otherwise).
   [[nodiscard]] const T* find(std::int64_t index) const {
+    if (slot_.empty()) return nullptr;
     const auto slot = slot_[static_cast<std::size_t>(index)];
     return slot == untouched ? nullptr
                              : values_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(dimension_);
@@ -64,6 +71,7 @@ class sparse_rows {
 
  private:
   static constexpr std::int64_t untouched = -1;
+  std::int64_t table_rows_;
   int dimension_;
   std::vector<std::int64_t> slot_;  // per table row: its place in touched_, or untouched
   std::vector<std::int64_t> touched_;
@@ -71,27 +79,42 @@ class sparse_rows {
 };
 
 // One table, or the rows [first_row, first_row + rows) of one where a table is cut by rows over ranks.
+// Moved, never copied: its values are one buffer, which a copy would share.
 template <class T>
-struct sparse_parameter {
+class sparse_parameter {
+ public:
   using matrix_type = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
   int table = 0;               // which table of the model
   std::int64_t first_row = 0;  // of the table, where this piece begins
-  matrix_type value;           // rows × dimension, row-major
   sparse_rows<T> gradient;
 
-  sparse_parameter(int table_index, std::int64_t first, matrix_type values)
+  // `rows` rows of `dimension` zeros.
+  sparse_parameter(int table_index, std::int64_t first, std::int64_t rows, int dimension)
       : table(table_index),
         first_row(first),
-        value(std::move(values)),
-        gradient(value.rows(), static_cast<int>(value.cols())) {}
+        gradient(rows, dimension),
+        rows_(rows),
+        dimension_(dimension),
+        storage_(shared_buffer<T>::zeros(static_cast<std::size_t>(rows) * static_cast<std::size_t>(dimension))) {}
+  sparse_parameter(sparse_parameter&&) noexcept = default;
+  sparse_parameter& operator=(sparse_parameter&&) noexcept = default;
 
-  [[nodiscard]] std::span<const T> values() const noexcept {
-    return {value.data(), static_cast<std::size_t>(value.size())};
-  }
+  [[nodiscard]] std::int64_t rows() const noexcept { return rows_; }
+  [[nodiscard]] int dimension() const noexcept { return dimension_; }
+  // rows × dimension, row-major.
+  [[nodiscard]] Eigen::Map<matrix_type> value() noexcept { return {storage_.data(), rows_, dimension_}; }
+  [[nodiscard]] Eigen::Map<const matrix_type> value() const noexcept { return {storage_.data(), rows_, dimension_}; }
+  [[nodiscard]] std::span<const T> values() const noexcept { return storage_.span(); }
   [[nodiscard]] std::span<T> row(std::int64_t index) noexcept {
-    return {value.data() + index * value.cols(), static_cast<std::size_t>(value.cols())};
+    return storage_.span().subspan(static_cast<std::size_t>(index) * static_cast<std::size_t>(dimension_),
+                                   static_cast<std::size_t>(dimension_));
   }
+
+ private:
+  std::int64_t rows_;
+  int dimension_;
+  shared_buffer<T> storage_;
 };
 
 }  // namespace shardwise::nn

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "shardwise/core/element_memory.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/optim/sparse_optimizer.hpp"
 
@@ -40,16 +42,18 @@ class sparse_update {
   explicit sparse_update(Model& model, Optimizer hyper_parameters = {}) : optimizer_(hyper_parameters) {
     model.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<T>& p) {
       tables_.push_back(
-          {name, &p, std::vector<T>(static_cast<std::size_t>(p.value.rows()) * Optimizer::state_per_row, T(0))});
+          {name, &p, shared_buffer<T>::zeros(static_cast<std::size_t>(p.rows()) * Optimizer::state_per_row)});
     });
   }
 
-  // Updates the touched rows of every table piece and clears their gradients.
+  // Updates the touched rows of every table piece and clears their gradients. A rank that stores no
+  // values (shapes only, core/element_memory.hpp) has no rows to update.
   void step(T learning_rate) {
+    const bool values = element_memory::stored_on_this_thread();
     for (auto& table : tables_) {
       auto& gradient = table.parameter->gradient;
       const auto touched = gradient.touched();
-      for (std::size_t k = 0; k < touched.size(); ++k)
+      for (std::size_t k = 0; values && k < touched.size(); ++k)
         optimizer_.update_row(table.parameter->row(touched[k]), gradient.values(k), state_row(table, touched[k]),
                               learning_rate);
       gradient.clear();
@@ -59,18 +63,17 @@ class sparse_update {
   [[nodiscard]] std::size_t table_count() const noexcept { return tables_.size(); }
   [[nodiscard]] const std::string& name(std::size_t table) const { return tables_.at(table).name; }
   // A table piece's optimizer state: state_per_row values per row, row-major.
-  [[nodiscard]] std::span<const T> state(std::size_t table) const { return tables_.at(table).state; }
+  [[nodiscard]] std::span<const T> state(std::size_t table) const { return tables_.at(table).state.span(); }
   [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
 
  private:
   struct table {
     std::string name;
     nn::sparse_parameter<T>* parameter;
-    std::vector<T> state;
+    shared_buffer<T> state;  // storage of the rank, as the tables' values are
   };
   static std::span<T> state_row(table& t, std::int64_t row) {
-    return std::span<T>(t.state).subspan(static_cast<std::size_t>(row) * Optimizer::state_per_row,
-                                         Optimizer::state_per_row);
+    return t.state.span().subspan(static_cast<std::size_t>(row) * Optimizer::state_per_row, Optimizer::state_per_row);
   }
 
   Optimizer optimizer_;
