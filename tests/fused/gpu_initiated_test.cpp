@@ -136,6 +136,18 @@ TEST(message_queue, a_sender_does_not_stall_behind_a_busy_receiver) {
   EXPECT_DOUBLE_EQ(arrival[2], 2e-6 + 1e-6) << "GPU 1's NIC sent it once the second had left, to a free receiver";
 }
 
+// On a ring of 5, GPU 0's second message to GPU 2 waits 1 ms on the link 0 -> 1 behind its first (to
+// GPU 1), so the link 1 -> 2 carries it from 1 ms on; GPU 1's message to GPU 2, issued with them, takes
+// that link while it is idle before, instead of queueing behind a message that had not reached it.
+TEST(message_queue, a_link_idle_while_a_message_waits_upstream_carries_another_meanwhile) {
+  const auto net = sim::topology::ring(5, {1e9, 0, "link"});
+  const sim::message three[] = {{0, 1, 1e6, 0}, {0, 2, 1e6, 0}, {1, 2, 1e6, 0}};
+  const auto arrival = sim::deliver(net, three, 0);
+  EXPECT_DOUBLE_EQ(arrival[0], 1e-3);
+  EXPECT_DOUBLE_EQ(arrival[1], 2e-3) << "behind the first on the link 0 -> 1";
+  EXPECT_DOUBLE_EQ(arrival[2], 1e-3) << "on the link 1 -> 2 before the second reached it";
+}
+
 TEST(persistent_kernel, workgroups_share_the_device_and_a_fence_orders_a_signal_after_its_puts) {
   const sim::device_model gpu{1e12, 1e12, 0};
   const sim::gpu_initiated_model model{4, 0};
