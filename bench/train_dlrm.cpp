@@ -14,6 +14,11 @@
 //                       the GEMMs, the interaction, the embedding kernels and their all-to-alls and the
 //                       update's collectives take the models' time; the element-wise ReLU and loss and
 //                       the sparse optimizer are not priced
+// sim/128/<shape>       the paper's scale-out study (its Table 2): 128 MI210s, one a node, in a 16 x 8
+//                       torus of 200 Gb/s links (sim::presets::mi210_torus), a DLRM of 43 MLP layers of
+//                       682 and embeddings of width 92 pooled from bags of 70; run with shapes only
+//                       Both sim rows also count storage_mib: the largest GPU's high-water mark of
+//                       element storage (weights, gradients, optimizer state, tables)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -61,6 +66,22 @@ const std::vector<dlrm_shape> sim_shapes = {
     {"small_mlp", 8, 20000, 32, 10, 2048, {64, 32}, {64, 1}},
     {"paper_like", 8, 10000, 92, 70, 1024, {682, 92}, {682, 682, 1}},
 };
+// The paper's 43 layers: 21 of 682 and the embedding width at the bottom, 20 of 682 and the
+// prediction at the top. It gives no batch nor table count: 32 samples and a table a GPU (more tables
+// widen the dot-product interaction, and the top MLP's first layer with it, as their square).
+const dlrm_shape scale_out_shape = [] {
+  dlrm_shape s{"paper_scale_out",
+               1,
+               10000,
+               92,
+               70,
+               32 * 128,
+               std::vector<std::int64_t>(21, 682),
+               std::vector<std::int64_t>(20, 682)};
+  s.bottom.push_back(92);
+  s.top.push_back(1);
+  return s;
+}();
 
 // The three ways, in the order of the counters.
 constexpr std::array<std::array<fused::path, 2>, 3> ways = {{{fused::path::baseline, fused::path::baseline},
@@ -150,24 +171,31 @@ void measure_threads(benchmark::State& state, const dlrm_shape& shape) {
   state.counters["fused_over_unfused"] = median(ratios[1]);
 }
 
-void measure_simulated(benchmark::State& state, const dlrm_shape& shape, int gpus_per_node) {
+void measure_simulated(benchmark::State& state, const dlrm_shape& shape, const sim::machine& machine,
+                       sim_gpu::execution how = sim_gpu::execution::full) {
   std::array<double, 3> seconds{};
-  sim_gpu::run(ranks, sim::presets::mi210_nodes(ranks, gpus_per_node), [&](sim_gpu::communicator& comm) {
-    training<sim_gpu::communicator> t(comm, shape);
-    for (std::size_t w = 0; w < ways.size(); ++w) {
-      t.step(ways[w]);
-      comm.barrier();
-      const double start = comm.now();
-      t.step(ways[w]);
-      double mine = comm.now() - start;
-      comm.untimed().all_reduce(std::span<double>(&mine, 1), op::max);
-      if (comm.rank() == 0) seconds[w] = mine;
-    }
-  });
+  const auto report = sim_gpu::run(
+      machine.network.devices(), machine,
+      [&](sim_gpu::communicator& comm) {
+        training<sim_gpu::communicator> t(comm, shape);
+        for (std::size_t w = 0; w < ways.size(); ++w) {
+          t.step(ways[w]);
+          comm.barrier();
+          const double start = comm.now();
+          t.step(ways[w]);
+          double mine = comm.now() - start;
+          comm.untimed().all_reduce(std::span<double>(&mine, 1), op::max);
+          if (comm.rank() == 0) seconds[w] = mine;
+        }
+      },
+      how);
   for (auto _ : state) state.SetIterationTime(seconds[2]);
   for (std::size_t w = 0; w < ways.size(); ++w) state.counters[std::string(way_names[w]) + "_ms"] = 1e3 * seconds[w];
   state.counters["forward_fused_over_unfused"] = seconds[1] / seconds[0];
   state.counters["fused_over_unfused"] = seconds[2] / seconds[0];
+  state.counters["storage_mib"] =
+      static_cast<double>(*std::max_element(report.memory_high_water.begin(), report.memory_high_water.end())) /
+      (1 << 20);
 }
 
 }  // namespace
@@ -183,10 +211,22 @@ int main(int argc, char** argv) {
     for (const int per_node : {1, 4})
       for (const auto& shape : sim_shapes)
         benchmark::RegisterBenchmark(("sim/8x" + std::to_string(per_node) + "/" + shape.name).c_str(),
-                                     [shape, per_node](benchmark::State& s) { measure_simulated(s, shape, per_node); })
+                                     [shape, per_node](benchmark::State& s) {
+                                       measure_simulated(s, shape, sim::presets::mi210_nodes(ranks, per_node));
+                                     })
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond)
-            ->Iterations(1);
+            ->Iterations(1)
+            ->Repetitions(1);  // modelled time: every run gives the same
+    benchmark::RegisterBenchmark(("sim/128/" + scale_out_shape.name).c_str(),
+                                 [](benchmark::State& s) {
+                                   measure_simulated(s, scale_out_shape, sim::presets::mi210_torus(16, 8),
+                                                     sim_gpu::execution::shapes_only);
+                                 })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1)
+        ->Repetitions(1);
     return true;
   });
 }

@@ -732,6 +732,13 @@ TEST(presets, describe_the_papers_machines) {
   EXPECT_EQ(cores.device.launch_latency, 0);
   EXPECT_EQ(presets::tpu_v3_chip().launch_latency, 0);
   EXPECT_THROW((void)presets::tpu_v3_pod(32, 32, 3), shardwise::argument_error);
+  // The fused paper's scale-out: 128 MI210s in a 16 x 8 torus of 200 Gb/s links, 700 ns a hop.
+  const auto scale_out = presets::mi210_torus(16, 8);
+  EXPECT_EQ(scale_out.network.devices(), 128);
+  EXPECT_EQ(scale_out.network.kind(), topology::shape::torus_2d);
+  EXPECT_DOUBLE_EQ(scale_out.network.peer_link().bandwidth, 200e9 / 8);
+  EXPECT_DOUBLE_EQ(scale_out.network.route_between(0, 2).latency, 2 * 700e-9);
+  EXPECT_DOUBLE_EQ(scale_out.device.peak_flops, presets::mi210().peak_flops);
   const auto pod = presets::tpu_v3_pod(32, 32);
   EXPECT_EQ(pod.network.devices(), 1024);
   EXPECT_EQ(pod.network.kind(), topology::shape::torus_2d);

@@ -30,6 +30,9 @@
 //                          With a device per TensorCore, the two cores of a chip share its links,
 //                          and are joined by a link of one ICI link's figures each way: an
 //                          assumption too (Google gives no figure for the path between them)
+//   MI210 torus            the fused paper's scale-out simulations (its Table 2, ASTRA-Sim): one MI210
+//                          a node, the nodes in a 2-D torus of 200 Gb/s links (25 GB/s a direction),
+//                          700 ns a hop
 //   latencies              kernel launch 5 µs on the GPUs (HIP/CUDA launch overhead as commonly
 //                          measured); none on the TPU, which runs a step as one XLA-compiled program
 //                          that the host starts once (Cloud TPU documentation, "System architecture":
@@ -57,6 +60,7 @@ inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }
 inline link_model nvlink2_pair() { return {50e9, 2e-6, "NVLink"}; }
 inline link_model infiniband_edr() { return {12.5e9, 1.5e-6, "InfiniBand EDR"}; }
 inline link_model tpu_v3_ici() { return {82e9, 1e-6, "ICI"}; }
+inline link_model scale_out_torus_link() { return {25e9, 700e-9, "torus link"}; }
 
 namespace detail {
 inline int node_width(const char* preset, int gpus, int gpus_per_node) {
@@ -71,6 +75,11 @@ inline int node_width(const char* preset, int gpus, int gpus_per_node) {
 inline machine mi210_nodes(int gpus, int gpus_per_node = 4) {
   const int k = detail::node_width("presets::mi210_nodes", gpus, gpus_per_node);
   return {mi210(), topology::nodes(gpus, k, xgmi(), infiniband_20(), k)};
+}
+
+// rows x cols MI210s, one a node, in the 2-D torus of the fused paper's scale-out study.
+inline machine mi210_torus(int rows, int cols) {
+  return {mi210(), topology::torus_2d(rows, cols, scale_out_torus_link())};
 }
 
 inline machine v100_nodes(int gpus, int gpus_per_node = 4) {
