@@ -202,7 +202,7 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
       },
       sim_gpu::execution::shapes_only);
   times.makespan = report.makespan();
-  times.storage_high_water = *std::max_element(report.memory_high_water.begin(), report.memory_high_water.end());
+  times.storage_high_water = report.largest_memory_high_water();
   return times;
 }
 
@@ -355,7 +355,7 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
         }
       },
       sim_gpu::execution::shapes_only);
-  times.storage_high_water = *std::max_element(report.memory_high_water.begin(), report.memory_high_water.end());
+  times.storage_high_water = report.largest_memory_high_water();
   return times;
 }
 

@@ -59,8 +59,7 @@ void measure(benchmark::State& state, int ranks, Body body) {
     std::int64_t sent = 0;
     for (const auto& t : report.traffic) sent = std::max(sent, t.bytes_sent);
     state.counters["step_ms"] = report.makespan() * 1e3;
-    state.counters["storage_mib"] =
-        static_cast<double>(*std::max_element(report.memory_high_water.begin(), report.memory_high_water.end())) / mib;
+    state.counters["storage_mib"] = static_cast<double>(report.largest_memory_high_water()) / mib;
     state.counters["sent_mib"] = static_cast<double>(sent) / mib;
   }
   state.counters["peak_rss_mib"] = peak_resident_mib();

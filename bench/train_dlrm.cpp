@@ -193,9 +193,7 @@ void measure_simulated(benchmark::State& state, const dlrm_shape& shape, const s
   for (std::size_t w = 0; w < ways.size(); ++w) state.counters[std::string(way_names[w]) + "_ms"] = 1e3 * seconds[w];
   state.counters["forward_fused_over_unfused"] = seconds[1] / seconds[0];
   state.counters["fused_over_unfused"] = seconds[2] / seconds[0];
-  state.counters["storage_mib"] =
-      static_cast<double>(*std::max_element(report.memory_high_water.begin(), report.memory_high_water.end())) /
-      (1 << 20);
+  state.counters["storage_mib"] = static_cast<double>(report.largest_memory_high_water()) / (1 << 20);
 }
 
 }  // namespace

@@ -336,8 +336,7 @@ simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c
           if (world.rank() == 0) result.seconds = times.front();
         },
         sw::sim_gpu::execution::shapes_only);
-    result.memory_bytes =
-        static_cast<double>(*std::max_element(report.memory_high_water.begin(), report.memory_high_water.end()));
+    result.memory_bytes = static_cast<double>(report.largest_memory_high_water());
   } catch (const sw::error& refusal) {
     result.refused = refusal.what();
   }

@@ -94,26 +94,22 @@ class sparse_parameter {
       : table(table_index),
         first_row(first),
         gradient(rows, dimension),
-        rows_(rows),
-        dimension_(dimension),
         storage_(shared_buffer<T>::zeros(static_cast<std::size_t>(rows) * static_cast<std::size_t>(dimension))) {}
   sparse_parameter(sparse_parameter&&) noexcept = default;
   sparse_parameter& operator=(sparse_parameter&&) noexcept = default;
 
-  [[nodiscard]] std::int64_t rows() const noexcept { return rows_; }
-  [[nodiscard]] int dimension() const noexcept { return dimension_; }
+  [[nodiscard]] std::int64_t rows() const noexcept { return gradient.table_rows(); }
+  [[nodiscard]] int dimension() const noexcept { return gradient.dimension(); }
   // rows × dimension, row-major.
-  [[nodiscard]] Eigen::Map<matrix_type> value() noexcept { return {storage_.data(), rows_, dimension_}; }
-  [[nodiscard]] Eigen::Map<const matrix_type> value() const noexcept { return {storage_.data(), rows_, dimension_}; }
+  [[nodiscard]] Eigen::Map<matrix_type> value() noexcept { return {storage_.data(), rows(), dimension()}; }
+  [[nodiscard]] Eigen::Map<const matrix_type> value() const noexcept { return {storage_.data(), rows(), dimension()}; }
   [[nodiscard]] std::span<const T> values() const noexcept { return storage_.span(); }
   [[nodiscard]] std::span<T> row(std::int64_t index) noexcept {
-    return storage_.span().subspan(static_cast<std::size_t>(index) * static_cast<std::size_t>(dimension_),
-                                   static_cast<std::size_t>(dimension_));
+    const auto width = static_cast<std::size_t>(dimension());
+    return storage_.span().subspan(static_cast<std::size_t>(index) * width, width);
   }
 
  private:
-  std::int64_t rows_;
-  int dimension_;
   shared_buffer<T> storage_;
 };
 

@@ -611,6 +611,10 @@ struct report {
   [[nodiscard]] double makespan() const {
     return finish_times.empty() ? 0.0 : *std::max_element(finish_times.begin(), finish_times.end());
   }
+  // The largest GPU's high-water mark of element storage, in bytes.
+  [[nodiscard]] std::int64_t largest_memory_high_water() const {
+    return memory_high_water.empty() ? 0 : *std::max_element(memory_high_water.begin(), memory_high_water.end());
+  }
 };
 
 // Runs body(communicator&) on `ranks` simulated GPUs (threads) of `machine`, whose network must have
