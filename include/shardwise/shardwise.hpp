@@ -5,6 +5,7 @@
 #include "shardwise/comm/calls.hpp"
 #include "shardwise/comm/checks.hpp"
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/comm/interface.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/comm/shared_memory.hpp"

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "shardwise/comm/computed_on_root.hpp"
 #include "support/backends.hpp"
 #include "support/elements.hpp"
 
@@ -259,6 +261,48 @@ TYPED_TEST(collectives, broadcast_from_every_root) {
                 << "broadcast<" << element_name<T>() << "> n = " << n << " root " << root << " on rank " << comm.rank();
           }
     });
+  });
+}
+
+TYPED_TEST(collectives, computed_on_root_gives_every_rank_the_roots_result_or_its_failure) {
+  TypeParam::run([](communicator auto& comm) {
+    for (int root = 0; root < comm.size(); ++root) {
+      int computed = 0;
+      const auto result = computed_on_root<double>(comm, root, 3, "test", [&] {
+        ++computed;
+        return std::vector<double>{1.5 * root, 2.0, -3.25};
+      });
+      EXPECT_EQ(result, (std::vector<double>{1.5 * root, 2.0, -3.25})) << "root " << root << " on rank " << comm.rank();
+      EXPECT_EQ(computed, comm.rank() == root ? 1 : 0) << "only the root computes";
+    }
+    // A failure at the root reaches every rank: the root's own error there, a peer_error elsewhere.
+    const int root = comm.size() - 1;
+    const auto failing = [&](bool wrong_length) {
+      return computed_on_root<std::int64_t>(comm, root, 2, "test", [&]() -> std::vector<std::int64_t> {
+        if (wrong_length) return {1, 2, 3};
+        throw std::runtime_error("the model failed");
+      });
+    };
+    if (comm.rank() == root) {
+      EXPECT_THROW((void)failing(false), std::runtime_error);
+      try {
+        (void)failing(true);
+        ADD_FAILURE() << "a result of the wrong length was taken";
+      } catch (const argument_error& e) {
+        EXPECT_NE(std::string(e.what()).find("computed 3 values where every rank expects 2"), std::string::npos)
+            << e.what();
+      }
+    } else {
+      for (const bool wrong_length : {false, true}) {
+        try {
+          (void)failing(wrong_length);
+          ADD_FAILURE() << "rank " << comm.rank() << " went on without the root's result";
+        } catch (const peer_error& e) {
+          EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(root) + " failed"), std::string::npos)
+              << e.what();
+        }
+      }
+    }
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "fused/embedding_data.hpp"
+#include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "support/backends.hpp"
 
@@ -228,6 +230,44 @@ TYPED_TEST(fused_embedding, without_a_machine_model_operator_times_both_paths_th
     std::vector<int> everyone(static_cast<std::size_t>(comm.size()));
     comm.all_gather(std::span<const int>(&mine, 1), everyone);
     for (const int theirs : everyone) EXPECT_EQ(theirs, mine);
+  });
+}
+
+TYPED_TEST(fused_embedding, given_a_machine_model_threads_and_mpi_decide_by_it_as_one) {
+  TypeParam::run([](communicator auto& comm) {
+    if (simulated(comm)) return;  // sim_gpu decides by its own machine (the test above)
+    fused::embedding_options options;
+    options.machine = sim::presets::mi210_nodes(comm.size(), 1);
+    options.slice_rows = fused::automatic_slice_rows;
+    const configuration& c = configurations[0];
+    fused::embedding_all_to_all op(comm, c.shape, options);
+    EXPECT_FALSE(op.measuring()) << "a machine model was given to decide by";
+    // What the model says, worked out here too: the operator's choices are rank 0's, broadcast.
+    const auto best =
+        fused::best_slice_rows(c.shape, comm.size(), op.plan().order(), *options.machine, options.gpu_initiated, 1);
+    EXPECT_EQ(op.plan().slice_rows(), best.rows);
+    EXPECT_EQ(op.fuses(), best.times.fused <= best.times.baseline);
+    const std::array<std::int64_t, 2> mine = {op.plan().slice_rows(), op.fuses() ? 1 : 0};
+    std::vector<std::int64_t> everyone(2 * static_cast<std::size_t>(comm.size()));
+    comm.all_gather(std::span<const std::int64_t>(mine), everyone);
+    for (std::size_t r = 0; r < everyone.size(); r += 2) {
+      EXPECT_EQ(everyone[r], mine[0]) << "rank " << r / 2 << "'s slice size";
+      EXPECT_EQ(everyone[r + 1], mine[1]) << "rank " << r / 2 << "'s path";
+    }
+    const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), 0);
+    expect_rows_of_serial(shardwise::testing::serial_embedding(c.shape, fused::pooling::sum, 0), op.plan(), comm.rank(),
+                          op(in.table_spans, in.bag_spans), "operator() with a machine model");
+    if (comm.size() > 1) {
+      options.machine = sim::presets::mi210_nodes(comm.size() - 1, 1);
+      try {
+        const fused::embedding_all_to_all too_small(comm, c.shape, options);
+        ADD_FAILURE() << "a machine of fewer devices than ranks was taken";
+      } catch (const argument_error& e) {
+        EXPECT_NE(std::string(e.what()).find("models " + std::to_string(comm.size() - 1) + " devices"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
   });
 }
 

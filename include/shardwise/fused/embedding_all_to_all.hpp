@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
@@ -492,7 +493,20 @@ class embedding_all_to_all {
     if (options_.slice_rows != automatic_slice_rows) return options_.slice_rows;
     const sim::machine* machine = backend_.machine();
     if (machine == nullptr) return paper_slice_rows;
-    return best_slice_rows(shape, comm_->size(), order(), *machine, options_.gpu_initiated, expected_bag_length()).rows;
+    return predicted_on_rank_0([&] {
+      return best_slice_rows(shape, comm_->size(), order(), *machine, options_.gpu_initiated, expected_bag_length())
+          .rows;
+    });
+  }
+
+  // A prediction every rank needs alike: rank 0 makes it and broadcasts it, since every rank making it
+  // would simulate all P ranks P times over (at 128 ranks, most of a simulated run's time and memory).
+  // Collective.
+  template <class Predict>
+  [[nodiscard]] std::int64_t predicted_on_rank_0(Predict&& predict) const {
+    return computed_on_root<std::int64_t>(backend_.data_communicator(), 0, 1, name, [&] {
+      return std::vector<std::int64_t>{std::forward<Predict>(predict)()};
+    })[0];
   }
 
   // Whether to fuse, as `choice` says or, for path::automatic, as the machine model predicts (`predict`
@@ -500,8 +514,10 @@ class embedding_all_to_all {
   template <class Predict>
   [[nodiscard]] bool decide(path choice, Predict&& predict) const {
     if (choice != path::automatic) return choice == path::fused;
-    const auto times = predict(*backend_.machine(), expected_bag_length());
-    return times.fused <= times.baseline;
+    return predicted_on_rank_0([&] {
+             const auto times = predict(*backend_.machine(), expected_bag_length());
+             return times.fused <= times.baseline ? 1 : 0;
+           }) == 1;
   }
 
   // The backward's buffers, made at its first call (collective, as every backward call is): a forward

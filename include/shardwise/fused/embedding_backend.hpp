@@ -99,7 +99,12 @@ class host_backend {
 
   // Collective (it asks which ranks share memory).
   host_backend(Comm& comm, const embedding_options& options)
-      : comm_(&comm), machine_(options.machine), groups_(groups_of(comm, options)) {}
+      : comm_(&comm), machine_(options.machine), groups_(groups_of(comm, options)) {
+    if (machine_ && machine_->network.devices() < comm.size())
+      throw argument_error(comm.world_rank(), "embedding_all_to_all",
+                           "options.machine models " + std::to_string(machine_->network.devices()) +
+                               " devices, fewer than the communicator's " + std::to_string(comm.size()) + " ranks");
+  }
 
   [[nodiscard]] Comm& data_communicator() const noexcept { return *comm_; }
   [[nodiscard]] int world_rank() const { return comm_->world_rank(); }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
@@ -131,9 +132,11 @@ class modelled_backend {
            static_cast<int>(everyone[i + 4]),
            static_cast<int>(everyone[i + 5]),
            static_cast<std::int64_t>(everyone[i + 6])});
-    // Links are drawn once, by rank 0.
-    const auto arrivals = deliver_all(comm_->machine().network, all, gpu_initiated_.message_overhead,
-                                      comm_->rank() == 0 ? comm_->timeline() : nullptr);
+    // Every rank needs the same arrivals: rank 0 works them out (drawing the links) and broadcasts them,
+    // since P ranks each delivering all P ranks' messages would cost P times the simulation.
+    const auto arrivals = computed_on_root<double>(data, 0, all.size(), "embedding_all_to_all", [&] {
+      return deliver_all(comm_->machine().network, all, gpu_initiated_.message_overhead, comm_->timeline());
+    });
     const double start = comm_->stream().available();
     const double end = model.finish(all, arrivals);
     comm_->stream().occupy(model.name(), start, end,
