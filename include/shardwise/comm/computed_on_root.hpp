@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
@@ -29,9 +30,9 @@ template <class T, communicator Comm, class Compute>
     try {
       result = std::forward<Compute>(compute)();
       if (result.size() != count)
-        throw argument_error(comm.world_rank(), call,
-                             "computed " + std::to_string(result.size()) + " values where every rank expects " +
-                                 std::to_string(count));
+        throw argument_error(
+            comm.world_rank(), call,
+            "computed " + std::to_string(result.size()) + " values where every rank expects " + std::to_string(count));
     } catch (...) {
       computed = 0;
       comm.broadcast(std::span<std::int64_t>(&computed, 1), root);

@@ -128,10 +128,13 @@ void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int
   const Eigen::Map<const Array> g(gradient, dimension);
   const auto length = mean_length(bags, row);
   const bool divides = how == pooling::mean && length > 0;
+  const bool values = element_memory::stored_on_this_thread();  // shapes only: touch the rows, do not sum
   for (auto i = bags.offsets[static_cast<std::size_t>(row)]; i < bags.offsets[static_cast<std::size_t>(row) + 1]; ++i) {
     const auto index = bags.indices[static_cast<std::size_t>(i)];
     check_index(index, table_rows, row, rank);
-    Eigen::Map<Array> into(table_gradient.row(index), dimension);
+    T* const touched = table_gradient.row(index);
+    if (!values) continue;
+    Eigen::Map<Array> into(touched, dimension);
     if (divides) into += g / static_cast<T>(length);
     else
       into += g;

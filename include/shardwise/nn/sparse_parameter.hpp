@@ -11,10 +11,12 @@
 //   for (std::size_t k = 0; k < g.touched().size(); ++k) use(g.touched()[k], g.values(k));
 //   g.clear();                                              // forgets the touched rows only
 //
-// A table's values are storage of the rank (core/shared_buffer.hpp): counted in its memory high-water
-// mark, and in a shapes-only run given no memory, as a dense parameter's are.
+// A table's values, and the rows of its gradient, are storage of the rank (core/shared_buffer.hpp):
+// counted in its memory high-water mark, and in a shapes-only run given no memory, as a dense
+// parameter's are. The gradient's rows grow as rows are touched, doubling, and stay for the next batch.
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -29,53 +31,69 @@ template <class T>
 class sparse_rows {
  public:
   sparse_rows(std::int64_t table_rows, int dimension) : table_rows_(table_rows), dimension_(dimension) {}
+  // Moved, never copied: its rows are one buffer, which a copy would share.
+  sparse_rows(const sparse_rows&) = delete;
+  sparse_rows& operator=(const sparse_rows&) = delete;
+  sparse_rows(sparse_rows&&) noexcept = default;
+  sparse_rows& operator=(sparse_rows&&) noexcept = default;
 
   [[nodiscard]] int dimension() const noexcept { return dimension_; }
   [[nodiscard]] std::int64_t table_rows() const noexcept { return table_rows_; }
 
   // The gradient of table row `index` (dimension() elements), zeros when first touched; valid until
-  // the next row is first touched.
+  // the next row is first touched. With shapes only it lies in the range that holds no memory: the row
+  // is touched, and nothing should be written there.
   [[nodiscard]] T* row(std::int64_t index) {
-    // The slots come with the first touch: a run that never sums a gradient (shapes only) has none.
+    // The slots come with the first touch: a run that never sums a gradient has none.
     if (slot_.empty()) slot_.assign(static_cast<std::size_t>(table_rows_), untouched);
     auto& slot = slot_[static_cast<std::size_t>(index)];
     if (slot == untouched) {
       slot = static_cast<std::int64_t>(touched_.size());
       touched_.push_back(index);
-      values_.resize(values_.size() + static_cast<std::size_t>(dimension_), T(0));
+      if (touched_.size() * width() > values_.size()) grow();
+      if (values_.stored()) std::fill_n(at(static_cast<std::size_t>(slot)), width(), T(0));
     }
-    return values_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(dimension_);
+    return at(static_cast<std::size_t>(slot));
   }
 
   // The rows touched since the last clear(), each once, in the order first touched.
   [[nodiscard]] std::span<const std::int64_t> touched() const noexcept { return touched_; }
   // The summed gradient of touched()[k].
-  [[nodiscard]] std::span<const T> values(std::size_t k) const {
-    return std::span<const T>(values_).subspan(k * static_cast<std::size_t>(dimension_),
-                                               static_cast<std::size_t>(dimension_));
-  }
+  [[nodiscard]] std::span<const T> values(std::size_t k) const { return {at(k), width()}; }
   // Whether row `index` has been touched, and its gradient if so (null otherwise).
   [[nodiscard]] const T* find(std::int64_t index) const {
     if (slot_.empty()) return nullptr;
     const auto slot = slot_[static_cast<std::size_t>(index)];
-    return slot == untouched ? nullptr
-                             : values_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(dimension_);
+    return slot == untouched ? nullptr : at(static_cast<std::size_t>(slot));
   }
 
-  // Forgets the touched rows: the cost of the rows touched, not of the table.
+  // Forgets the touched rows: the cost of the rows touched, not of the table. The rows' memory stays
+  // for the next batch, as a framework's allocator keeps it.
   void clear() {
     for (const auto index : touched_) slot_[static_cast<std::size_t>(index)] = untouched;
     touched_.clear();
-    values_.clear();
   }
 
  private:
   static constexpr std::int64_t untouched = -1;
+  static constexpr std::size_t least_rows = 16;
+
+  [[nodiscard]] std::size_t width() const noexcept { return static_cast<std::size_t>(dimension_); }
+  [[nodiscard]] T* at(std::size_t slot) const noexcept { return values_.data() + slot * width(); }
+  // Twice the rows (storage of the rank, counted as the tables are), the touched ones copied over.
+  void grow() {
+    const std::size_t rows = std::max(least_rows, 2 * values_.size() / width());
+    auto larger = shared_buffer<T>::zeros(rows * width());
+    if (values_.stored() && larger.stored())
+      std::copy_n(values_.data(), (touched_.size() - 1) * width(), larger.data());
+    values_ = std::move(larger);
+  }
+
   std::int64_t table_rows_;
   int dimension_;
   std::vector<std::int64_t> slot_;  // per table row: its place in touched_, or untouched
   std::vector<std::int64_t> touched_;
-  std::vector<T> values_;  // touched_.size() rows of dimension_
+  shared_buffer<T> values_;  // rows of dimension_, the first touched_.size() in use
 };
 
 // One table, or the rows [first_row, first_row + rows) of one where a table is cut by rows over ranks.
