@@ -168,7 +168,9 @@ TEST(shapes_only, a_table_gradients_rows_are_counted_storage) {
           gradient.clear();
           EXPECT_EQ(memory.bytes_held() - before, 32 * row_bytes) << "kept for the next batch";
           touch(20);
-          if (memory.stores_elements()) EXPECT_EQ(gradient.values(0)[0], 20.0F) << "a row is zeros when first touched";
+          if (memory.stores_elements()) {
+            EXPECT_EQ(gradient.values(0)[0], 20.0F) << "a row is zeros when first touched";
+          }
         },
         how);
 }

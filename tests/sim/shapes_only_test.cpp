@@ -5,14 +5,19 @@
 // (shapes_only_block.cpp); the gpt step and the fused embedding are in shapes_only_model_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/parameter.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -93,6 +98,93 @@ TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
         how);
     for (const std::int64_t mark : report.memory_high_water) EXPECT_EQ(mark, tensor + update);
   }
+}
+
+// A model of two parameters, whole on each rank of its tensor-parallel mesh.
+template <class Mesh>
+struct two_parameters {
+  nn::parameter<float, row_1d<>, Mesh> weight, bias;
+  explicit two_parameters(Mesh& mesh) : weight(mesh, {8, 16}, 0.5f), bias(mesh, {1, 16}, 1.0f) {}
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f("weight", weight);
+    f("bias", bias);
+  }
+};
+
+// An update built from a model takes over its parameters' storage without holding it twice. By hand,
+// on 4 replicas: the model's 144 weights and 144 gradients hold 1152 bytes; the zero gradients are
+// given back, the flat weights (576) come and binding them frees the parameters' own, the flat
+// gradients (576) come, then Adam's two moments of a quarter (2 x 36 floats, 288). The mark is 1152 +
+// 288, what stays, not the 1152 + 576 + 576 + 288 of holding all at once. The values move along; a
+// gradient that is not zero would be lost, so it is refused.
+TEST(shapes_only, an_update_built_from_a_model_never_holds_it_twice) {
+  constexpr std::int64_t model = 2 * 144 * sizeof(float);
+  constexpr std::int64_t moments = 2 * 36 * sizeof(float);
+  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only}) {
+    const auto report = sim_gpu::run(
+        4, sim::presets::mi210_nodes(4),
+        [&](sim_gpu::communicator& world) {
+          data_parallel_mesh mesh(world, 4, coordinates<1>{1});
+          two_parameters parameters(mesh.tensor_parallel());
+          const auto& memory = *element_memory::of_this_thread();
+          EXPECT_EQ(memory.bytes_held(), model);
+          if (memory.stores_elements()) {
+            parameters.bias.gradient.data()[5] = 3.0f;
+            EXPECT_THROW(
+                {
+                  try {
+                    const optim::sharded_update<optim::adam> refused(parameters, mesh.data());
+                  } catch (const argument_error& e) {
+                    EXPECT_NE(std::string(e.what()).find("parameter \"bias\" has a gradient that is not zero"),
+                              std::string::npos)
+                        << e.what();
+                    throw;
+                  }
+                },
+                argument_error);
+            parameters.bias.gradient.data()[5] = 0.0f;
+          }
+          const optim::sharded_update<optim::adam> update(parameters, mesh.data());
+          EXPECT_EQ(memory.bytes_held(), model + moments);
+          EXPECT_EQ(update.gradient_storage(1).data(), parameters.bias.gradient.data().data());
+          if (memory.stores_elements()) {
+            EXPECT_EQ(update.weights(0)[7], 0.5f);
+            EXPECT_EQ(update.weights(1)[7], 1.0f);
+          }
+        },
+        how);
+    for (const std::int64_t mark : report.memory_high_water) EXPECT_EQ(mark, model + moments);
+  }
+}
+
+// A model whose listing of its parameters fails once while the update binds them (a stand-in for
+// running out of memory there): the model keeps zero gradients of its own and its values.
+template <class Mesh>
+struct failing_once : two_parameters<Mesh> {
+  using two_parameters<Mesh>::two_parameters;
+  bool failed = false;
+  template <class F>
+  void for_each_parameter(F&& f) {
+    if (!failed && this->weight.gradient.data().empty()) {
+      failed = true;
+      throw std::bad_alloc();
+    }
+    two_parameters<Mesh>::for_each_parameter(f);
+  }
+};
+
+TEST(shapes_only, an_update_that_fails_while_built_leaves_the_model_working) {
+  sim_gpu::run(4, sim::presets::mi210_nodes(4), [](sim_gpu::communicator& world) {
+    data_parallel_mesh mesh(world, 4, coordinates<1>{1});
+    failing_once<std::remove_cvref_t<decltype(mesh.tensor_parallel())>> parameters(mesh.tensor_parallel());
+    EXPECT_THROW(optim::sharded_update<optim::adam>(parameters, mesh.data()), std::bad_alloc);
+    EXPECT_FALSE(parameters.weight.gradient.is_bound());
+    EXPECT_EQ(parameters.weight.gradient.data().size(), 128U);
+    EXPECT_TRUE(std::ranges::all_of(parameters.weight.gradient.data(), [](float g) { return g == 0; }));
+    EXPECT_EQ(parameters.weight.value.data()[5], 0.5f);
+    EXPECT_EQ(element_memory::of_this_thread()->bytes_held(), 2 * 144 * sizeof(float));
+  });
 }
 
 }  // namespace

@@ -155,44 +155,10 @@ class data_parallel_update {
   template <communicator C>
   data_parallel_update(const C& comm, std::vector<parameter_shape> shapes, Optimizer hyper_parameters = {},
                        update_options options = {})
-      : layout_(std::move(shapes), comm.size(), options.bucket_elements),
-        optimizer_(hyper_parameters),
-        rank_(comm.rank()),
-        world_rank_(comm.world_rank()),
-        optimizers_(layout_.tensor_count(), hyper_parameters),
-        counted_(layout_.tensor_count(), 1),
-        weights_(shared_buffer<Weight>::zeros(layout_.padded_elements())),
-        gradients_(shared_buffer<float>::zeros(layout_.padded_elements())) {
-    const std::size_t state_elements = sharded ? layout_.shard_elements() : layout_.padded_elements();
-    state_length_ = state_elements;
-    state_ = shared_buffer<float>::zeros(K * state_elements);
-    if constexpr (has_master) master_ = shared_buffer<float>::zeros(state_elements);
-
-    // Replicated, a rank updates every replica's block; sharded, only its own.
-    for (int r = sharded ? rank_ : 0; r < (sharded ? rank_ + 1 : layout_.replicas()); ++r)
-      blocks_.push_back(layout_.segments_of(r));
-
-    std::size_t tensor_state = 0;
-    for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
-      tensor_state_offsets_.push_back(tensor_state);
-      tensor_state += tensor_state_size(optimizer_, layout_.shape(t));
-    }
-    tensor_state_offsets_.push_back(tensor_state);
-    tensor_state_.assign(tensor_state, 0.0f);
-
-    if constexpr (rounds > 0) {
-      for (int round = 0; round < rounds; ++round) {
-        auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
-        std::size_t total = 0;
-        for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
-          offsets.push_back(total);
-          total += optimizer_.statistics_size(round, layout_.shape(t));
-        }
-        offsets.push_back(total);
-        statistics_[static_cast<std::size_t>(round)].assign(total, 0.0);
-        if constexpr (!sharded) partial_statistics_.resize(std::max(partial_statistics_.size(), total));
-      }
-    }
+      : data_parallel_update(unallocated{}, comm, std::move(shapes), hyper_parameters, options) {
+    allocate_weights();
+    allocate_gradients();
+    allocate_state();
   }
 
   // Hyper-parameters of one tensor, PyTorch's parameter groups (no weight decay on biases, say); every
@@ -232,24 +198,51 @@ class data_parallel_update {
   // An update of `model`'s parameters over the data-parallel replicas `comm`, one tensor per parameter
   // (this tensor-parallel rank's piece), in the model's order. The parameters' values and gradients are
   // bound to the update's buffers (dtensor::bind): their current values become the weights, and they
-  // must be equal on every replica (models seed their initial weights, nn/parameter.hpp).
+  // must be equal on every replica (models seed their initial weights, nn/parameter.hpp). Their
+  // gradients must be zero, as a model's start: throws argument_error naming a parameter's otherwise.
   template <parameterised Model, communicator C>
   data_parallel_update(Model& model, const C& comm, Optimizer hyper_parameters = {}, update_options options = {})
-      : data_parallel_update(comm, detail::local_shapes(model), hyper_parameters, options) {
-    model.for_each_parameter([&](const std::string& name, auto& p) {
-      using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
-      static_assert(std::is_same_v<element, Weight>,
-                    "shardwise: an update of a model's parameters stores its weights as the parameters' element type");
-      const std::size_t t = records_.size();
-      std::vector<block_info> blocks;
-      blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
-      for (int b = 0; b < p.value.block_count(); ++b) blocks.push_back(p.value.block(b));
-      records_.push_back({name, p.value.extents(), std::move(blocks), detail::holds_counted_copy(p.value)});
-      set_counted(t, records_.back().counted);
-      if constexpr (has_master) set_weights(t, p.value.data());
-      p.value.bind(weight_storage(t));
-      p.gradient.bind(gradient_storage(t));
+      : data_parallel_update(unallocated{}, comm, detail::local_shapes(model), hyper_parameters, options) {
+    // Each flat buffer is allocated after the storage it replaces is given back: the gradients first
+    // (zero, so nothing is copied), the weights once bound. The rank then never holds more than the
+    // update keeps, as it would if the model had been built into the flat buffers.
+    model.for_each_parameter([&](const std::string& parameter_name, auto& p) {
+      if (element_memory::stored_on_this_thread() &&
+          std::ranges::any_of(p.gradient.data(), [](auto g) { return g != 0; }))
+        throw argument_error(world_rank_, std::string(name) + "(model, ...)",
+                             "parameter \"" + parameter_name +
+                                 "\" has a gradient that is not zero on this rank: build the update before the "
+                                 "first backward pass, or zero the model's gradients first");
     });
+    model.for_each_parameter([](const std::string&, auto& p) { p.gradient.release(); });
+    try {
+      allocate_weights();
+      model.for_each_parameter([&](const std::string& parameter_name, auto& p) {
+        using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
+        static_assert(
+            std::is_same_v<element, Weight>,
+            "shardwise: an update of a model's parameters stores its weights as the parameters' element type");
+        const std::size_t t = records_.size();
+        std::vector<block_info> blocks;
+        blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
+        for (int b = 0; b < p.value.block_count(); ++b) blocks.push_back(p.value.block(b));
+        records_.push_back({parameter_name, p.value.extents(), std::move(blocks), detail::holds_counted_copy(p.value)});
+        set_counted(t, records_.back().counted);
+        if constexpr (has_master) set_weights(t, p.value.data());
+        p.value.bind(weight_storage(t));
+      });
+      allocate_gradients();
+      std::size_t t = 0;
+      model.for_each_parameter([&](const std::string&, auto& p) { p.gradient.bind(gradient_storage(t++)); });
+      allocate_state();
+    } catch (...) {
+      // The model keeps working: gradients not yet bound get their zeros back.
+      model.for_each_parameter([](const std::string&, auto& p) {
+        if (!p.gradient.is_bound())
+          p.gradient = std::remove_cvref_t<decltype(p.gradient)>(p.gradient.mesh(), p.gradient.extents());
+      });
+      throw;
+    }
   }
 
   // The parameters of the model the update was built from (empty when built from shapes), tensor t
@@ -433,6 +426,55 @@ class data_parallel_update {
 
  private:
   friend detail::checkpoint_access;
+
+  struct unallocated {};
+
+  // Everything but the flat buffers, which the public constructors allocate in the order their
+  // source of weights allows.
+  template <communicator C>
+  data_parallel_update(unallocated, const C& comm, std::vector<parameter_shape> shapes, Optimizer hyper_parameters,
+                       update_options options)
+      : layout_(std::move(shapes), comm.size(), options.bucket_elements),
+        optimizer_(hyper_parameters),
+        rank_(comm.rank()),
+        world_rank_(comm.world_rank()),
+        optimizers_(layout_.tensor_count(), hyper_parameters),
+        counted_(layout_.tensor_count(), 1),
+        state_length_(sharded ? layout_.shard_elements() : layout_.padded_elements()) {
+    // Replicated, a rank updates every replica's block; sharded, only its own.
+    for (int r = sharded ? rank_ : 0; r < (sharded ? rank_ + 1 : layout_.replicas()); ++r)
+      blocks_.push_back(layout_.segments_of(r));
+
+    std::size_t tensor_state = 0;
+    for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
+      tensor_state_offsets_.push_back(tensor_state);
+      tensor_state += tensor_state_size(optimizer_, layout_.shape(t));
+    }
+    tensor_state_offsets_.push_back(tensor_state);
+    tensor_state_.assign(tensor_state, 0.0f);
+
+    if constexpr (rounds > 0) {
+      for (int round = 0; round < rounds; ++round) {
+        auto& offsets = statistics_offsets_[static_cast<std::size_t>(round)];
+        std::size_t total = 0;
+        for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
+          offsets.push_back(total);
+          total += optimizer_.statistics_size(round, layout_.shape(t));
+        }
+        offsets.push_back(total);
+        statistics_[static_cast<std::size_t>(round)].assign(total, 0.0);
+        if constexpr (!sharded) partial_statistics_.resize(std::max(partial_statistics_.size(), total));
+      }
+    }
+  }
+
+  // The weights and the master weights set_weights writes.
+  void allocate_weights() {
+    weights_ = shared_buffer<Weight>::zeros(layout_.padded_elements());
+    if constexpr (has_master) master_ = shared_buffer<float>::zeros(state_length_);
+  }
+  void allocate_gradients() { gradients_ = shared_buffer<float>::zeros(layout_.padded_elements()); }
+  void allocate_state() { state_ = shared_buffer<float>::zeros(K * state_length_); }
 
   void checked(std::size_t tensor, const char* operation) const {
     if (tensor >= layout_.tensor_count())
