@@ -135,8 +135,9 @@ TEST(shapes_only, embedding_tables_and_their_optimizer_state_are_counted_storage
 
 // A table gradient's rows are storage of the rank too, taken as rows are first touched: 16 rows at
 // first, then twice as many each time they are full (the rows summed so far carried over), kept
-// through clear() for the next batch. With shapes only they are counted alike and lie in the range
-// that holds no memory.
+// through clear() for the next batch; and with the first touch, where each of the table's 100 rows
+// lies among them (100 integers). With shapes only they are counted alike and the rows lie in the
+// range that holds no memory.
 TEST(shapes_only, a_table_gradients_rows_are_counted_storage) {
   for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
     sim_gpu::run(
@@ -145,6 +146,7 @@ TEST(shapes_only, a_table_gradients_rows_are_counted_storage) {
           const element_memory& memory = *element_memory::of_this_thread();
           constexpr int dimension = 4;
           constexpr auto row_bytes = static_cast<std::int64_t>(dimension * sizeof(float));
+          constexpr auto slot_bytes = static_cast<std::int64_t>(100 * sizeof(std::int64_t));
           const std::int64_t before = memory.bytes_held();
           nn::sparse_rows<float> gradient(100, dimension);
           EXPECT_EQ(memory.bytes_held(), before) << "no row touched, none held";
@@ -157,16 +159,17 @@ TEST(shapes_only, a_table_gradients_rows_are_counted_storage) {
               row[0] += static_cast<float>(index);
           };
           for (std::int64_t index = 0; index < 3; ++index) touch(10 * index);
-          EXPECT_EQ(memory.bytes_held() - before, 16 * row_bytes);
+          EXPECT_EQ(memory.bytes_held() - before, slot_bytes + 16 * row_bytes);
           for (std::int64_t index = 0; index < 17; ++index) touch(index + 50);
-          EXPECT_EQ(memory.bytes_held() - before, 32 * row_bytes) << "20 rows touched";
-          EXPECT_EQ(memory.high_water() - before, (16 + 32) * row_bytes) << "both while the rows were copied";
+          EXPECT_EQ(memory.bytes_held() - before, slot_bytes + 32 * row_bytes) << "20 rows touched";
+          EXPECT_EQ(memory.high_water() - before, slot_bytes + (16 + 32) * row_bytes)
+              << "both while the rows were copied";
           if (memory.stores_elements()) {
             EXPECT_EQ(gradient.find(20)[0], 20.0F) << "a row summed before the rows grew";
             EXPECT_EQ(gradient.values(19)[0], 66.0F) << "the 20th row touched";
           }
           gradient.clear();
-          EXPECT_EQ(memory.bytes_held() - before, 32 * row_bytes) << "kept for the next batch";
+          EXPECT_EQ(memory.bytes_held() - before, slot_bytes + 32 * row_bytes) << "kept for the next batch";
           touch(20);
           if (memory.stores_elements()) {
             EXPECT_EQ(gradient.values(0)[0], 20.0F) << "a row is zeros when first touched";

@@ -14,6 +14,8 @@
 // A table's values, and the rows of its gradient, are storage of the rank (core/shared_buffer.hpp):
 // counted in its memory high-water mark, and in a shapes-only run given no memory, as a dense
 // parameter's are. The gradient's rows grow as rows are touched, doubling, and stay for the next batch.
+// So is the index of where each table row's sum lies (8 bytes a table row, from the first touch),
+// which has memory in shapes-only runs too, as integers do.
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -44,9 +46,13 @@ class sparse_rows {
   // the next row is first touched. With shapes only it lies in the range that holds no memory: the row
   // is touched, and nothing should be written there.
   [[nodiscard]] T* row(std::int64_t index) {
-    // The slots come with the first touch: a run that never sums a gradient has none.
-    if (slot_.empty()) slot_.assign(static_cast<std::size_t>(table_rows_), untouched);
-    auto& slot = slot_[static_cast<std::size_t>(index)];
+    // The slots come with the first touch: a run that never sums a gradient has none. Filled here, as
+    // a shapes-only run leaves new buffers as they come.
+    if (slots_.size() == 0) {
+      slots_ = shared_buffer<std::int64_t>::zeros(static_cast<std::size_t>(table_rows_));
+      std::ranges::fill(slots_.span(), untouched);
+    }
+    auto& slot = slots_.data()[index];
     if (slot == untouched) {
       slot = static_cast<std::int64_t>(touched_.size());
       touched_.push_back(index);
@@ -62,15 +68,15 @@ class sparse_rows {
   [[nodiscard]] std::span<const T> values(std::size_t k) const { return {at(k), width()}; }
   // Whether row `index` has been touched, and its gradient if so (null otherwise).
   [[nodiscard]] const T* find(std::int64_t index) const {
-    if (slot_.empty()) return nullptr;
-    const auto slot = slot_[static_cast<std::size_t>(index)];
+    if (slots_.size() == 0) return nullptr;
+    const auto slot = slots_.data()[index];
     return slot == untouched ? nullptr : at(static_cast<std::size_t>(slot));
   }
 
   // Forgets the touched rows: the cost of the rows touched, not of the table. The rows' memory stays
   // for the next batch, as a framework's allocator keeps it.
   void clear() {
-    for (const auto index : touched_) slot_[static_cast<std::size_t>(index)] = untouched;
+    for (const auto index : touched_) slots_.data()[index] = untouched;
     touched_.clear();
   }
 
@@ -91,7 +97,7 @@ class sparse_rows {
 
   std::int64_t table_rows_;
   int dimension_;
-  std::vector<std::int64_t> slot_;  // per table row: its place in touched_, or untouched
+  shared_buffer<std::int64_t> slots_;  // per table row: its place in touched_, or untouched
   std::vector<std::int64_t> touched_;
   shared_buffer<T> values_;  // rows of dimension_, the first touched_.size() in use
 };
