@@ -132,8 +132,7 @@ class dtensor {
         rank_(other.rank_),
         blocks_(other.blocks_),
         offsets_(other.offsets_),
-        storage_(shared_buffer<T>::copy_of(other.data())),
-        released_(other.released_) {}
+        storage_(shared_buffer<T>::copy_of(other.data())) {}
   dtensor(dtensor&&) noexcept = default;
   dtensor& operator=(const dtensor& other) {
     if (this != &other) assign(other, "dtensor::operator=");
@@ -152,33 +151,28 @@ class dtensor {
       offsets_ = std::move(other.offsets_);
       storage_ = std::move(other.storage_);
       bound_ = other.bound_;
-      released_ = other.released_;
     }
     return *this;
   }
   ~dtensor() = default;
 
-  // From now on this tensor's elements live in `buffer` (as many elements as data() has, padding
-  // included, or had before release()), which takes their current values. Throws argument_error when
-  // the sizes differ.
+  // From now on this tensor's elements live in `buffer` (as many elements as this rank's blocks store,
+  // padding included), which takes their current values (none after release()). Throws argument_error
+  // when the sizes differ.
   void bind(shared_buffer<T> buffer) {
-    const std::size_t elements = storage_.size() + released_;
+    const auto elements = static_cast<std::size_t>(stored_elements(mapping_, rank_));
     if (buffer.size() != elements)
       throw argument_error(mesh_->world().world_rank(), "dtensor::bind",
                            "the tensor stores " + std::to_string(elements) + " elements on this rank, the buffer has " +
                                std::to_string(buffer.size()));
     copy_elements<T>(data(), buffer.data());
     storage_ = std::move(buffer);
-    released_ = 0;
     bound_ = true;
   }
   // Gives the elements' memory back, for a caller about to allocate the buffer this tensor will be
   // bound to, who needs that memory first (an update taking over a model's zero gradients): until
   // bind(), the tensor has no elements and bind() keeps the buffer's values.
-  void release() {
-    released_ += storage_.size();
-    storage_ = shared_buffer<T>{};
-  }
+  void release() { storage_ = shared_buffer<T>{}; }
   // Whether the elements live in a buffer given to bind().
   [[nodiscard]] bool is_bound() const noexcept { return bound_; }
 
@@ -238,7 +232,6 @@ class dtensor {
   std::vector<std::size_t> offsets_;
   shared_buffer<T> storage_;
   bool bound_ = false;
-  std::size_t released_ = 0;  // elements given back by release() until bind()
 };
 
 // A tensor whose element (i, j) is f(i, j); each rank evaluates f on its own elements only.
