@@ -203,6 +203,9 @@ class data_parallel_update {
   template <parameterised Model, communicator C>
   data_parallel_update(Model& model, const C& comm, Optimizer hyper_parameters = {}, update_options options = {})
       : data_parallel_update(unallocated{}, comm, detail::local_shapes(model), hyper_parameters, options) {
+    static_assert(!has_master,
+                  "shardwise: an update built from a model keeps float weights, as its layers compute in float: "
+                  "bf16 stored weights (Weight = bf16) are for an update built from shapes");
     // Each flat buffer is allocated after the storage it replaces is given back: the gradients first
     // (zero, so nothing is copied), the weights once bound. The rank then never holds more than the
     // update keeps, as it would if the model had been built into the flat buffers.
@@ -219,16 +222,14 @@ class data_parallel_update {
       allocate_weights();
       model.for_each_parameter([&](const std::string& parameter_name, auto& p) {
         using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
-        static_assert(
-            std::is_same_v<element, Weight>,
-            "shardwise: an update of a model's parameters stores its weights as the parameters' element type");
+        static_assert(std::is_same_v<element, float>,
+                      "shardwise: an update built from a model needs float parameters, whose flat buffers it keeps");
         const std::size_t t = records_.size();
         std::vector<block_info> blocks;
         blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
         for (int b = 0; b < p.value.block_count(); ++b) blocks.push_back(p.value.block(b));
         records_.push_back({parameter_name, p.value.extents(), std::move(blocks), detail::holds_counted_copy(p.value)});
         set_counted(t, records_.back().counted);
-        if constexpr (has_master) set_weights(t, p.value.data());
         p.value.bind(weight_storage(t));
       });
       allocate_gradients();
