@@ -133,11 +133,12 @@ TEST(shapes_only, embedding_tables_and_their_optimizer_state_are_counted_storage
         how);
 }
 
-// A table gradient's rows are storage of the rank too, taken as rows are first touched: 16 rows at
-// first, then twice as many each time they are full (the rows summed so far carried over), kept
-// through clear() for the next batch; and with the first touch, where each of the table's 100 rows
-// lies among them (100 integers). With shapes only they are counted alike and the rows lie in the
-// range that holds no memory.
+// A table gradient's rows are storage of the rank too, taken as rows are first touched: room for 16
+// rows at first (each its gradient and its entry in the list of rows touched, an integer), then twice
+// as many each time they are full (the rows summed so far carried over), kept through clear() for the
+// next batch; and with the first touch, where each of the table's 100 rows lies among them (100
+// integers). With shapes only they are counted alike and the rows lie in the range that holds no
+// memory.
 TEST(shapes_only, a_table_gradients_rows_are_counted_storage) {
   for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
     sim_gpu::run(
@@ -145,7 +146,7 @@ TEST(shapes_only, a_table_gradients_rows_are_counted_storage) {
         [](sim_gpu::communicator&) {
           const element_memory& memory = *element_memory::of_this_thread();
           constexpr int dimension = 4;
-          constexpr auto row_bytes = static_cast<std::int64_t>(dimension * sizeof(float));
+          constexpr auto row_bytes = static_cast<std::int64_t>(dimension * sizeof(float) + sizeof(std::int64_t));
           constexpr auto slot_bytes = static_cast<std::int64_t>(100 * sizeof(std::int64_t));
           const std::int64_t before = memory.bytes_held();
           nn::sparse_rows<float> gradient(100, dimension);

@@ -13,12 +13,16 @@
 #include <type_traits>
 #include <vector>
 
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/ops/attention.hpp"
 #include "shardwise/ops/matmul.hpp"
+#include "shardwise/ops/vocabulary_cross_entropy.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/sim/presets.hpp"
@@ -98,6 +102,62 @@ TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
         how);
     for (const std::int64_t mark : report.memory_high_water) EXPECT_EQ(mark, tensor + update);
   }
+}
+
+// Runs body(world, memory) on 2 simulated GPUs, with values and with shapes only; `memory` is the
+// rank's storage accounting.
+template <class Body>
+void on_two_gpus_in_both_modes(Body body) {
+  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
+    sim_gpu::run(
+        2, sim::presets::mi210_nodes(2, 2),
+        [&](sim_gpu::communicator& world) { body(world, *element_memory::of_this_thread()); }, how);
+}
+
+// The activations an operation keeps for its backward pass are storage too, by hand on 2 ranks:
+// attention keeps each (sample, head) tile's probabilities, here 2 samples of 4 positions and a head a
+// rank, 2 tiles of 4x4 floats (128 bytes), beside its output (8x2 floats, 64 bytes); a second call
+// gives the first's back before it takes its own; the backward's three gradients come beside them.
+TEST(shapes_only, attention_keeps_its_probabilities_as_storage) {
+  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+    process_mesh mesh(world, {2});
+    const dtensor<float, row_1d<>, decltype(mesh)> x(mesh, {8, 4});
+    const attention_shape shape{4, 2, true};
+    attention_saved<float> saved;
+    const std::int64_t before = memory.bytes_held();
+    ASSERT_EQ(memory.high_water(), before);
+    constexpr std::int64_t probabilities = 2 * 4 * 4 * sizeof(float), output = 8 * 2 * sizeof(float);
+    for (int call = 0; call < 2; ++call) {
+      (void)attention_forward(x, x, x, shape, saved);
+      EXPECT_EQ(memory.bytes_held() - before, probabilities) << "call " << call;
+      EXPECT_EQ(memory.high_water() - before, probabilities + output) << "call " << call;
+    }
+    (void)attention_backward(x, x, x, x, shape, saved);
+    EXPECT_EQ(memory.bytes_held() - before, probabilities) << "kept until the next forward";
+    EXPECT_EQ(memory.high_water() - before, probabilities + 3 * output);
+  });
+}
+
+// The vocabulary's cross-entropy keeps the softmax of this rank's 3 of 6 vocabulary rows for 5 tokens
+// (60 bytes), computed in place of the logits; its backward holds the logits' gradient (60 bytes)
+// beside it while it runs.
+TEST(shapes_only, the_vocabulary_cross_entropy_keeps_its_softmax_as_storage) {
+  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+    process_mesh mesh(world, {2});
+    using vocabulary = split<rows_over<0>, cols_over<>, ragged>;
+    dtensor<float, vocabulary, decltype(mesh)> table(mesh, {6, 4}), table_gradient(mesh, {6, 4});
+    const std::vector<std::int32_t> targets{0, 5, 2, 3, 1};
+    cross_entropy_saved<float> saved;
+    const std::int64_t before = memory.bytes_held();
+    ASSERT_EQ(memory.high_water(), before);
+    constexpr std::int64_t softmax = 5 * 3 * sizeof(float);
+    (void)vocabulary_cross_entropy(whole_matrix<float>(whole_matrix<float>::Zero(5, 4)), table, targets, saved);
+    EXPECT_EQ(memory.bytes_held() - before, softmax);
+    EXPECT_EQ(memory.high_water() - before, softmax) << "in place of the logits";
+    (void)vocabulary_cross_entropy_backward(saved, table, table_gradient, 1.0f);
+    EXPECT_EQ(memory.bytes_held() - before, softmax);
+    EXPECT_EQ(memory.high_water() - before, 2 * softmax) << "the logits' gradient beside it";
+  });
 }
 
 // A model of two parameters, whole on each rank of its tensor-parallel mesh.

@@ -13,9 +13,9 @@
 //
 // A table's values, and the rows of its gradient, are storage of the rank (core/shared_buffer.hpp):
 // counted in its memory high-water mark, and in a shapes-only run given no memory, as a dense
-// parameter's are. The gradient's rows grow as rows are touched, doubling, and stay for the next batch.
-// So is the index of where each table row's sum lies (8 bytes a table row, from the first touch),
-// which has memory in shapes-only runs too, as integers do.
+// parameter's are. The gradient's rows grow as rows are touched, doubling, and stay for the next batch,
+// with the list of the rows touched (8 bytes a row). So is the index of where each table row's sum
+// lies (8 bytes a table row, from the first touch). Integers have memory in shapes-only runs too.
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <span>
 #include <utility>
-#include <vector>
 
 #include "shardwise/core/shared_buffer.hpp"
 
@@ -54,16 +53,16 @@ class sparse_rows {
     }
     auto& slot = slots_.data()[index];
     if (slot == untouched) {
-      slot = static_cast<std::int64_t>(touched_.size());
-      touched_.push_back(index);
-      if (touched_.size() * width() > values_.size()) grow();
+      if (touched_count_ == touched_.size()) grow();
+      slot = static_cast<std::int64_t>(touched_count_);
+      touched_.data()[touched_count_++] = index;
       if (values_.stored()) std::fill_n(at(static_cast<std::size_t>(slot)), width(), T(0));
     }
     return at(static_cast<std::size_t>(slot));
   }
 
   // The rows touched since the last clear(), each once, in the order first touched.
-  [[nodiscard]] std::span<const std::int64_t> touched() const noexcept { return touched_; }
+  [[nodiscard]] std::span<const std::int64_t> touched() const noexcept { return {touched_.data(), touched_count_}; }
   // The summed gradient of touched()[k].
   [[nodiscard]] std::span<const T> values(std::size_t k) const { return {at(k), width()}; }
   // Whether row `index` has been touched, and its gradient if so (null otherwise).
@@ -76,8 +75,8 @@ class sparse_rows {
   // Forgets the touched rows: the cost of the rows touched, not of the table. The rows' memory stays
   // for the next batch, as a framework's allocator keeps it.
   void clear() {
-    for (const auto index : touched_) slots_.data()[index] = untouched;
-    touched_.clear();
+    for (const auto index : touched()) slots_.data()[index] = untouched;
+    touched_count_ = 0;
   }
 
  private:
@@ -86,20 +85,24 @@ class sparse_rows {
 
   [[nodiscard]] std::size_t width() const noexcept { return static_cast<std::size_t>(dimension_); }
   [[nodiscard]] T* at(std::size_t slot) const noexcept { return values_.data() + slot * width(); }
-  // Twice the rows (storage of the rank, counted as the tables are), the touched ones copied over.
+  // Room for twice the rows (storage of the rank, counted as the tables are), the touched ones and
+  // their list copied over.
   void grow() {
-    const std::size_t rows = std::max(least_rows, 2 * values_.size() / width());
+    const std::size_t rows = std::max(least_rows, 2 * touched_.size());
     auto larger = shared_buffer<T>::zeros(rows * width());
-    if (values_.stored() && larger.stored())
-      std::copy_n(values_.data(), (touched_.size() - 1) * width(), larger.data());
+    if (values_.stored() && larger.stored()) std::copy_n(values_.data(), touched_count_ * width(), larger.data());
+    auto longer = shared_buffer<std::int64_t>::zeros(rows);
+    std::copy_n(touched_.data(), touched_count_, longer.data());
     values_ = std::move(larger);
+    touched_ = std::move(longer);
   }
 
   std::int64_t table_rows_;
   int dimension_;
-  shared_buffer<std::int64_t> slots_;  // per table row: its place in touched_, or untouched
-  std::vector<std::int64_t> touched_;
-  shared_buffer<T> values_;  // rows of dimension_, the first touched_.size() in use
+  shared_buffer<std::int64_t> slots_;    // per table row: its place in touched_, or untouched
+  shared_buffer<std::int64_t> touched_;  // the rows touched, the first touched_count_ in use
+  std::size_t touched_count_ = 0;
+  shared_buffer<T> values_;  // rows of dimension_, as many as touched_ has room for
 };
 
 // One table, or the rows [first_row, first_row + rows) of one where a table is cut by rows over ranks.

@@ -15,12 +15,14 @@
 // A block that cuts a sample or a head throws argument_error naming the rank, the block and the rule.
 #include <Eigen/Core>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
+#include <type_traits>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -34,10 +36,14 @@ struct attention_shape {
   bool causal = false;        // position t attends to positions <= t only
 };
 
-// What the backward pass needs from the forward one: every (sample, head)'s probabilities P.
+// What the backward pass needs from the forward one: every (sample, head) tile's probabilities P, a
+// sequence x sequence matrix each, in the order the tiles are visited. Activations a framework would
+// save for the backward, so storage of the rank (core/shared_buffer.hpp): counted in its memory
+// high-water mark, and given no memory in shapes-only runs.
 template <class T>
 struct attention_saved {
-  std::vector<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> probabilities;
+  shared_buffer<T> probabilities;
+  std::size_t tiles = 0;
 };
 
 namespace detail {
@@ -97,10 +103,18 @@ template <class T>
 }
 
 template <class Tensor>
-[[nodiscard]] double tile_count(const Tensor& t, const attention_shape& shape) {
-  double tiles = 0;
+[[nodiscard]] std::size_t tile_count(const Tensor& t, const attention_shape& shape) {
+  std::size_t tiles = 0;
   for_each_tile(t, shape, [&](int, std::int64_t, std::int64_t) { ++tiles; });
   return tiles;
+}
+
+// Tile k's probabilities in the saved buffer (T const to read them).
+template <class T>
+[[nodiscard]] auto probability_tile(T* probabilities, std::size_t k, std::int64_t n) {
+  using matrix = Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  return Eigen::Map<std::conditional_t<std::is_const_v<T>, const matrix, matrix>>(
+      probabilities + k * static_cast<std::size_t>(n * n), n, n);
 }
 
 }  // namespace detail
@@ -112,16 +126,20 @@ template <class T, class Layout, class Mesh>
                                                          const dtensor<T, Layout, Mesh>& v,
                                                          const attention_shape& shape, attention_saved<T>& saved) try {
   detail::check_attention_blocks(q, shape, "attention_forward");
-  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
   const std::int64_t n = shape.sequence;
   const std::int64_t d = shape.head_dim;
   dtensor<T, Layout, Mesh> out(q.mesh(), q.extents());
-  saved.probabilities.clear();
-  const auto work_of = [&] { return detail::attention_work<T>(shape, detail::tile_count(q, shape), false); };
-  run_kernel(q.mesh().world(), work_of, "attention", [&] {
+  // The last call's probabilities are given back before this call's are taken, sized before the kernel
+  // (which a shapes-only run does not run).
+  saved.probabilities = shared_buffer<T>{};
+  saved.tiles = detail::tile_count(q, shape);
+  saved.probabilities = shared_buffer<T>::zeros(saved.tiles * static_cast<std::size_t>(n * n));
+  const auto work = detail::attention_work<T>(shape, static_cast<double>(saved.tiles), false);
+  run_kernel(q.mesh().world(), work, "attention", [&] {
+    std::size_t tile = 0;
     detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-      matrix p(n, n);
+      auto p = detail::probability_tile(saved.probabilities.data(), tile++, n);
       detail::gemm(detail::destination(p), detail::operand(q.local(b).block(r, c, n, d)),
                    detail::operand(k.local(b).block(r, c, n, d)).transposed());
       p *= scale;
@@ -136,7 +154,6 @@ template <class T, class Layout, class Mesh>
       }
       detail::gemm(detail::destination(out.local(b).block(r, c, n, d)), detail::operand(p),
                    detail::operand(v.local(b).block(r, c, n, d)));
-      saved.probabilities.push_back(std::move(p));
     });
   });
   return out;
@@ -162,28 +179,29 @@ template <class T, class Layout, class Mesh>
   const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
   const std::int64_t n = shape.sequence;
   const std::int64_t d = shape.head_dim;
+  const std::size_t tiles = detail::tile_count(q, shape);
+  if (saved.tiles != tiles || saved.probabilities.size() != tiles * static_cast<std::size_t>(n * n))
+    throw argument_error(q.mesh().world().world_rank(), "attention_backward",
+                         "the saved forward state has " + std::to_string(saved.tiles) + " tiles, these tensors " +
+                             std::to_string(tiles) + ": pass the state of the same forward call");
   attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
-  std::size_t tile = 0;
-  const auto work_of = [&] { return detail::attention_work<T>(shape, detail::tile_count(q, shape), true); };
-  run_kernel(q.mesh().world(), work_of, "attention backward", [&] {
-    detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-      if (tile >= saved.probabilities.size())
-        throw argument_error(q.mesh().world().world_rank(), "attention_backward",
-                             "the saved forward state has " + std::to_string(saved.probabilities.size()) +
-                                 " tiles, fewer than these tensors need: pass the state of the same forward call");
-      const matrix& p = saved.probabilities[tile++];
-      const auto d_o = detail::operand(d_out.local(b).block(r, c, n, d));
-      detail::gemm(detail::destination(grad.v.local(b).block(r, c, n, d)), detail::operand(p).transposed(), d_o);
-      matrix d_p(n, n);
-      detail::gemm(detail::destination(d_p), d_o, detail::operand(v.local(b).block(r, c, n, d)).transposed());
-      const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
-      const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
-      detail::gemm(detail::destination(grad.q.local(b).block(r, c, n, d)), detail::operand(d_s),
-                   detail::operand(k.local(b).block(r, c, n, d)));
-      detail::gemm(detail::destination(grad.k.local(b).block(r, c, n, d)), detail::operand(d_s).transposed(),
-                   detail::operand(q.local(b).block(r, c, n, d)));
-    });
-  });
+  run_kernel(
+      q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), true), "attention backward", [&] {
+        std::size_t tile = 0;
+        detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
+          const auto p = detail::probability_tile(static_cast<const T*>(saved.probabilities.data()), tile++, n);
+          const auto d_o = detail::operand(d_out.local(b).block(r, c, n, d));
+          detail::gemm(detail::destination(grad.v.local(b).block(r, c, n, d)), detail::operand(p).transposed(), d_o);
+          matrix d_p(n, n);
+          detail::gemm(detail::destination(d_p), d_o, detail::operand(v.local(b).block(r, c, n, d)).transposed());
+          const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
+          const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
+          detail::gemm(detail::destination(grad.q.local(b).block(r, c, n, d)), detail::operand(d_s),
+                       detail::operand(k.local(b).block(r, c, n, d)));
+          detail::gemm(detail::destination(grad.k.local(b).block(r, c, n, d)), detail::operand(d_s).transposed(),
+                       detail::operand(q.local(b).block(r, c, n, d)));
+        });
+      });
   return grad;
 } catch (...) {
   rethrow_within_call(world_rank_of(q),

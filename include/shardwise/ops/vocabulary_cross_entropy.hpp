@@ -21,6 +21,7 @@
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm.hpp"
@@ -29,13 +30,33 @@
 
 namespace shardwise {
 
-// What backward needs: the hidden states, this rank's columns of the softmax, the targets.
+// What backward needs: the hidden states, this rank's columns of the softmax, the targets. The
+// softmax's columns are storage of the rank (core/shared_buffer.hpp), counted in its memory high-water
+// mark; the hidden states, gathered whole on every rank, are not counted.
 template <class T>
 struct cross_entropy_saved {
   whole_matrix<T> hidden;
-  whole_matrix<T> probabilities;  // tokens x this rank's vocabulary rows
+  shared_buffer<T> probabilities;  // tokens x this rank's vocabulary rows, row-major
+  std::int64_t vocabulary_rows = 0;
   std::vector<std::int32_t> targets;
+
+  [[nodiscard]] Eigen::Map<const whole_matrix<T>> probability_matrix() const {
+    return {probabilities.data(), static_cast<Eigen::Index>(targets.size()), vocabulary_rows};
+  }
 };
+
+namespace detail {
+// A tokens x columns matrix of the rank's storage, and the matrix it holds.
+template <class T>
+[[nodiscard]] shared_buffer<T> matrix_storage(Eigen::Index rows, Eigen::Index cols) {
+  return shared_buffer<T>::zeros(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+}
+template <class T>
+[[nodiscard]] Eigen::Map<whole_matrix<T>> matrix_of(const shared_buffer<T>& storage, Eigen::Index rows,
+                                                    Eigen::Index cols) {
+  return {storage.data(), rows, cols};
+}
+}  // namespace detail
 
 // Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank.
 template <class T, split_layout Layout, class Mesh>
@@ -53,8 +74,12 @@ template <class T, split_layout Layout, class Mesh>
   const auto vocabulary_rows = static_cast<double>(rows.rows);
   const auto hidden_width = static_cast<double>(hidden.cols());
   const double logit_count = static_cast<double>(tokens) * vocabulary_rows;
-  // Results are sized before their kernels, which may not run (shapes-only simulation).
-  whole_matrix<T> logits(hidden.rows(), rows.rows);
+  // The logits, then their softmax in place (as Megatron's), kept for the backward pass: storage sized
+  // before its kernels, which may not run (shapes-only simulation). The last call's are given back first.
+  saved.probabilities = shared_buffer<T>{};
+  saved.probabilities = detail::matrix_storage<T>(hidden.rows(), rows.rows);
+  saved.vocabulary_rows = rows.rows;
+  auto logits = detail::matrix_of(saved.probabilities, hidden.rows(), rows.rows);
   run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
              "vocabulary logits", [&] {
                detail::gemm(detail::destination(logits), detail::operand(hidden),
@@ -68,18 +93,17 @@ template <class T, split_layout Layout, class Mesh>
   });
   world.all_reduce(std::span<T>(maximum), op::max);
 
-  // Sums of exponentials, then target logits: one reduction.
+  // Target logits (read before the exponentials overwrite them), then sums of exponentials: one reduction.
   std::vector<T> sums(2 * tokens, T(0));
-  saved.probabilities.resize(logits.rows(), logits.cols());
   run_kernel(world, {10 * logit_count, 2 * sizeof(T) * logit_count}, "logit exponentials", [&] {
-    for (std::size_t t = 0; t < tokens; ++t) {
-      const auto row = static_cast<Eigen::Index>(t);
-      saved.probabilities.row(row) = (logits.row(row).array() - maximum[t]).exp().matrix();
-      sums[t] = saved.probabilities.row(row).sum();
-    }
     detail::for_each_owned_token(table, targets, "vocabulary cross-entropy", [&](std::size_t t, int, std::int64_t row) {
       sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row);
     });
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const auto row = static_cast<Eigen::Index>(t);
+      logits.row(row) = (logits.row(row).array() - maximum[t]).exp().matrix();
+      sums[t] = logits.row(row).sum();
+    }
   });
   world.all_reduce(std::span<T>(sums), op::sum);
 
@@ -87,7 +111,7 @@ template <class T, split_layout Layout, class Mesh>
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "probabilities", [&] {
     for (std::size_t t = 0; t < tokens; ++t) {
       loss += std::log(static_cast<double>(sums[t])) + maximum[t] - sums[tokens + t];
-      saved.probabilities.row(static_cast<Eigen::Index>(t)) /= sums[t];
+      logits.row(static_cast<Eigen::Index>(t)) /= sums[t];
     }
   });
   saved.hidden = std::move(hidden);  // the tokens x hidden matrix kept, not copied
@@ -107,13 +131,15 @@ template <class T, split_layout Layout, class Mesh>
                                                                 const dtensor<T, Layout, Mesh>& table,
                                                                 dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
   auto& world = table.mesh().world();
-  const auto tokens = static_cast<double>(saved.probabilities.rows());
-  const auto vocabulary_rows = static_cast<double>(saved.probabilities.cols());
+  const auto probabilities = saved.probability_matrix();
+  const auto tokens = static_cast<double>(probabilities.rows());
+  const auto vocabulary_rows = static_cast<double>(probabilities.cols());
   const auto hidden_width = static_cast<double>(saved.hidden.cols());
   const double logit_count = tokens * vocabulary_rows;
-  whole_matrix<T> logits_gradient(saved.probabilities.rows(), saved.probabilities.cols());
+  const auto logits_gradient_storage = detail::matrix_storage<T>(probabilities.rows(), probabilities.cols());
+  auto logits_gradient = detail::matrix_of(logits_gradient_storage, probabilities.rows(), probabilities.cols());
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "logits gradient", [&] {
-    logits_gradient = saved.probabilities;
+    logits_gradient = probabilities;
     detail::for_each_owned_token(
         table, saved.targets, "vocabulary cross-entropy backward",
         [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
@@ -124,7 +150,7 @@ template <class T, split_layout Layout, class Mesh>
                detail::gemm(detail::destination(table_gradient.local(0)), detail::operand(logits_gradient).transposed(),
                             detail::operand(saved.hidden), true);
              });
-  whole_matrix<T> hidden_gradient(saved.probabilities.rows(), saved.hidden.cols());
+  whole_matrix<T> hidden_gradient(probabilities.rows(), saved.hidden.cols());
   run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient", [&] {
     detail::gemm(detail::destination(hidden_gradient), detail::operand(logits_gradient),
                  detail::operand(table.local(0)));
