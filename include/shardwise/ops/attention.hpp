@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
@@ -43,7 +42,6 @@ struct attention_shape {
 template <class T>
 struct attention_saved {
   shared_buffer<T> probabilities;
-  std::size_t tiles = 0;
 };
 
 namespace detail {
@@ -109,14 +107,6 @@ template <class Tensor>
   return tiles;
 }
 
-// Tile k's probabilities in the saved buffer (T const to read them).
-template <class T>
-[[nodiscard]] auto probability_tile(T* probabilities, std::size_t k, std::int64_t n) {
-  using matrix = Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  return Eigen::Map<std::conditional_t<std::is_const_v<T>, const matrix, matrix>>(
-      probabilities + k * static_cast<std::size_t>(n * n), n, n);
-}
-
 }  // namespace detail
 
 // O = attention(Q, K, V); fills `saved` for attention_backward.
@@ -132,14 +122,16 @@ template <class T, class Layout, class Mesh>
   dtensor<T, Layout, Mesh> out(q.mesh(), q.extents());
   // The last call's probabilities are given back before this call's are taken, sized before the kernel
   // (which a shapes-only run does not run).
+  const std::size_t tiles = detail::tile_count(q, shape);
+  const auto tile_elements = static_cast<std::size_t>(n * n);
   saved.probabilities = shared_buffer<T>{};
-  saved.tiles = detail::tile_count(q, shape);
-  saved.probabilities = shared_buffer<T>::zeros(saved.tiles * static_cast<std::size_t>(n * n));
-  const auto work = detail::attention_work<T>(shape, static_cast<double>(saved.tiles), false);
+  saved.probabilities = shared_buffer<T>::zeros(tiles * tile_elements);
+  const auto work = detail::attention_work<T>(shape, static_cast<double>(tiles), false);
   run_kernel(q.mesh().world(), work, "attention", [&] {
-    std::size_t tile = 0;
+    T* next_tile = saved.probabilities.data();
     detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-      auto p = detail::probability_tile(saved.probabilities.data(), tile++, n);
+      detail::strided_map<T> p(next_tile, n, n, Eigen::OuterStride<>(n));
+      next_tile += tile_elements;
       detail::gemm(detail::destination(p), detail::operand(q.local(b).block(r, c, n, d)),
                    detail::operand(k.local(b).block(r, c, n, d)).transposed());
       p *= scale;
@@ -179,17 +171,20 @@ template <class T, class Layout, class Mesh>
   const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
   const std::int64_t n = shape.sequence;
   const std::int64_t d = shape.head_dim;
+  const auto tile_elements = static_cast<std::size_t>(n * n);
   const std::size_t tiles = detail::tile_count(q, shape);
-  if (saved.tiles != tiles || saved.probabilities.size() != tiles * static_cast<std::size_t>(n * n))
+  if (saved.probabilities.size() != tiles * tile_elements)
     throw argument_error(q.mesh().world().world_rank(), "attention_backward",
-                         "the saved forward state has " + std::to_string(saved.tiles) + " tiles, these tensors " +
-                             std::to_string(tiles) + ": pass the state of the same forward call");
+                         "the saved forward state holds " + std::to_string(saved.probabilities.size()) +
+                             " probabilities, these tensors need " + std::to_string(tiles) + " tiles of " +
+                             std::to_string(n) + "x" + std::to_string(n) + ": pass the state of the same forward call");
   attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
   run_kernel(
       q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), true), "attention backward", [&] {
-        std::size_t tile = 0;
+        const T* next_tile = saved.probabilities.data();
         detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-          const auto p = detail::probability_tile(static_cast<const T*>(saved.probabilities.data()), tile++, n);
+          const detail::strided_map<const T> p(next_tile, n, n, Eigen::OuterStride<>(n));
+          next_tile += tile_elements;
           const auto d_o = detail::operand(d_out.local(b).block(r, c, n, d));
           detail::gemm(detail::destination(grad.v.local(b).block(r, c, n, d)), detail::operand(p).transposed(), d_o);
           matrix d_p(n, n);

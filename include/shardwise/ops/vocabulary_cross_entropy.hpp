@@ -46,15 +46,10 @@ struct cross_entropy_saved {
 };
 
 namespace detail {
-// A tokens x columns matrix of the rank's storage, and the matrix it holds.
+// A rows x cols matrix of the rank's storage (counted; zeros).
 template <class T>
 [[nodiscard]] shared_buffer<T> matrix_storage(Eigen::Index rows, Eigen::Index cols) {
   return shared_buffer<T>::zeros(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
-}
-template <class T>
-[[nodiscard]] Eigen::Map<whole_matrix<T>> matrix_of(const shared_buffer<T>& storage, Eigen::Index rows,
-                                                    Eigen::Index cols) {
-  return {storage.data(), rows, cols};
 }
 }  // namespace detail
 
@@ -79,7 +74,7 @@ template <class T, split_layout Layout, class Mesh>
   saved.probabilities = shared_buffer<T>{};
   saved.probabilities = detail::matrix_storage<T>(hidden.rows(), rows.rows);
   saved.vocabulary_rows = rows.rows;
-  auto logits = detail::matrix_of(saved.probabilities, hidden.rows(), rows.rows);
+  detail::strided_map<T> logits(saved.probabilities.data(), hidden.rows(), rows.rows, Eigen::OuterStride<>(rows.rows));
   run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
              "vocabulary logits", [&] {
                detail::gemm(detail::destination(logits), detail::operand(hidden),
@@ -137,7 +132,8 @@ template <class T, split_layout Layout, class Mesh>
   const auto hidden_width = static_cast<double>(saved.hidden.cols());
   const double logit_count = tokens * vocabulary_rows;
   const auto logits_gradient_storage = detail::matrix_storage<T>(probabilities.rows(), probabilities.cols());
-  auto logits_gradient = detail::matrix_of(logits_gradient_storage, probabilities.rows(), probabilities.cols());
+  detail::strided_map<T> logits_gradient(logits_gradient_storage.data(), probabilities.rows(), probabilities.cols(),
+                                         Eigen::OuterStride<>(probabilities.cols()));
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "logits gradient", [&] {
     logits_gradient = probabilities;
     detail::for_each_owned_token(
