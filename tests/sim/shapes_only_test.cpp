@@ -14,12 +14,15 @@
 #include <vector>
 
 #include "shardwise/core/element_memory.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/family.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/nn/self_attention.hpp"
 #include "shardwise/ops/attention.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
@@ -157,6 +160,30 @@ TEST(shapes_only, the_vocabulary_cross_entropy_keeps_its_softmax_as_storage) {
     (void)vocabulary_cross_entropy_backward(saved, table, table_gradient, 1.0f);
     EXPECT_EQ(memory.bytes_held() - before, softmax);
     EXPECT_EQ(memory.high_water() - before, 2 * softmax) << "the logits' gradient beside it";
+  });
+}
+
+// A layer keeps what its backward needs from its forward until that backward, which gives it back. By
+// hand on 2 ranks, self-attention in 1-D over 2 samples of 4 positions, width 4, a head a rank: after
+// the forward it keeps its input once for the three projections (8x4 floats, 128 bytes, the tensor it
+// was given, not a copy), Q, K and V (8x2 each, 192), the probabilities (2 tiles of 4x4, 128) and the
+// heads the output projection reads (8x2, 64); after the backward nothing, beside y and dx.
+TEST(shapes_only, a_layer_keeps_its_activations_until_its_backward) {
+  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+    process_mesh mesh(world, {2});
+    using family = nn::tensor_parallel_1d<>;
+    nn::self_attention<float, family, decltype(mesh)> attention(mesh, {4, 2, 4, true}, 1);
+    const std::int64_t before = memory.bytes_held();
+    constexpr std::int64_t whole = 8 * 4 * sizeof(float), cut = 8 * 2 * sizeof(float),
+                           tiles = 2 * 4 * 4 * sizeof(float);
+    {
+      const auto y = attention.forward(dtensor<float, family::input, decltype(mesh)>(mesh, {8, 4}));
+      EXPECT_EQ(memory.bytes_held() - before, whole + 3 * cut + tiles + cut + whole) << "kept, and y";
+      const auto dx = attention.backward(y);
+      EXPECT_EQ(memory.bytes_held() - before, 2 * whole) << "y and dx alone";
+      EXPECT_THROW((void)attention.backward(y), argument_error) << "a second backward has nothing kept";
+    }
+    EXPECT_EQ(memory.bytes_held(), before);
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -53,10 +54,8 @@ class binary_cross_entropy {
 
   // scale · (σ(z) − y) for each of this rank's samples: the gradient of scale × forward's sum.
   [[nodiscard]] tensor_type backward(T scale) try {
-    if (!logits_)
-      throw argument_error(-1, "nn::binary_cross_entropy::backward",
-                           "backward before forward: the loss keeps the probabilities from forward");
-    tensor_type gradient(logits_->mesh(), logits_->extents());
+    const auto logits = take_saved(logits_, -1, "nn::binary_cross_entropy::backward", "the probabilities");
+    tensor_type gradient(logits.mesh(), logits.extents());
     auto g = gradient.local();
     const auto samples = static_cast<double>(labels_.size());
     // Per sample a difference and a product; the probability and the label read, the gradient written.

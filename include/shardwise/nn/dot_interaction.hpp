@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -78,15 +80,15 @@ class dot_interaction {
   }
 
   [[nodiscard]] gradients backward(const tensor_type& output_gradient) try {
-    if (!dense_)
-      throw argument_error(world_rank_of(output_gradient), "nn::dot_interaction::backward",
-                           "backward before forward: the interaction keeps its inputs from forward");
-    const std::int64_t D = dense_->cols(), tables = embeddings_->cols() / D;
-    gradients g{tensor_type(dense_->mesh(), dense_->extents()),
-                tensor_type(embeddings_->mesh(), embeddings_->extents())};
+    const int rank = world_rank_of(output_gradient);
+    constexpr std::string_view call = "nn::dot_interaction::backward";
+    const auto dense = take_saved(dense_, rank, call, "its dense input");
+    const auto embeddings = take_saved(embeddings_, rank, call, "its embeddings");
+    const std::int64_t D = dense.cols(), tables = embeddings.cols() / D;
+    gradients g{tensor_type(dense.mesh(), dense.extents()), tensor_type(embeddings.mesh(), embeddings.extents())};
     for (int b = 0; b < output_gradient.block_count(); ++b) {
-      const auto x = dense_->local(b);
-      const auto e = embeddings_->local(b);
+      const auto x = dense.local(b);
+      const auto e = embeddings.local(b);
       const auto dy = output_gradient.local(b);
       auto dx = g.dense.local(b);
       auto de = g.embeddings.local(b);

@@ -4,12 +4,14 @@
 // the mesh (ops/vocabulary_cross_entropy.hpp): no rank ever holds the whole logits. The head has no
 // parameter of its own; backward adds into the embedding table's gradient, beside the lookup's.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
@@ -26,7 +28,8 @@ class language_model_loss {
 
   // The mean cross-entropy in nats per token of `targets` (one per row of h), equal on every rank.
   [[nodiscard]] double forward(const input_type& h, std::span<const std::int32_t> targets) try {
-    return vocabulary_cross_entropy(all_gather(h), table_->value, targets, saved_);
+    saved_.emplace();
+    return vocabulary_cross_entropy(all_gather(h), table_->value, targets, *saved_);
   } catch (...) {
     rethrow_within_call(world_rank_of(h), call_text("nn::language_model_loss::forward", describe(h),
                                                     std::to_string(targets.size()) + " targets"));
@@ -34,18 +37,17 @@ class language_model_loss {
 
   // The gradient of forward's loss times `scale`, in h's layout; adds the table's into its gradient.
   [[nodiscard]] input_type backward(T scale = T(1)) try {
-    if (saved_.targets.empty())
-      throw argument_error(table_->value.mesh().world().world_rank(), "nn::language_model_loss::backward",
-                           "backward before forward: the loss keeps the probabilities from forward");
+    const auto saved = take_saved(saved_, table_->value.mesh().world().world_rank(),
+                                  "nn::language_model_loss::backward", "the probabilities");
     return slice<typename Family::input>(
-        table_->value.mesh(), vocabulary_cross_entropy_backward(saved_, table_->value, table_->gradient, scale));
+        table_->value.mesh(), vocabulary_cross_entropy_backward(saved, table_->value, table_->gradient, scale));
   } catch (...) {
     rethrow_within_call(world_rank_of(table_->value), call_text("nn::language_model_loss::backward"));
   }
 
  private:
   table_type* table_;
-  cross_entropy_saved<T> saved_;
+  std::optional<cross_entropy_saved<T>> saved_;
 };
 
 }  // namespace shardwise::nn

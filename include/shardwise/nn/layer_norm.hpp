@@ -10,6 +10,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/layer_norm.hpp"
 #include "shardwise/tensor/describe.hpp"
 
@@ -33,10 +34,9 @@ class layer_norm {
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
-    if (!saved_)
-      throw argument_error(gamma_.value.mesh().world().world_rank(), "nn::layer_norm::backward",
-                           "backward before forward: the layer keeps its statistics from forward");
-    auto gradients = layer_norm_backward(output_gradient, *saved_, gamma_.value);
+    const auto saved =
+        take_saved(saved_, gamma_.value.mesh().world().world_rank(), "nn::layer_norm::backward", "its statistics");
+    auto gradients = layer_norm_backward(output_gradient, saved, gamma_.value);
     gamma_.add_gradient(gradients.gamma);
     beta_.add_gradient(gradients.beta);
     return std::move(gradients.input);

@@ -5,7 +5,9 @@
 // and a pair of layouts with no product rule does not compile. The bias lives in
 // vector_layout_t<output_layout> (in 3-D the paper's diagonal storage).
 //
-// Backward, from dy:  dx = dy·Wᵀ,  dW = xᵀ·dy,  db = column sums of dy  (the input is kept from forward).
+// Backward, from dy:  dx = dy·Wᵀ,  dW = xᵀ·dy,  db = column sums of dy  (the input is kept from forward
+// to backward: a copy of it, or the tensor itself when forward is given it to keep, by move or shared
+// with other layers that read it).
 // Backward adds into the parameters' gradients (nn/parameter.hpp).
 //
 // Collective matmul (ops/collective_matmul.hpp), for 1-D tensor parallelism with sequence parallelism:
@@ -16,7 +18,7 @@
 // layer runs (in 3-D, chunks pipelines each product in bands of rows).
 #include <cmath>
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -24,6 +26,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/add_vector.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
@@ -116,20 +119,25 @@ class linear {
         bias_(mesh, {1, outputs}, T(0)),
         options_(options) {}
 
-  [[nodiscard]] output_type forward(const input_type& x) try {
-    input_.emplace(x);
-    return add_vector(product::forward(x, weight_.value, options_), bias_.value);
-  } catch (...) {
-    rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
+  [[nodiscard]] output_type forward(const input_type& x) { return forward(std::make_shared<const input_type>(x)); }
+  [[nodiscard]] output_type forward(input_type&& x) {
+    return forward(std::make_shared<const input_type>(std::move(x)));
+  }
+  // Keeps `x` itself, shared with whoever else holds it; none of them may change it before backward.
+  [[nodiscard]] output_type forward(std::shared_ptr<const input_type> x) {
+    if (!x)
+      throw argument_error(weight_.value.mesh().world().world_rank(), "nn::linear::forward",
+                           "the input to keep is an empty shared pointer");
+    input_ = std::move(x);
+    return output_of(*input_);
   }
 
   [[nodiscard]] input_type backward(const output_type& output_gradient) try {
-    if (!input_)
-      throw argument_error(weight_.value.mesh().world().world_rank(), "nn::linear::backward",
-                           "backward before forward: the layer keeps its input from forward");
+    const auto input =
+        take_saved(input_, weight_.value.mesh().world().world_rank(), "nn::linear::backward", "its input");
     auto [product_gradient, bias_gradient] = add_vector_backward(output_type(output_gradient));
     bias_.add_gradient(bias_gradient);
-    weight_.add_gradient(product::weight_gradient(*input_, product_gradient, options_));
+    weight_.add_gradient(product::weight_gradient(*input, product_gradient, options_));
     return product::input_gradient(product_gradient, weight_.value, options_);
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
@@ -145,10 +153,16 @@ class linear {
   }
 
  private:
+  [[nodiscard]] output_type output_of(const input_type& x) try {
+    return add_vector(product::forward(x, weight_.value, options_), bias_.value);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
+  }
+
   weight_type weight_;
   bias_type bias_;
   matmul_options options_;
-  std::optional<input_type> input_;
+  std::shared_ptr<const input_type> input_;
 };
 
 }  // namespace shardwise::nn

@@ -3,9 +3,12 @@
 // the first linear input -> hidden and the second hidden -> input in a tensor-parallel family
 // (nn/family.hpp). GeLU is local in every family.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/gelu.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -28,15 +31,22 @@ class mlp {
         contract_(mesh, expanded, hidden, seed + 2, products),
         activation_(activation) {}
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
-    pre_activation_.emplace(expand_.forward(x));
-    return contract_.forward(gelu(*pre_activation_, activation_));
-  } catch (...) {
-    rethrow_within_call(world_rank_of(x), call_text("nn::mlp::forward", describe(x)));
+  // The first linear keeps a copy of `x`, or `x` itself when given to keep.
+  [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward(tensor_type(x)); }
+  [[nodiscard]] tensor_type forward(tensor_type&& x) {
+    const auto input = std::make_shared<const tensor_type>(std::move(x));
+    try {
+      pre_activation_.emplace(expand_.forward(input));
+      return contract_.forward(gelu(*pre_activation_, activation_));
+    } catch (...) {
+      rethrow_within_call(world_rank_of(*input), call_text("nn::mlp::forward", describe(*input)));
+    }
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
-    return expand_.backward(gelu_backward(contract_.backward(output_gradient), *pre_activation_, activation_));
+    const auto pre_activation =
+        take_saved(pre_activation_, world_rank_of(output_gradient), "nn::mlp::backward", "its pre-activation");
+    return expand_.backward(gelu_backward(contract_.backward(output_gradient), pre_activation, activation_));
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::mlp::backward", describe(output_gradient)));
   }

@@ -13,11 +13,13 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/linear.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/elementwise.hpp"
@@ -50,7 +52,8 @@ class relu_mlp {
   [[nodiscard]] tensor_type forward(const tensor_type& x) try {
     std::optional<tensor_type> y;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      outputs_[l].emplace(layers_[l].forward(y ? *y : x));
+      // Each layer keeps its input: the last layer's activation is given, x is copied.
+      outputs_[l].emplace(y ? layers_[l].forward(std::move(*y)) : layers_[l].forward(x));
       y.emplace(activated(l) ? transform(*outputs_[l], [](T v) { return v > T(0) ? v : T(0); }) : *outputs_[l]);
     }
     return std::move(*y);
@@ -62,8 +65,10 @@ class relu_mlp {
     std::optional<tensor_type> gradient;
     for (std::size_t l = layers_.size(); l-- > 0;) {
       const tensor_type& dy = gradient ? *gradient : output_gradient;
+      const tensor_type output =
+          take_saved(outputs_[l], world_rank_of(output_gradient), "nn::relu_mlp::backward", "its layers' outputs");
       gradient.emplace(layers_[l].backward(
-          activated(l) ? transform(dy, *outputs_[l], [](T g, T pre) { return pre > T(0) ? g : T(0); }) : dy));
+          activated(l) ? transform(dy, output, [](T g, T pre) { return pre > T(0) ? g : T(0); }) : dy));
     }
     return std::move(*gradient);
   } catch (...) {

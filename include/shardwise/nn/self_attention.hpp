@@ -8,10 +8,14 @@
 // ranks the rows are cut over and the heads by the ranks the columns are cut over (the table in
 // ops/attention.hpp); other shapes throw argument_error from the first forward, naming the rule.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/attention.hpp"
 #include "shardwise/tensor/accumulate.hpp"
@@ -42,18 +46,27 @@ class self_attention {
         value_(mesh, options.hidden, options.hidden, seed + 3, products),
         output_(mesh, options.hidden, options.hidden, seed + 4, products) {}
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
-    q_.emplace(query_.forward(x));
-    k_.emplace(key_.forward(x));
-    v_.emplace(value_.forward(x));
-    return output_.forward(attention_forward(*q_, *k_, *v_, shape_, saved_));
-  } catch (...) {
-    rethrow_within_call(world_rank_of(x), call_text("nn::self_attention::forward", describe(x)));
+  // The three projections keep their one input together: a copy of `x`, or `x` itself when given to keep.
+  [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward(tensor_type(x)); }
+  [[nodiscard]] tensor_type forward(tensor_type&& x) {
+    const auto input = std::make_shared<const tensor_type>(std::move(x));
+    try {
+      q_.emplace(query_.forward(input));
+      k_.emplace(key_.forward(input));
+      v_.emplace(value_.forward(input));
+      return output_.forward(attention_forward(*q_, *k_, *v_, shape_, saved_));
+    } catch (...) {
+      rethrow_within_call(world_rank_of(*input), call_text("nn::self_attention::forward", describe(*input)));
+    }
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
+    const int rank = world_rank_of(output_gradient);
+    constexpr std::string_view call = "nn::self_attention::backward";
+    const auto q = take_saved(q_, rank, call, "its queries"), k = take_saved(k_, rank, call, "its keys"),
+               v = take_saved(v_, rank, call, "its values");
     const auto heads_gradient = output_.backward(output_gradient);
-    const auto g = attention_backward(*q_, *k_, *v_, heads_gradient, shape_, saved_);
+    const auto g = attention_backward(q, k, v, heads_gradient, shape_, std::exchange(saved_, {}));
     auto input_gradient = query_.backward(g.q);
     accumulate(input_gradient, key_.backward(g.k));
     accumulate(input_gradient, value_.backward(g.v));
