@@ -13,7 +13,9 @@
 // its labels read "Section 6.1, Transformer, 1024 chips, replicated update" and alike. With
 // --reduce-during-backward MIB its gradients lie in buckets of MIB MiB whose reductions start as the
 // backward pass completes them, the communicator on a stream of its own (docs/sharded-update.md).
-// Each row: {paper, table, row, quantity, simulated, published, note?, alternative?, absolute?}. The
+// Each row: {paper, table, row, quantity, simulated, published, note?, alternative?, absolute?,
+// storage_mib?} (storage_mib: the largest device's storage high-water mark, on a configuration's last
+// time row). The
 // 3-D paper's times are in seconds; the weight-update paper's in milliseconds, and its rows are
 // "absolute" (the simulated step is the whole model's, so no unknown factor stands between the two).
 // And the fused computation-collective paper (Punniyamurthy et al.: "GPU-initiated Fine-grained
@@ -230,7 +232,12 @@ struct output_row {
   bool alternative;
   const char* paper_name = paper;
   bool absolute = false;  // the published value is the simulated quantity itself, with no unknown factor
+  // The configuration's storage high-water mark on its largest device, on the row that closes its
+  // configuration (0: none), so that check-modelled-results holds the docs' storage figures too.
+  double storage_mib = 0;
 };
+
+double mebibytes(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 std::string format_row(const output_row& r) {
   char numbers[96];
@@ -240,6 +247,10 @@ std::string format_row(const output_row& r) {
   if (!r.note.empty()) line += ", \"note\": " + json_string(r.note);
   if (r.alternative) line += ", \"alternative\": true";
   if (r.absolute) line += ", \"absolute\": true";
+  if (r.storage_mib > 0) {
+    std::snprintf(numbers, sizeof numbers, ", \"storage_mib\": %.6g", r.storage_mib);
+    line += numbers;
+  }
   return line + "}";
 }
 
@@ -383,11 +394,11 @@ void weight_update_rows(const std::vector<std::string>& only, std::size_t bucket
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     std::fprintf(stderr, "%s %s: step %.3f ms, update phase %.3f ms, storage %.0f MiB per core; %.1f s wall\n",
                  weight_update_table, row.c_str(), times.step * 1e3, times.update * 1e3,
-                 static_cast<double>(times.storage_high_water) / (1 << 20), wall);
+                 mebibytes(times.storage_high_water), wall);
     const bool alternative = variant == update_variant::sharded_in_all;
     const double published = variant == update_variant::replicated ? step_replicated_ms : step_sharded_ms;
     output.push_back({weight_update_table, row, "step time (ms)", model_note, times.step * 1e3, published, alternative,
-                      weight_update_paper, true});
+                      weight_update_paper, true, mebibytes(times.storage_high_water)});
     (variant == update_variant::replicated          ? replicated
      : variant == update_variant::sharded_in_groups ? grouped
                                                     : everywhere) = times;
@@ -598,12 +609,12 @@ arguments parse(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       parsed.only.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--reduce-during-backward") == 0 && i + 1 < argc) {
-      const double mebibytes = std::atof(argv[++i]);
-      if (!(mebibytes > 0)) {
+      const double bucket_mib = std::atof(argv[++i]);
+      if (!(bucket_mib > 0)) {
         std::fprintf(stderr, "--reduce-during-backward needs a bucket size in MiB, above 0\n");
         std::exit(2);
       }
-      parsed.buckets_during_backward = static_cast<std::size_t>(mebibytes * (1 << 20) / sizeof(float));
+      parsed.buckets_during_backward = static_cast<std::size_t>(bucket_mib * (1 << 20) / sizeof(float));
     } else {
       std::fprintf(stderr, "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB]\n", argv[0]);
       std::exit(2);
@@ -668,14 +679,14 @@ int main(int argc, char** argv) {
                  "storage %.0f MiB per GPU; %.1f s wall\n",
                  source.table, family_name(source.family), source.gpus, static_cast<long long>(source.batch),
                  static_cast<long long>(hidden), times.forward, times.backward, times.makespan,
-                 static_cast<double>(times.storage_high_water) / (1 << 20), wall);
+                 mebibytes(times.storage_high_water), wall);
 
     const auto batch = static_cast<double>(source.batch);
     output.push_back({source.table, row, "forward time (s)", note, times.forward, source.forward, source.alternative});
     output.push_back(
         {source.table, row, "backward time (s)", note, times.backward, source.backward, source.alternative});
     output.push_back({source.table, row, "average step time (s)", note, (times.forward + times.backward) / batch,
-                      source.average_step, source.alternative});
+                      source.average_step, source.alternative, paper, false, mebibytes(times.storage_high_water)});
     simulated.push_back({&source, times});
   }
 
