@@ -13,9 +13,11 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +25,7 @@
 
 #include "benchmark_main.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/core/block_cache.hpp"
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
@@ -66,13 +69,18 @@ void shardwise_steps(benchmark::State& state, int replicas, int group) {
         (void)update.step(mesh.data(), mesh.tensor_parallel().world(), {1e-3f, 1.0f});
       };
       // Activations: what the model's first forward pass leaves on the heap for backward, per rank.
+      // Each rank's cache of freed blocks (core/block_cache.hpp) is emptied first, and what the pass's
+      // temporaries leave in it is not counted.
+      sw::block_cache::release_this_thread();
       world.barrier();
       const std::size_t before = heap_bytes();
       world.barrier();
       const auto b = corpus.training_batch(1, mesh.replica(), replicas, batch / replicas, config.context, 1);
       (void)model.forward(b.tokens, b.targets);
-      world.barrier();
-      if (world.rank() == 0) activations = (heap_bytes() - before) / static_cast<std::size_t>(ranks);
+      std::array<double, 1> cached{static_cast<double>(sw::block_cache::cached_bytes())};
+      world.all_reduce(std::span<double>(cached));
+      if (world.rank() == 0)
+        activations = (heap_bytes() - before - static_cast<std::size_t>(cached[0])) / static_cast<std::size_t>(ranks);
       world.barrier();
       model.backward();
       update.zero_gradients();

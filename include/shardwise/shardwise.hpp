@@ -12,6 +12,7 @@
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/comm/traffic.hpp"
 #include "shardwise/core/bf16.hpp"
+#include "shardwise/core/block_cache.hpp"
 #include "shardwise/core/crc32c.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"

@@ -132,6 +132,7 @@ void expect_layer_equals_serial(Comm& comm, fused::pooling how) {
     // Backward: each piece's touched rows against the serial gradient's rows; the paths bit for bit.
     layer.backward(gradient);
     baseline_layer->backward(gradient);
+    EXPECT_THROW(layer.backward(gradient), argument_error) << what << ": a second backward of one forward";
     std::vector<nn::sparse_parameter<T>*> unfused_pieces;
     baseline_layer->for_each_sparse_parameter(
         [&](const std::string&, nn::sparse_parameter<T>& p) { unfused_pieces.push_back(&p); });

@@ -20,8 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "shardwise/core/block_cache.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/block_cyclic_2d.hpp"
 #include "shardwise/layout/layout.hpp"
@@ -210,6 +212,34 @@ TYPED_TEST(dtensor_test, bound_storage_lives_in_the_buffer) {
         EXPECT_THROW(other.bind(buffer.view(0, stored + 1)), argument_error);
       },
       {1, 2, 3});
+}
+
+// The memory of a freed buffer is kept by the thread that frees it for the next buffer of the same
+// size, zeroed again; a thread keeps no more than it once had in use at the same time (on a thread of
+// its own, so the counts start at zero).
+TEST(shared_buffer, freed_memory_is_reused_for_a_buffer_of_its_size) {
+  if (!block_cache::keeps_blocks) GTEST_SKIP() << "blocks go back to the sanitizer's allocator";
+  std::thread([] {
+    const double* first = nullptr;
+    {
+      const auto a = shared_buffer<double>::zeros(1000);
+      a.span()[5] = 7;
+      first = a.data();
+    }
+    EXPECT_EQ(block_cache::cached_bytes(), 8000u);
+    auto b = shared_buffer<double>::zeros(1000);
+    EXPECT_EQ(b.data(), first) << "the freed block, reused";
+    EXPECT_EQ(b.span()[5], 0.0) << "zeroed again";
+    EXPECT_EQ(block_cache::cached_bytes(), 0u);
+    {
+      const auto c = shared_buffer<double>::zeros(10);
+    }  // 8080 bytes in use at once
+    b = {};
+    EXPECT_EQ(block_cache::cached_bytes(), 8080u);
+    auto d = shared_buffer<double>::zeros(2000);  // not cached: a new block, 16000 in use
+    d = {};
+    EXPECT_EQ(block_cache::cached_bytes(), 8080u) << "8080 + 16000 is more than was ever in use at once";
+  }).join();
 }
 
 }  // namespace

@@ -11,15 +11,16 @@
 // A buffer starts on a 64-byte boundary (a cache line, an AVX-512 vector). Eigen's vectorised
 // reductions split a row into a scalar head up to the first aligned address and whole vectors after
 // it, so a sum's rounding depends on where its data starts modulo the vector size: with every buffer
-// aligned alike, the same computation on the same offsets gives the same bits in every run.
+// aligned alike, the same computation on the same offsets gives the same bits in every run. The memory
+// comes from, and goes back to, the thread's cache of freed blocks (core/block_cache.hpp).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <span>
 #include <type_traits>
 
+#include "shardwise/core/block_cache.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/element_memory.hpp"
 
@@ -30,7 +31,7 @@ class shared_buffer {
  public:
   shared_buffer() = default;
 
-  static constexpr std::size_t alignment = 64;
+  static constexpr std::size_t alignment = block_cache::alignment;
 
   // `count` value-initialised elements (zeros for arithmetic types): storage of a tensor, of parameters
   // or of optimizer state, counted by the rank's element_memory (core/element_memory.hpp) while it
@@ -78,13 +79,13 @@ class shared_buffer {
       if (!element_memory::stored_on_this_thread()) elements = static_cast<T*>(element_memory::unstored_values(bytes));
     buffer.stored_ = elements == nullptr;
     if (buffer.stored_) {
-      elements = static_cast<T*>(::operator new[](bytes, std::align_val_t{alignment}));
+      elements = static_cast<T*>(block_cache::take(bytes));
       if (element_memory::stored_on_this_thread()) std::uninitialized_value_construct_n(elements, count);
     }
     if (counted != nullptr) counted->allocated(static_cast<std::int64_t>(count * sizeof(T)));
-    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, count, stored = buffer.stored_](T* p) {
+    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, count, bytes, stored = buffer.stored_](T* p) {
       if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)));
-      if (stored) ::operator delete[](p, std::align_val_t{alignment});
+      if (stored) block_cache::give_back(p, bytes);
     });
     buffer.data_ = elements;
     buffer.size_ = count;

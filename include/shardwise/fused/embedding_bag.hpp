@@ -17,7 +17,8 @@
 //              The bags must stay alive until backward, which reads them again.
 //   backward   from the output's gradient: each piece receives its columns for the whole global batch
 //              and adds every lookup's gradient into its touched rows (nn/sparse_parameter.hpp), fused
-//              with the all-to-all that brings them (the operator's backward).
+//              with the all-to-all that brings them (the operator's backward). Each forward takes one
+//              backward: a backward with no forward before it, or a second one, throws.
 //
 // `group` is the model-parallel group: the ranks the tables are spread over, each also a data-parallel
 // replica with its own samples. `mesh` is where this rank's dense layers live: one rank (a
@@ -27,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -37,6 +39,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -114,10 +117,10 @@ class embedding_bag {
       throw argument_error(group_->world_rank(), "fused::embedding_bag::forward",
                            "this rank holds pieces of " + std::to_string(input_tables_.size()) + " tables; got " +
                                std::to_string(bags.size()) + " bag sets");
-    piece_bags(bags);
+    piece_bags_ = bags_of_pieces(bags);
     std::vector<std::span<const T>> values;
     for (const auto& p : pieces_) values.push_back(p.values());
-    const auto pooled = (*operator_)(values, piece_bags_);
+    const auto pooled = (*operator_)(values, *piece_bags_);
     // Each table's columns: its one piece's, or the sum of its row-wise pieces' in rank order.
     output_type out(*mesh_, {rows(), width_});
     if (!element_memory::stored_on_this_thread()) return out;  // shapes only: no values to place
@@ -145,9 +148,8 @@ class embedding_bag {
 
   // Adds the gradient of the tables' pieces this rank holds, given the gradient of forward's output.
   void backward(const output_type& output_gradient) try {
-    if (!forwarded_)
-      throw argument_error(group_->world_rank(), "fused::embedding_bag::backward",
-                           "backward before forward: the layer keeps its lookups from forward");
+    const auto piece_bags =
+        nn::take_saved(piece_bags_, group_->world_rank(), "fused::embedding_bag::backward", "its lookups");
     // Every piece takes its table's columns.
     const auto& plan = operator_->plan();
     const auto pooled_width = static_cast<std::size_t>(plan.row_width());
@@ -168,7 +170,7 @@ class embedding_bag {
     }
     std::vector<nn::sparse_rows<T>*> gradients;
     for (auto& p : pieces_) gradients.push_back(&p.gradient);
-    operator_->backward(std::span<const T>(piece_gradient), piece_bags_,
+    operator_->backward(std::span<const T>(piece_gradient), piece_bags,
                         std::span<nn::sparse_rows<T>* const>(gradients));
   } catch (...) {
     rethrow_within_call(group_->world_rank(), call_text("fused::embedding_bag::backward", describe(output_gradient)));
@@ -239,17 +241,16 @@ class embedding_bag {
 
   // The operator's bags for this rank's pieces: a whole table's as given; a row-wise piece's, the
   // lookups in its rows, made local to it, and each bag's whole length for the mean.
-  void piece_bags(std::span<const embedding_bags> bags) {
-    piece_bags_.clear();
+  [[nodiscard]] std::vector<embedding_bags> bags_of_pieces(std::span<const embedding_bags> bags) {
+    std::vector<embedding_bags> piece_bags;
     filtered_.resize(pieces_.size());
-    forwarded_ = true;
     for (std::size_t k = 0; k < pieces_.size(); ++k) {
       const auto& p = pieces_[k];
       const auto input = static_cast<std::size_t>(
           std::lower_bound(input_tables_.begin(), input_tables_.end(), p.table) - input_tables_.begin());
       const auto& given = bags[input];
       if (tables_[static_cast<std::size_t>(p.table)].sharding == table_sharding::table_wise) {
-        piece_bags_.push_back(given);
+        piece_bags.push_back(given);
         continue;
       }
       auto& f = filtered_[k];
@@ -270,8 +271,9 @@ class embedding_bag {
         f.offsets.push_back(static_cast<std::int64_t>(f.indices.size()));
         f.lengths.push_back(given.offsets[b + 1] - given.offsets[b]);
       }
-      piece_bags_.push_back({f.offsets, f.indices, f.lengths});
+      piece_bags.push_back({f.offsets, f.indices, f.lengths});
     }
+    return piece_bags;
   }
 
   struct filtered_bags {
@@ -286,10 +288,10 @@ class embedding_bag {
   std::unique_ptr<operator_type> operator_;
   std::vector<nn::sparse_parameter<T>> pieces_;  // this rank's shards, in order
   std::vector<int> input_tables_;
-  std::vector<filtered_bags> filtered_;     // per piece, for row-wise pieces
-  std::vector<embedding_bags> piece_bags_;  // per piece, the operator's bags of the last forward
+  std::vector<filtered_bags> filtered_;  // per piece, for row-wise pieces
+  // Per piece, the operator's bags of a forward, until its backward.
+  std::optional<std::vector<embedding_bags>> piece_bags_;
   std::vector<T> piece_gradient_;
-  bool forwarded_ = false;
 };
 
 }  // namespace shardwise::fused

@@ -11,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "shardwise/core/error.hpp"
@@ -51,22 +50,22 @@ class self_attention {
   [[nodiscard]] tensor_type forward(tensor_type&& x) {
     const auto input = std::make_shared<const tensor_type>(std::move(x));
     try {
-      q_.emplace(query_.forward(input));
-      k_.emplace(key_.forward(input));
-      v_.emplace(value_.forward(input));
-      return output_.forward(attention_forward(*q_, *k_, *v_, shape_, saved_));
+      kept_.reset();  // the last forward's, given back first
+      auto& kept =
+          kept_.emplace(kept_for_backward{query_.forward(input), key_.forward(input), value_.forward(input), {}});
+      return output_.forward(attention_forward(kept.q, kept.k, kept.v, shape_, kept.probabilities));
     } catch (...) {
       rethrow_within_call(world_rank_of(*input), call_text("nn::self_attention::forward", describe(*input)));
     }
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
-    const int rank = world_rank_of(output_gradient);
-    constexpr std::string_view call = "nn::self_attention::backward";
-    const auto q = take_saved(q_, rank, call, "its queries"), k = take_saved(k_, rank, call, "its keys"),
-               v = take_saved(v_, rank, call, "its values");
+    auto kept = take_saved(kept_, world_rank_of(output_gradient), "nn::self_attention::backward",
+                           "its queries, keys, values and attention probabilities");
     const auto heads_gradient = output_.backward(output_gradient);
-    const auto g = attention_backward(q, k, v, heads_gradient, shape_, std::exchange(saved_, {}));
+    // The probabilities are given back as soon as attention's backward has read them.
+    const auto g =
+        attention_backward(kept.q, kept.k, kept.v, heads_gradient, shape_, std::exchange(kept.probabilities, {}));
     auto input_gradient = query_.backward(g.q);
     accumulate(input_gradient, key_.backward(g.k));
     accumulate(input_gradient, value_.backward(g.v));
@@ -96,8 +95,11 @@ class self_attention {
   attention_shape shape_;
   first_linear query_, key_, value_;
   second_linear output_;
-  std::optional<typename first_linear::output_type> q_, k_, v_;
-  attention_saved<T> saved_;
+  struct kept_for_backward {
+    typename first_linear::output_type q, k, v;
+    attention_saved<T> probabilities;
+  };
+  std::optional<kept_for_backward> kept_;
 };
 
 }  // namespace shardwise::nn
