@@ -31,6 +31,7 @@
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/model/sample.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/lamb.hpp"
@@ -309,8 +310,10 @@ void train(Communicator& world, const options& o) {
   say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
       o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
 
-  // The validation loss: the same held-out samples every time, split over the replicas.
+  // The validation loss: the same held-out samples every time, split over the replicas; under
+  // no_grad the layers keep nothing for a backward.
   const auto validation_loss = [&] {
+    const sw::nn::no_grad evaluating;
     double sum = 0;
     for (long b = 0; b < o.eval_batches; ++b) {
       const auto batch = corpus.validation_batch(b, data.rank(), o.data_parallel, replica_batch, o.model.context);

@@ -36,6 +36,7 @@
 #include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/dlrm.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -234,6 +235,7 @@ void train(Communicator& world, const options& o) {
   };
   // The held-out loss, AUC and accuracy: the same batches every time, every prediction gathered.
   const auto evaluate = [&] {
+    const sw::nn::no_grad evaluating;  // nothing kept for a backward
     held_out result;
     std::vector<double> scores, labels;
     for (long b = 0; b < o.eval_batches; ++b) {

@@ -101,6 +101,7 @@
 #include "shardwise/model/sample.hpp"
 #include "shardwise/nn/embedding.hpp"
 #include "shardwise/nn/language_model_loss.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"

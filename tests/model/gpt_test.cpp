@@ -15,8 +15,10 @@
 
 #include "model/gpt_checks.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "support/backends.hpp"
 
 namespace {
@@ -93,6 +95,31 @@ TYPED_TEST(gpt_test, backward_tells_each_parameter_once_its_gradient_is_complete
           EXPECT_EQ(told[p], 1) << "parameter " << p;
           EXPECT_EQ(when_told[p], std::vector<double>(gradients[p].begin(), gradients[p].end())) << "parameter " << p;
         }
+      },
+      {1, 2, 4});
+}
+
+// Under nn::no_grad the model's forward gives the same loss, bit for bit, and keeps nothing for a
+// backward, which then throws on every rank; the next forward without the guard keeps again.
+TYPED_TEST(gpt_test, a_forward_under_no_grad_gives_the_loss_and_keeps_nothing) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, config);
+        std::vector<std::int32_t> tokens, targets;
+        for (std::int64_t i = 0; i < 2 * config.context; ++i) {
+          tokens.push_back(token_at(i));
+          targets.push_back(token_at(i + 1));
+        }
+        const double training = gpt.forward(tokens, targets);
+        gpt.backward();
+        {
+          const nn::no_grad evaluating;
+          EXPECT_EQ(gpt.forward(tokens, targets), training);
+          EXPECT_THROW(gpt.backward(), argument_error);
+        }
+        EXPECT_EQ(gpt.forward(tokens, targets), training);
+        gpt.backward();
       },
       {1, 2, 4});
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -21,6 +22,7 @@
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/family.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/nn/self_attention.hpp"
 #include "shardwise/ops/attention.hpp"
@@ -141,49 +143,82 @@ TEST(shapes_only, attention_keeps_its_probabilities_as_storage) {
   });
 }
 
-// The vocabulary's cross-entropy keeps the softmax of this rank's 3 of 6 vocabulary rows for 5 tokens
-// (60 bytes), computed in place of the logits; its backward holds the logits' gradient (60 bytes)
-// beside it while it runs.
-TEST(shapes_only, the_vocabulary_cross_entropy_keeps_its_softmax_as_storage) {
+// The vocabulary's cross-entropy keeps the hidden states it is given, whole on each rank (5 tokens of
+// width 4, 80 bytes), and the softmax of this rank's 3 of 6 vocabulary rows (60 bytes), computed in
+// place of the logits; its backward holds the logits' gradient (60 bytes) and the hidden states'
+// (80 bytes, which it returns) beside them.
+TEST(shapes_only, the_vocabulary_cross_entropy_keeps_its_inputs_and_softmax_as_storage) {
   on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
     process_mesh mesh(world, {2});
     using vocabulary = split<rows_over<0>, cols_over<>, ragged>;
     dtensor<float, vocabulary, decltype(mesh)> table(mesh, {6, 4}), table_gradient(mesh, {6, 4});
     const std::vector<std::int32_t> targets{0, 5, 2, 3, 1};
-    cross_entropy_saved<float> saved;
+    std::optional<cross_entropy_saved<float, decltype(mesh)>> saved;
     const std::int64_t before = memory.bytes_held();
     ASSERT_EQ(memory.high_water(), before);
-    constexpr std::int64_t softmax = 5 * 3 * sizeof(float);
-    (void)vocabulary_cross_entropy(whole_matrix<float>(whole_matrix<float>::Zero(5, 4)), table, targets, saved);
-    EXPECT_EQ(memory.bytes_held() - before, softmax);
-    EXPECT_EQ(memory.high_water() - before, softmax) << "in place of the logits";
-    (void)vocabulary_cross_entropy_backward(saved, table, table_gradient, 1.0f);
-    EXPECT_EQ(memory.bytes_held() - before, softmax);
-    EXPECT_EQ(memory.high_water() - before, 2 * softmax) << "the logits' gradient beside it";
+    constexpr std::int64_t hidden = 5 * 4 * sizeof(float), softmax = 5 * 3 * sizeof(float);
+    (void)vocabulary_cross_entropy(dtensor<float, replicated<>, decltype(mesh)>(mesh, {5, 4}), table, targets, saved);
+    EXPECT_EQ(memory.bytes_held() - before, hidden + softmax);
+    EXPECT_EQ(memory.high_water() - before, hidden + softmax) << "the softmax in place of the logits";
+    const auto hidden_gradient = vocabulary_cross_entropy_backward(*saved, table, table_gradient, 1.0f);
+    EXPECT_EQ(memory.bytes_held() - before, 2 * hidden + softmax);
+    EXPECT_EQ(memory.high_water() - before, 2 * hidden + 2 * softmax) << "the logits' gradient beside them";
   });
 }
 
-// A layer keeps what its backward needs from its forward until that backward, which gives it back. By
-// hand on 2 ranks, self-attention in 1-D over 2 samples of 4 positions, width 4, a head a rank: after
-// the forward it keeps its input once for the three projections (8x4 floats, 128 bytes, the tensor it
-// was given, not a copy), Q, K and V (8x2 each, 192), the probabilities (2 tiles of 4x4, 128) and the
-// heads the output projection reads (8x2, 64); after the backward nothing, beside y and dx.
-TEST(shapes_only, a_layer_keeps_its_activations_until_its_backward) {
-  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+// Self-attention in 1-D on 2 ranks over 2 samples of 4 positions, width 4, a head a rank, run by
+// `body(attention, input, memory)` in both modes, and what it keeps counted by hand: its input once for
+// the three projections (8x4 floats, 128 bytes, the tensor it was given, not a copy), Q, K and V (8x2
+// each, 192), the probabilities (2 tiles of 4x4, 128) and the heads the output projection reads (8x2,
+// 64); y is 8x4 too.
+constexpr std::int64_t attention_whole = 8 * 4 * sizeof(float);
+constexpr std::int64_t attention_kept =
+    attention_whole + 3 * 8 * 2 * sizeof(float) + 2 * 4 * 4 * sizeof(float) + 8 * 2 * sizeof(float);
+template <class Body>
+void with_small_attention(Body body) {
+  on_two_gpus_in_both_modes([&](sim_gpu::communicator& world, const element_memory& memory) {
     process_mesh mesh(world, {2});
     using family = nn::tensor_parallel_1d<>;
     nn::self_attention<float, family, decltype(mesh)> attention(mesh, {4, 2, 4, true}, 1);
+    body(attention, [&] { return dtensor<float, family::input, decltype(mesh)>(mesh, {8, 4}); }, memory);
+  });
+}
+
+// A layer keeps what its backward needs from its forward until that backward, which gives it back:
+// after the backward nothing, beside y and dx.
+TEST(shapes_only, a_layer_keeps_its_activations_until_its_backward) {
+  with_small_attention([](auto& attention, auto input, const element_memory& memory) {
     const std::int64_t before = memory.bytes_held();
-    constexpr std::int64_t whole = 8 * 4 * sizeof(float), cut = 8 * 2 * sizeof(float),
-                           tiles = 2 * 4 * 4 * sizeof(float);
     {
-      const auto y = attention.forward(dtensor<float, family::input, decltype(mesh)>(mesh, {8, 4}));
-      EXPECT_EQ(memory.bytes_held() - before, whole + 3 * cut + tiles + cut + whole) << "kept, and y";
+      const auto y = attention.forward(input());
+      EXPECT_EQ(memory.bytes_held() - before, attention_kept + attention_whole) << "kept, and y";
       const auto dx = attention.backward(y);
-      EXPECT_EQ(memory.bytes_held() - before, 2 * whole) << "y and dx alone";
+      EXPECT_EQ(memory.bytes_held() - before, 2 * attention_whole) << "y and dx alone";
       EXPECT_THROW((void)attention.backward(y), argument_error) << "a second backward has nothing kept";
     }
     EXPECT_EQ(memory.bytes_held(), before);
+  });
+}
+
+// Under nn::no_grad the same layer keeps nothing: after the forward only y is held, and Q, K, V and the
+// probabilities are given back before the output projection, so the forward's mark is lower than the
+// same forward's when it keeps them. A backward then has nothing to pair with, and a forward after the
+// guard keeps again.
+TEST(shapes_only, a_layer_under_no_grad_keeps_nothing) {
+  with_small_attention([](auto& attention, auto input, const element_memory& memory) {
+    const std::int64_t before = memory.bytes_held();
+    {
+      const nn::no_grad evaluating;
+      EXPECT_FALSE(nn::no_grad::keeps_for_backward());
+      const auto y = attention.forward(input());
+      EXPECT_EQ(memory.bytes_held() - before, attention_whole) << "y alone";
+      EXPECT_THROW((void)attention.backward(y), argument_error) << "nothing kept under no_grad";
+    }
+    const std::int64_t evaluating_mark = memory.high_water() - before;
+    EXPECT_TRUE(nn::no_grad::keeps_for_backward());
+    const auto y = attention.forward(input());
+    EXPECT_EQ(memory.bytes_held() - before, attention_kept + attention_whole) << "kept again";
+    EXPECT_LT(evaluating_mark, memory.high_water() - before);
   });
 }
 

@@ -39,6 +39,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -121,6 +122,7 @@ class embedding_bag {
     std::vector<std::span<const T>> values;
     for (const auto& p : pieces_) values.push_back(p.values());
     const auto pooled = (*operator_)(values, *piece_bags_);
+    nn::release_under_no_grad(piece_bags_);
     // Each table's columns: its one piece's, or the sum of its row-wise pieces' in rank order.
     output_type out(*mesh_, {rows(), width_});
     if (!element_memory::stored_on_this_thread()) return out;  // shapes only: no values to place

@@ -17,6 +17,7 @@
 
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/model/gpt.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/tensor/distribute.hpp"
 
 namespace shardwise::model {
@@ -24,6 +25,7 @@ namespace shardwise::model {
 template <class T, class Family, class Mesh, class Token>
 [[nodiscard]] std::vector<Token> sample(gpt<T, Family, Mesh>& model, std::span<const Token> prompt, long count,
                                         std::uint64_t seed) {
+  const nn::no_grad sampling;  // the forward passes keep nothing for a backward
   const std::int64_t context = model.config().context;
   std::int64_t samples = 1;  // the parts the family cuts the rows into: one sample each
   for (const std::size_t a : Family::input::row_axes) samples *= model.mesh().shape()[a];

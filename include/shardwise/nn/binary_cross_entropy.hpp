@@ -14,6 +14,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -47,6 +48,7 @@ class binary_cross_entropy {
                  labels_.assign(labels.begin(), labels.end());
                });
     logits_.emplace(logits.mesh(), logits.extents());
+    release_under_no_grad(logits_);
     return sum;
   } catch (...) {
     rethrow_within_call(world_rank_of(logits), call_text("nn::binary_cross_entropy::forward", describe(logits)));

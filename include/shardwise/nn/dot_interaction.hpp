@@ -20,6 +20,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -71,8 +72,12 @@ class dot_interaction {
         }
       });
     }
-    dense_.emplace(dense);
-    embeddings_.emplace(embeddings);
+    if (no_grad::keeps_for_backward()) {
+      dense_.emplace(dense);
+      embeddings_.emplace(embeddings);
+    } else {
+      release_under_no_grad(dense_, embeddings_);
+    }
     return out;
   } catch (...) {
     rethrow_within_call(world_rank_of(dense),

@@ -10,6 +10,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/nn/family.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/vocabulary_cross_entropy.hpp"
@@ -28,8 +29,9 @@ class language_model_loss {
 
   // The mean cross-entropy in nats per token of `targets` (one per row of h), equal on every rank.
   [[nodiscard]] double forward(const input_type& h, std::span<const std::int32_t> targets) try {
-    saved_.emplace();
-    return vocabulary_cross_entropy(all_gather(h), table_->value, targets, *saved_);
+    const double loss = vocabulary_cross_entropy(redistribute<replicated<>>(h), table_->value, targets, saved_);
+    release_under_no_grad(saved_);
+    return loss;
   } catch (...) {
     rethrow_within_call(world_rank_of(h), call_text("nn::language_model_loss::forward", describe(h),
                                                     std::to_string(targets.size()) + " targets"));
@@ -39,15 +41,15 @@ class language_model_loss {
   [[nodiscard]] input_type backward(T scale = T(1)) try {
     const auto saved = take_saved(saved_, table_->value.mesh().world().world_rank(),
                                   "nn::language_model_loss::backward", "the probabilities");
-    return slice<typename Family::input>(
-        table_->value.mesh(), vocabulary_cross_entropy_backward(saved, table_->value, table_->gradient, scale));
+    return redistribute<typename Family::input>(
+        vocabulary_cross_entropy_backward(saved, table_->value, table_->gradient, scale));
   } catch (...) {
     rethrow_within_call(world_rank_of(table_->value), call_text("nn::language_model_loss::backward"));
   }
 
  private:
   table_type* table_;
-  std::optional<cross_entropy_saved<T>> saved_;
+  std::optional<cross_entropy_saved<T, Mesh>> saved_;
 };
 
 }  // namespace shardwise::nn

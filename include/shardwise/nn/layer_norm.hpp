@@ -9,6 +9,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/layer_norm.hpp"
@@ -28,6 +29,7 @@ class layer_norm {
   [[nodiscard]] tensor_type forward(const tensor_type& x) try {
     auto [y, saved] = shardwise::layer_norm(x, gamma_.value, beta_.value, epsilon_);
     saved_.emplace(std::move(saved));
+    release_under_no_grad(saved_);
     return std::move(y);
   } catch (...) {
     rethrow_within_call(world_rank_of(x), call_text("nn::layer_norm::forward", describe(x)));

@@ -25,6 +25,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/parameter.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/add_vector.hpp"
@@ -119,8 +120,14 @@ class linear {
         bias_(mesh, {1, outputs}, T(0)),
         options_(options) {}
 
-  [[nodiscard]] output_type forward(const input_type& x) { return forward(std::make_shared<const input_type>(x)); }
+  // Keeps a copy of `x` for backward (none under nn::no_grad).
+  [[nodiscard]] output_type forward(const input_type& x) {
+    if (!no_grad::keeps_for_backward()) return without_input(x);
+    return forward(std::make_shared<const input_type>(x));
+  }
+  // Keeps `x` itself.
   [[nodiscard]] output_type forward(input_type&& x) {
+    if (!no_grad::keeps_for_backward()) return without_input(x);
     return forward(std::make_shared<const input_type>(std::move(x)));
   }
   // Keeps `x` itself, shared with whoever else holds it; none of them may change it before backward.
@@ -128,6 +135,7 @@ class linear {
     if (!x)
       throw argument_error(weight_.value.mesh().world().world_rank(), "nn::linear::forward",
                            "the input to keep is an empty shared pointer");
+    if (!no_grad::keeps_for_backward()) return without_input(*x);
     input_ = std::move(x);
     return output_of(*input_);
   }
@@ -157,6 +165,11 @@ class linear {
     return add_vector(product::forward(x, weight_.value, options_), bias_.value);
   } catch (...) {
     rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
+  }
+  // Under no_grad: the last forward's input given back too, so a backward cannot pair with it.
+  [[nodiscard]] output_type without_input(const input_type& x) {
+    input_.reset();
+    return output_of(x);
   }
 
   weight_type weight_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/gelu.hpp"
@@ -37,7 +38,9 @@ class mlp {
     const auto input = std::make_shared<const tensor_type>(std::move(x));
     try {
       pre_activation_.emplace(expand_.forward(input));
-      return contract_.forward(gelu(*pre_activation_, activation_));
+      auto y = contract_.forward(gelu(*pre_activation_, activation_));
+      release_under_no_grad(pre_activation_);
+      return y;
     } catch (...) {
       rethrow_within_call(world_rank_of(*input), call_text("nn::mlp::forward", describe(*input)));
     }

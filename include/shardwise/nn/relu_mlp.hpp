@@ -19,6 +19,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/linear.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -55,6 +56,7 @@ class relu_mlp {
       // Each layer keeps its input: the last layer's activation is given, x is copied.
       outputs_[l].emplace(y ? layers_[l].forward(std::move(*y)) : layers_[l].forward(x));
       y.emplace(activated(l) ? transform(*outputs_[l], [](T v) { return v > T(0) ? v : T(0); }) : *outputs_[l]);
+      release_under_no_grad(outputs_[l]);
     }
     return std::move(*y);
   } catch (...) {

@@ -7,8 +7,8 @@
 //
 // What is kept is a std::optional, or a std::shared_ptr to a const value where layers that read the
 // same input keep it once between them (the three projections of attention). A backward with nothing
-// kept (no forward before it, or a second backward of one forward) throws argument_error naming the
-// call.
+// kept (no forward before it, a second backward of one forward, or a forward under nn::no_grad, which
+// keeps nothing: nn/no_grad.hpp) throws argument_error naming the call.
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/nn/no_grad.hpp"
 
 namespace shardwise::nn {
 
@@ -25,7 +26,7 @@ void check_kept(const Kept& saved, int rank, std::string_view call, std::string_
   if (!saved)
     throw argument_error(rank, std::string(call),
                          "backward without a forward before it: the layer keeps " + std::string(what) +
-                             " from a forward until the backward that uses it");
+                             " from a forward until the backward that uses it (nothing under nn::no_grad)");
 }
 }  // namespace detail
 

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/attention.hpp"
@@ -53,7 +54,9 @@ class self_attention {
       kept_.reset();  // the last forward's, given back first
       auto& kept =
           kept_.emplace(kept_for_backward{query_.forward(input), key_.forward(input), value_.forward(input), {}});
-      return output_.forward(attention_forward(kept.q, kept.k, kept.v, shape_, kept.probabilities));
+      auto heads = attention_forward(kept.q, kept.k, kept.v, shape_, kept.probabilities);
+      release_under_no_grad(kept_);  // before the output projection: nothing after reads them
+      return output_.forward(std::move(heads));
     } catch (...) {
       rethrow_within_call(world_rank_of(*input), call_text("nn::self_attention::forward", describe(*input)));
     }

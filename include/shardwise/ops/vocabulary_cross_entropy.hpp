@@ -8,11 +8,13 @@
 //   loss = mean over tokens t of  log Σ_v exp(z_tv − m_t) + m_t − z_t,target,    m_t = max_v z_tv
 //   dz = (softmax(z) − one_hot(target)) · scale / tokens;   d table = dzᵀ · h;   dh = dz · table (summed)
 //
-// `hidden` is the whole tokens x hidden matrix on every rank (all_gather of the activations).
+// `hidden` is the whole tokens x hidden matrix on every rank (a replicated tensor: the activations
+// gathered), storage of the rank like the softmax's columns, so both count in its memory high-water mark.
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -22,6 +24,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm.hpp"
@@ -30,12 +33,10 @@
 
 namespace shardwise {
 
-// What backward needs: the hidden states, this rank's columns of the softmax, the targets. The
-// softmax's columns are storage of the rank (core/shared_buffer.hpp), counted in its memory high-water
-// mark; the hidden states, gathered whole on every rank, are not counted.
-template <class T>
+// What backward needs: the hidden states, this rank's columns of the softmax, the targets.
+template <class T, class Mesh>
 struct cross_entropy_saved {
-  whole_matrix<T> hidden;
+  dtensor<T, replicated<>, Mesh> hidden;
   shared_buffer<T> probabilities;  // tokens x this rank's vocabulary rows, row-major
   std::int64_t vocabulary_rows = 0;
   std::vector<std::int32_t> targets;
@@ -53,11 +54,13 @@ template <class T>
 }
 }  // namespace detail
 
-// Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank.
+// Collective over the table's mesh. Returns the mean loss in nats per token, equal on every rank, and
+// keeps in `saved` what the backward needs (the last call's is given back first).
 template <class T, split_layout Layout, class Mesh>
-[[nodiscard]] double vocabulary_cross_entropy(whole_matrix<T> hidden, const dtensor<T, Layout, Mesh>& table,
+[[nodiscard]] double vocabulary_cross_entropy(dtensor<T, replicated<>, Mesh> hidden,
+                                              const dtensor<T, Layout, Mesh>& table,
                                               std::span<const std::int32_t> targets,
-                                              cross_entropy_saved<T>& saved) try {
+                                              std::optional<cross_entropy_saved<T, Mesh>>& saved) try {
   auto& world = table.mesh().world();
   const auto tokens = static_cast<std::size_t>(hidden.rows());
   if (targets.size() != tokens || hidden.cols() != table.cols())
@@ -70,14 +73,13 @@ template <class T, split_layout Layout, class Mesh>
   const auto hidden_width = static_cast<double>(hidden.cols());
   const double logit_count = static_cast<double>(tokens) * vocabulary_rows;
   // The logits, then their softmax in place (as Megatron's), kept for the backward pass: storage sized
-  // before its kernels, which may not run (shapes-only simulation). The last call's are given back first.
-  saved.probabilities = shared_buffer<T>{};
-  saved.probabilities = detail::matrix_storage<T>(hidden.rows(), rows.rows);
-  saved.vocabulary_rows = rows.rows;
-  detail::strided_map<T> logits(saved.probabilities.data(), hidden.rows(), rows.rows, Eigen::OuterStride<>(rows.rows));
+  // before its kernels, which may not run (shapes-only simulation).
+  saved.reset();
+  auto probabilities = detail::matrix_storage<T>(hidden.rows(), rows.rows);
+  detail::strided_map<T> logits(probabilities.data(), hidden.rows(), rows.rows, Eigen::OuterStride<>(rows.rows));
   run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
              "vocabulary logits", [&] {
-               detail::gemm(detail::destination(logits), detail::operand(hidden),
+               detail::gemm(detail::destination(logits), detail::operand(hidden.local(0)),
                             detail::operand(table.local(0)).transposed());
              });
 
@@ -109,22 +111,19 @@ template <class T, split_layout Layout, class Mesh>
       logits.row(static_cast<Eigen::Index>(t)) /= sums[t];
     }
   });
-  saved.hidden = std::move(hidden);  // the tokens x hidden matrix kept, not copied
-  saved.targets.assign(targets.begin(), targets.end());
+  saved.emplace(cross_entropy_saved<T, Mesh>{std::move(hidden), std::move(probabilities), rows.rows,
+                                             std::vector<std::int32_t>(targets.begin(), targets.end())});
   return loss / static_cast<double>(tokens);
 } catch (...) {
-  rethrow_within_call(world_rank_of(table),
-                      call_text("vocabulary_cross_entropy",
-                                std::to_string(hidden.rows()) + "x" + std::to_string(hidden.cols()) + " hidden states",
-                                describe(table)));
+  rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy", describe(hidden), describe(table)));
 }
 
 // Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
 // gradient, whole on every rank. Collective over the table's mesh.
 template <class T, split_layout Layout, class Mesh>
-[[nodiscard]] whole_matrix<T> vocabulary_cross_entropy_backward(const cross_entropy_saved<T>& saved,
-                                                                const dtensor<T, Layout, Mesh>& table,
-                                                                dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
+[[nodiscard]] dtensor<T, replicated<>, Mesh> vocabulary_cross_entropy_backward(
+    const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
+    dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
   auto& world = table.mesh().world();
   const auto probabilities = saved.probability_matrix();
   const auto tokens = static_cast<double>(probabilities.rows());
@@ -144,14 +143,14 @@ template <class T, split_layout Layout, class Mesh>
   run_kernel(world, gemm_work(vocabulary_rows, hidden_width, tokens, sizeof(T), true), "vocabulary table gradient",
              [&] {
                detail::gemm(detail::destination(table_gradient.local(0)), detail::operand(logits_gradient).transposed(),
-                            detail::operand(saved.hidden), true);
+                            detail::operand(saved.hidden.local(0)), true);
              });
-  whole_matrix<T> hidden_gradient(probabilities.rows(), saved.hidden.cols());
+  dtensor<T, replicated<>, Mesh> hidden_gradient(table.mesh(), saved.hidden.extents());
   run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient", [&] {
-    detail::gemm(detail::destination(hidden_gradient), detail::operand(logits_gradient),
+    detail::gemm(detail::destination(hidden_gradient.local(0)), detail::operand(logits_gradient),
                  detail::operand(table.local(0)));
   });
-  world.all_reduce(std::span<T>(hidden_gradient.data(), static_cast<std::size_t>(hidden_gradient.size())), op::sum);
+  world.all_reduce(hidden_gradient.data(), op::sum);
   return hidden_gradient;
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));

@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
@@ -121,9 +122,10 @@ template <class Layout, class Mesh, class T>
 // every rank, when NewLayout cannot cut the shape (an exact layout and a shape that does not divide).
 template <class NewLayout, class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(const dtensor<T, Layout, Mesh>& tensor) try {
-  if constexpr (std::is_same_v<NewLayout, Layout>) {
-    return tensor;
+  if constexpr (std::is_same_v<NewLayout, Layout> && is_partial_sum_v<Layout>) {
+    return tensor;  // the addends as they are
   } else {
+    // Into the same layout too: a copy of the blocks, priced as every copy is.
     dtensor<T, NewLayout, Mesh> moved(tensor.mesh(), tensor.extents());
     if constexpr (is_partial_sum_v<Layout>) {
       static_assert(detail::summable<T, Mesh::dimensions>(Layout::pending_axes),
@@ -139,6 +141,13 @@ template <class NewLayout, class T, class Layout, class Mesh>
   rethrow_within_call(world_rank_of(tensor),
                       call_text("redistribute", layout_name<Layout>() + " → " + layout_name<NewLayout>(),
                                 extents_string(tensor.extents())));
+}
+
+// A temporary already in NewLayout is the result itself, not a copy of it.
+template <class NewLayout, class T, class Layout, class Mesh>
+requires std::is_same_v<NewLayout, Layout>
+[[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(dtensor<T, Layout, Mesh>&& tensor) noexcept {
+  return std::move(tensor);
 }
 
 // Partial sums: the blocks are addends still to be summed over a mesh axis.
