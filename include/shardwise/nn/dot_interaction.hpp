@@ -75,8 +75,9 @@ class dot_interaction {
     if (no_grad::keeps_for_backward()) {
       dense_.emplace(dense);
       embeddings_.emplace(embeddings);
-    } else {
-      release_under_no_grad(dense_, embeddings_);
+    } else {  // no copies to make: the last forward's are given back
+      dense_.reset();
+      embeddings_.reset();
     }
     return out;
   } catch (...) {

@@ -127,7 +127,6 @@ class linear {
   }
   // Keeps `x` itself.
   [[nodiscard]] output_type forward(input_type&& x) {
-    if (!no_grad::keeps_for_backward()) return without_input(x);
     return forward(std::make_shared<const input_type>(std::move(x)));
   }
   // Keeps `x` itself, shared with whoever else holds it; none of them may change it before backward.
