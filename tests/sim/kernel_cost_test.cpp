@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/matmul_checks.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/core/work.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
@@ -197,6 +198,29 @@ TEST(kernel_cost, the_3d_product_in_bands_copies_its_bands_in_one_kernel_each) {
   for (const double seconds : sums_copied) EXPECT_NEAR(seconds, sums, 1e-9 * sums);
   EXPECT_EQ(bands_copied.size(), pair * bands);
   for (const double seconds : bands_copied) EXPECT_NEAR(seconds, band_of_a, 1e-9 * band_of_a);
+}
+
+// A tensor's copy is a kernel too: copying it, binding it to a buffer and assigning into a bound
+// tensor each read and write the rank's elements once, so each takes a copy's roofline time.
+TEST(kernel_cost, copying_a_tensor_is_one_copy_kernel) {
+  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  machine.record_timeline = true;
+  const auto whole = serial({tokens, hidden}, 1);
+  const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
+    process_mesh mesh(world, {ranks});
+    const auto x = distributed<row_1d<>, float>(mesh, whole);
+    auto copy = x;
+    expect_equals_serial(copy, whole, 1e-6);
+    copy.bind(shared_buffer<float>::zeros(x.data().size()));
+    copy = x;
+    expect_equals_serial(copy, whole, 1e-6);
+  });
+  const double copy_time = machine.device.duration(copy_work(element * tokens / ranks * hidden));
+  for (const char* name : {"dtensor copy", "dtensor::bind copy", "dtensor::operator= copy"}) {
+    const std::vector<double> copied = durations_of(*report.timeline, name);
+    EXPECT_EQ(copied.size(), ranks) << name;
+    for (const double seconds : copied) EXPECT_NEAR(seconds, copy_time, 1e-9 * copy_time) << name;
+  }
 }
 
 }  // namespace

@@ -44,13 +44,6 @@ class shared_buffer {
   // products' gather buffers), not storage: never counted.
   [[nodiscard]] static shared_buffer scratch(std::size_t count) { return allocate(count, nullptr); }
 
-  // A new buffer holding a copy of `elements`.
-  [[nodiscard]] static shared_buffer copy_of(std::span<const T> elements) {
-    shared_buffer buffer = zeros(elements.size());
-    copy_elements(elements, buffer.data_);
-    return buffer;
-  }
-
   // Elements [offset, offset + count) of this buffer, sharing its memory. The caller keeps the range
   // inside the buffer.
   [[nodiscard]] shared_buffer view(std::size_t offset, std::size_t count) const {

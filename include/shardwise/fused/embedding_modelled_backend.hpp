@@ -139,9 +139,10 @@ class modelled_backend {
     });
     const double start = comm_->stream().available();
     const double end = model.finish(all, arrivals);
-    comm_->stream().occupy(model.name(), start, end,
-                           {{"slice rows", std::to_string(model.plan().slice_rows())},
-                            {"order", std::string(name_of(model.plan().order()))}});
+    comm_->stream().occupy(model.name(), start, end, [&]() -> sim::event_details {
+      return {{"slice rows", std::to_string(model.plan().slice_rows())},
+              {"order", std::string(name_of(model.plan().order()))}};
+    });
     comm_->stream().synchronize();
   }
 

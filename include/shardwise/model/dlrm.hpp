@@ -98,13 +98,13 @@ class dlrm {
     tensor_type dense(mesh_->tensor_parallel(), {rows(), config_.dense_features});
     run_copy<T>(mesh_->tensor_parallel().world(), static_cast<std::int64_t>(batch.dense.size()), "dense features",
                 [&] { std::ranges::copy(batch.dense, dense.data().begin()); });
-    const auto x = bottom_.forward(dense);
+    auto x = bottom_.forward(std::move(dense));
     bags_.clear();
     for (const auto& b : batch.sparse) bags_.push_back({b.offsets, b.indices});
     const auto start = std::chrono::steady_clock::now();
-    const auto e = embedding_.forward(bags_);
+    auto e = embedding_.forward(bags_);
     seconds_.forward = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const auto logits = top_.forward(interaction_.forward(x, e));
+    const auto logits = top_.forward(interaction_.forward(std::move(x), std::move(e)));
     double loss = loss_.forward(logits, batch.labels);
     mesh_->data().all_reduce(std::span<double>(&loss, 1));
     return loss / static_cast<double>(global_batch());

@@ -10,6 +10,7 @@
 // (columns) whole, and nothing travels.
 #include <Eigen/Core>
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,8 +49,12 @@ class dot_interaction {
     return dimension + n * (n - 1) / 2;
   }
 
-  // dense {samples, D}, embeddings {samples, T·D} → {samples, D + (T+1)T/2}.
-  [[nodiscard]] tensor_type forward(const tensor_type& dense, const tensor_type& embeddings) try {
+  // dense {samples, D}, embeddings {samples, T·D} → {samples, D + (T+1)T/2}. Keeps both for backward:
+  // a copy of each, or the tensor itself when given a temporary.
+  template <class Dense, class Embeddings>
+  requires std::same_as<std::remove_cvref_t<Dense>, tensor_type> &&
+           std::same_as<std::remove_cvref_t<Embeddings>, tensor_type>
+  [[nodiscard]] tensor_type forward(Dense&& dense, Embeddings&& embeddings) try {
     const std::int64_t D = dense.cols();
     if (embeddings.rows() != dense.rows() || D < 1 || embeddings.cols() % D != 0)
       throw argument_error(world_rank_of(dense), "nn::dot_interaction::forward",
@@ -73,8 +78,8 @@ class dot_interaction {
       });
     }
     if (no_grad::keeps_for_backward()) {
-      dense_.emplace(dense);
-      embeddings_.emplace(embeddings);
+      dense_.emplace(std::forward<Dense>(dense));
+      embeddings_.emplace(std::forward<Embeddings>(embeddings));
     } else {  // no copies to make: the last forward's are given back
       dense_.reset();
       embeddings_.reset();

@@ -31,6 +31,7 @@
 #include "shardwise/ops/add_vector.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
 #include "shardwise/ops/matmul.hpp"
+#include "shardwise/ops/vector_broadcast.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/reduce.hpp"
@@ -142,10 +143,10 @@ class linear {
   [[nodiscard]] input_type backward(const output_type& output_gradient) try {
     const auto input =
         take_saved(input_, weight_.value.mesh().world().world_rank(), "nn::linear::backward", "its input");
-    auto [product_gradient, bias_gradient] = add_vector_backward(output_type(output_gradient));
-    bias_.add_gradient(bias_gradient);
-    weight_.add_gradient(product::weight_gradient(*input, product_gradient, options_));
-    return product::input_gradient(product_gradient, weight_.value, options_);
+    // y = x·W + b: the product's gradient is dy itself (not a copy), the bias's dy's column sums.
+    bias_.add_gradient(column_sums(output_gradient));
+    weight_.add_gradient(product::weight_gradient(*input, output_gradient, options_));
+    return product::input_gradient(output_gradient, weight_.value, options_);
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
   }

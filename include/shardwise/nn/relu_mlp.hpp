@@ -50,27 +50,22 @@ class relu_mlp {
     outputs_.resize(layers_.size());
   }
 
-  [[nodiscard]] tensor_type forward(const tensor_type& x) try {
-    std::optional<tensor_type> y;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      // Each layer keeps its input: the last layer's activation is given, x is copied.
-      outputs_[l].emplace(y ? layers_[l].forward(std::move(*y)) : layers_[l].forward(x));
-      y.emplace(activated(l) ? transform(*outputs_[l], [](T v) { return v > T(0) ? v : T(0); }) : *outputs_[l]);
-      release_under_no_grad(outputs_[l]);
-    }
-    return std::move(*y);
-  } catch (...) {
-    rethrow_within_call(world_rank_of(x), call_text("nn::relu_mlp::forward", describe(x)));
-  }
+  // Each layer keeps its input for backward: the first a copy of x, or x itself when given a temporary
+  // (as nn::linear).
+  [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward_from(x); }
+  [[nodiscard]] tensor_type forward(tensor_type&& x) { return forward_from(std::move(x)); }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     std::optional<tensor_type> gradient;
     for (std::size_t l = layers_.size(); l-- > 0;) {
       const tensor_type& dy = gradient ? *gradient : output_gradient;
-      const tensor_type output =
-          take_saved(outputs_[l], world_rank_of(output_gradient), "nn::relu_mlp::backward", "its layers' outputs");
-      gradient.emplace(layers_[l].backward(
-          activated(l) ? transform(dy, output, [](T g, T pre) { return pre > T(0) ? g : T(0); }) : dy));
+      if (activated(l)) {
+        const tensor_type output =
+            take_saved(outputs_[l], world_rank_of(output_gradient), "nn::relu_mlp::backward", "its layers' outputs");
+        gradient.emplace(layers_[l].backward(transform(dy, output, [](T g, T pre) { return pre > T(0) ? g : T(0); })));
+      } else {
+        gradient.emplace(layers_[l].backward(dy));
+      }
     }
     return std::move(*gradient);
   } catch (...) {
@@ -85,8 +80,28 @@ class relu_mlp {
  private:
   [[nodiscard]] bool activated(std::size_t l) const { return l + 1 < layers_.size() || relu_last_; }
 
+  // A layer followed by a ReLU keeps its output for the ReLU's backward; the last layer without one
+  // hands its output on.
+  template <class Input>
+  [[nodiscard]] tensor_type forward_from(Input&& x) try {
+    std::optional<tensor_type> y;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      tensor_type output = y ? layers_[l].forward(std::move(*y)) : layers_[l].forward(std::forward<Input>(x));
+      if (!activated(l)) {
+        y.emplace(std::move(output));
+        continue;
+      }
+      y.emplace(transform(output, [](T v) { return v > T(0) ? v : T(0); }));
+      outputs_[l].emplace(std::move(output));
+      release_under_no_grad(outputs_[l]);
+    }
+    return std::move(*y);
+  } catch (...) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::relu_mlp::forward", describe(x)));
+  }
+
   std::vector<layer_type> layers_;
-  std::vector<std::optional<tensor_type>> outputs_;  // each layer's output before its ReLU, for backward
+  std::vector<std::optional<tensor_type>> outputs_;  // each ReLU's input, for backward
   bool relu_last_;
 };
 

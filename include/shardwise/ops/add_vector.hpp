@@ -24,7 +24,7 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> add_vector(const dtensor<T, Layout, Mesh>& matrix,
                                                   const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "add_vector");
-  const auto spread = broadcast_vector<Layout>(vector);
+  const auto& spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> sum(matrix.mesh(), matrix.extents());
   run_kernel(matrix.mesh().world(), detail::matrix_vector_work(matrix, spread), "add vector",
              [&] { sum.local() = matrix.local().rowwise() + spread.local().row(0); });

@@ -22,7 +22,7 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> multiply_vector(const dtensor<T, Layout, Mesh>& matrix,
                                                        const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "multiply_vector");
-  const auto spread = broadcast_vector<Layout>(vector);
+  const auto& spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> product(matrix.mesh(), matrix.extents());
   run_kernel(matrix.mesh().world(), detail::matrix_vector_work(matrix, spread), "multiply vector",
              [&] { product.local() = (matrix.local().array().rowwise() * spread.local().row(0).array()).matrix(); });

@@ -7,8 +7,8 @@
 //   column_sums(m)           the sums of an L matrix's columns, in vector_layout_t<L>: the adjoint of
 //                            broadcasting, hence the gradient of any vector that was broadcast over rows.
 //
-// 1-D and 2-D: the vector already lives in the broadcast layout, so broadcasting copies it, and the
-// column sums are each rank's local sums all-reduced over the axes that cut the rows.
+// 1-D and 2-D: the vector already lives in the broadcast layout, so broadcasting is the vector itself
+// (no copy), and the column sums are each rank's local sums all-reduced over the axes that cut the rows.
 //
 // 3-D (the paper's Algorithms 7 and 8): the vector lives on the diagonal j == l, piece b_ji on rank
 // (i, j, l). For an input-direction matrix A_ijl (columns over z), broadcast in y from the diagonal rank
@@ -92,12 +92,13 @@ struct diagonal_axes {
 
 }  // namespace detail
 
+// Returns a const reference to `vector` itself where its layout is already the broadcast one (1-D,
+// 2-D), a new tensor otherwise: callers bind the result to `const auto&`, and keep `vector` alive.
 template <split_layout MatrixLayout, std::floating_point T, class Mesh>
-[[nodiscard]] dtensor<T, broadcast_vector_layout_t<MatrixLayout>, Mesh> broadcast_vector(
-    const dtensor<T, vector_layout_t<MatrixLayout>, Mesh>& vector) {
+[[nodiscard]] decltype(auto) broadcast_vector(const dtensor<T, vector_layout_t<MatrixLayout>, Mesh>& vector) {
   using broadcast = broadcast_vector_layout_t<MatrixLayout>;
   if constexpr (std::is_same_v<broadcast, vector_layout_t<MatrixLayout>>) {
-    return vector;
+    return (vector);
   } else {
     using axes = detail::diagonal_axes<MatrixLayout>;
     Mesh& mesh = vector.mesh();

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,11 @@ namespace shardwise::sim {
 
 struct event {
   double time = 0;  // s of virtual time
+};
+
+using event_details = std::vector<std::pair<std::string, std::string>>;
+struct no_details {
+  event_details operator()() const { return {}; }
 };
 
 class device;
@@ -65,8 +71,11 @@ class stream {
   [[nodiscard]] double ready() const noexcept { return ready_; }
 
   // For backends: the stream is busy over [start, end) with `name` (end ≥ what it held before).
-  void occupy(const std::string& name, double start, double end,
-              std::vector<std::pair<std::string, std::string>> details = {});
+  // `details()` gives the timeline event's key-value pairs; it runs only where a timeline is recorded,
+  // since formatting them for every kernel and collective of thousands of ranks costs real time.
+  template <class Details = no_details>
+  requires std::is_invocable_r_v<event_details, Details&>
+  void occupy(const std::string& name, double start, double end, Details details = {});
   // For backends: work started on this stream whose end is not known yet (a started collective).
   // Anything later enqueued on the stream first calls these, in order, to learn it.
   void defer(std::function<void()> settle_later) { unsettled_.push_back(std::move(settle_later)); }
@@ -132,7 +141,8 @@ inline double stream::launch(const work& w, const std::string& name) {
   settle();
   const double start = available();
   const double duration = owner_->model().duration(w);
-  occupy(name, start, start + duration, {{"flops", std::to_string(w.flops)}, {"bytes", std::to_string(w.bytes)}});
+  occupy(name, start, start + duration,
+         [&w]() -> event_details { return {{"flops", std::to_string(w.flops)}, {"bytes", std::to_string(w.bytes)}}; });
   return ready_;
 }
 
@@ -141,10 +151,11 @@ inline void stream::synchronize() {
   owner_->wait_until(ready_);
 }
 
-inline void stream::occupy(const std::string& name, double start, double end,
-                           std::vector<std::pair<std::string, std::string>> details) {
+template <class Details>
+requires std::is_invocable_r_v<event_details, Details&>
+void stream::occupy(const std::string& name, double start, double end, Details details) {
   ready_ = std::max(ready_, end);
-  if (auto* trace = owner_->trace()) trace->add({owner_->id(), id_}, name, start, end - start, std::move(details));
+  if (auto* trace = owner_->trace()) trace->add({owner_->id(), id_}, name, start, end - start, details());
 }
 
 }  // namespace shardwise::sim

@@ -339,11 +339,12 @@ class rank_clock {
                         : costs.duration_beside(members_->id, members_->devices, e.shape, start, beside.recent()));
     if (!uneven && e.shape.bytes > 0) beside.add({members_->id, e.shape, start, last_end_});
     ends_[sequence] = last_end_;
-    e.on->occupy(e.name, start, last_end_,
-                 {{"algorithm", std::string(sim::name_of(how.chosen))},
-                  {"channels", std::to_string(how.channels)},
-                  {"bytes", std::to_string(e.shape.bytes)},
-                  {"ranks", std::to_string(members_->size())}});
+    e.on->occupy(e.name, start, last_end_, [&]() -> sim::event_details {
+      return {{"algorithm", std::string(sim::name_of(how.chosen))},
+              {"channels", std::to_string(how.channels)},
+              {"bytes", std::to_string(e.shape.bytes)},
+              {"ranks", std::to_string(members_->size())}};
+    });
     if (drawn) {
       if (uneven) costs.record_links(*machine_->trace, members_->devices, call.sent_bytes, how.chosen, start);
       else

@@ -38,6 +38,7 @@
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/layout.hpp"
@@ -132,7 +133,9 @@ class dtensor {
         rank_(other.rank_),
         blocks_(other.blocks_),
         offsets_(other.offsets_),
-        storage_(shared_buffer<T>::copy_of(other.data())) {}
+        storage_(shared_buffer<T>::zeros(other.data().size())) {
+    copy_elements_priced(other.data(), storage_.data(), "dtensor");
+  }
   dtensor(dtensor&&) noexcept = default;
   dtensor& operator=(const dtensor& other) {
     if (this != &other) assign(other, "dtensor::operator=");
@@ -165,7 +168,7 @@ class dtensor {
       throw argument_error(mesh_->world().world_rank(), "dtensor::bind",
                            "the tensor stores " + std::to_string(elements) + " elements on this rank, the buffer has " +
                                std::to_string(buffer.size()));
-    copy_elements<T>(data(), buffer.data());
+    copy_elements_priced(data(), buffer.data(), "dtensor::bind");
     storage_ = std::move(buffer);
     bound_ = true;
   }
@@ -214,7 +217,12 @@ class dtensor {
                            "a tensor bound to an update's buffer keeps its shape: it is " + std::to_string(rows()) +
                                "x" + std::to_string(cols()) + ", the value assigned " + std::to_string(other.rows()) +
                                "x" + std::to_string(other.cols()));
-    copy_elements<T>(other.data(), storage_.data());
+    copy_elements_priced(other.data(), storage_.data(), operation);
+  }
+
+  // A copy on a device takes its time like any kernel (a copy reads and writes its bytes).
+  void copy_elements_priced(std::span<const T> from, T* to, const char* operation) {
+    run_copy<T>(mesh_->world(), static_cast<std::int64_t>(from.size()), operation, [&] { copy_elements<T>(from, to); });
   }
 
   std::size_t checked(int b, const char* operation) const {
