@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
+#include "shardwise/nn/embedding.hpp"
+#include "shardwise/nn/family.hpp"
 #include "shardwise/nn/linear.hpp"
 #include "shardwise/ops/add_vector.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
@@ -134,6 +137,16 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
         (void)layer.backward(gradient);
         expect_error<argument_error>(
             me, [&] { (void)layer.backward(gradient); }, no_forward, "until the backward that uses it");
+        // The same for the input embedding, which keeps the tokens it looked up.
+        nn::embedding<double, nn::tensor_parallel_1d<>, decltype(line)> embedding(line, 4 * p, 4, 3, 1);
+        const auto embedded = from_function<replicated<>>(line, {8, 3}, value);
+        const auto no_tokens = "nn::embedding::backward(replicated<> 8x3): backward without a forward before it";
+        expect_error<argument_error>(me, [&] { embedding.backward(embedded); }, no_tokens, "keeps its tokens");
+        const std::vector<std::int32_t> tokens{0, 1, 2, 3, 3, 2, 1, 0};
+        (void)embedding.forward(tokens, 4);
+        embedding.backward(embedded);
+        expect_error<argument_error>(
+            me, [&] { embedding.backward(embedded); }, no_tokens, "until the backward that uses it");
         optim::sharded_update<optim::sgd> update(world, std::vector<optim::parameter_shape>{{3, 4}});
         auto half = world.split(world.rank() % 2, world.rank());
         expect_error<argument_error>(

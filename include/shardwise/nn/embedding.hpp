@@ -12,6 +12,7 @@
 // GPT-2) from the seed. The token table is also the tied output head's (nn/language_model_loss.hpp).
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,7 +23,9 @@
 #include "shardwise/core/work.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/family.hpp"
+#include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
@@ -51,8 +54,11 @@ class embedding {
                            std::to_string(tokens.size()) + " tokens do not form samples of " +
                                std::to_string(sequence) + " (at most the " + std::to_string(position_.value.rows()) +
                                " positions of the table)");
-    tokens_.assign(tokens.begin(), tokens.end());
-    sequence_ = sequence;
+    if (no_grad::keeps_for_backward()) {
+      kept_.emplace(kept_tokens{{tokens.begin(), tokens.end()}, sequence});
+    } else {
+      kept_.reset();
+    }
     whole_matrix<T> x(static_cast<Eigen::Index>(tokens.size()), token_.value.cols());
     const double elements = static_cast<double>(x.size());
     run_kernel(mesh.world(), fill_work(sizeof(T) * elements), "embedding zero", [&] { x.setZero(); });
@@ -71,13 +77,14 @@ class embedding {
 
   // Adds the tables' gradients.
   void backward(const output_type& output_gradient) try {
+    const kept_tokens kept = take_saved(kept_, world_rank_of(output_gradient), "nn::embedding::backward", "its tokens");
     const whole_matrix<T> gradient = all_gather(output_gradient);
-    add_to_owned_rows(token_.gradient, tokens_, gradient);
+    add_to_owned_rows(token_.gradient, kept.tokens, gradient);
     const double elements = static_cast<double>(gradient.size());
     run_kernel(output_gradient.mesh().world(), {elements, 3 * sizeof(T) * elements}, "position embedding backward",
                [&] {
                  auto positions = position_.gradient.local();
-                 for (Eigen::Index t = 0; t < gradient.rows(); ++t) positions.row(t % sequence_) += gradient.row(t);
+                 for (Eigen::Index t = 0; t < gradient.rows(); ++t) positions.row(t % kept.sequence) += gradient.row(t);
                });
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient),
@@ -104,10 +111,14 @@ class embedding {
     return vocabulary;
   }
 
+  struct kept_tokens {
+    std::vector<std::int32_t> tokens;
+    std::int64_t sequence;
+  };
+
   table_type token_;
   position_table_type position_;
-  std::vector<std::int32_t> tokens_;
-  std::int64_t sequence_ = 1;
+  std::optional<kept_tokens> kept_;  // the last forward's, for backward (nn/saved_for_backward.hpp)
 };
 
 }  // namespace shardwise::nn
