@@ -338,7 +338,9 @@ simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c
         sw::sim_gpu::execution::shapes_only);
     result.memory_bytes = static_cast<double>(report.largest_memory_high_water());
   } catch (const sw::error& refusal) {
-    result.refused = refusal.what();
+    // Without "[rank N] ": every rank of the mesh refuses alike, and which is reported depends on which
+    // got there first.
+    result.refused = refusal.reason();
   }
   return result;
 }
