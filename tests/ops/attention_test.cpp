@@ -175,6 +175,31 @@ TYPED_TEST(attention_test, a_block_that_cuts_a_sample_or_a_head_throws) {
       {2});
 }
 
+// A layout whose blocks differ: 6 columns over 4 ranks (ragged) give rank 0 and 1 two columns each, whole
+// heads, and rank 2 and 3 one each. Every rank refuses, naming the same first block that cuts, so which
+// rank a run reports does not change what it says.
+TYPED_TEST(attention_test, every_rank_refuses_a_layout_whose_block_cuts_a_head_naming_that_block) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        const attention_shape shape{.sequence = 4, .head_dim = 2, .causal = false};
+        const auto t = from_function<split<rows_over<>, cols_over<0>, ragged>>(
+            mesh, {8, 6}, [](auto i, auto j) { return double(i + j); });
+        attention_saved<double> saved;
+        try {
+          (void)attention_forward(t, t, t, shape, saved);
+          FAIL() << "expected argument_error";
+        } catch (const argument_error& e) {
+          const std::string reason(e.reason());
+          EXPECT_NE(
+              reason.find("rank 2's block of the tensor's group (rows 0+8, columns 4+1) cuts a head of 2 columns"),
+              std::string::npos)
+              << reason;
+        }
+      },
+      {4});
+}
+
 // The serial reference's backward against central differences of its forward, for loss = sum(O ∘ R).
 TEST(attention_serial_reference, backward_matches_finite_differences) {
   for (const bool causal : {false, true}) {

@@ -17,11 +17,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <range/v3/algorithm/find_if.hpp>
 #include <string>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/blocks.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -61,20 +63,26 @@ void check_attention_blocks(const Tensor& t, const attention_shape& shape, const
                          "a " + std::to_string(t.rows()) + "x" + std::to_string(t.cols()) +
                              " matrix is not whole samples of " + std::to_string(shape.sequence) +
                              " rows and whole heads of " + std::to_string(shape.head_dim) + " columns");
-  for (int b = 0; b < t.block_count(); ++b) {
-    const block_info& info = t.block(b);
-    const bool whole_samples = info.row_offset % shape.sequence == 0 && info.rows % shape.sequence == 0;
-    const bool whole_heads = info.col_offset % shape.head_dim == 0 && info.cols % shape.head_dim == 0;
-    if (!whole_samples || !whole_heads)
-      throw argument_error(
-          rank, operation,
-          "this rank's block (rows " + std::to_string(info.row_offset) + "+" + std::to_string(info.rows) +
-              ", columns " + std::to_string(info.col_offset) + "+" + std::to_string(info.cols) + ") cuts " +
-              (whole_samples ? "a head of " + std::to_string(shape.head_dim) + " columns"
-                             : "a sample of " + std::to_string(shape.sequence) + " rows") +
-              "; attention stays local only when every block holds whole samples and whole heads (batch divisible "
-              "by the ranks the rows are split over, heads by the ranks the columns are split over)");
-  }
+  // Every rank looks at every rank's blocks, so all refuse alike, naming the same first block that cuts.
+  const auto cuts = [&](const placed_block& p) {
+    return p.block.row_offset % shape.sequence != 0 || p.block.rows % shape.sequence != 0 ||
+           p.block.col_offset % shape.head_dim != 0 || p.block.cols % shape.head_dim != 0;
+  };
+  auto blocks = all_blocks(t.mapping());
+  const auto first_cut = ranges::find_if(blocks, cuts);
+  if (first_cut == ranges::end(blocks)) return;
+  const placed_block p = *first_cut;
+  const block_info& info = p.block;
+  const bool whole_samples = info.row_offset % shape.sequence == 0 && info.rows % shape.sequence == 0;
+  throw argument_error(
+      rank, operation,
+      "rank " + std::to_string(p.rank) + "'s block of the tensor's group (rows " + std::to_string(info.row_offset) +
+          "+" + std::to_string(info.rows) + ", columns " + std::to_string(info.col_offset) + "+" +
+          std::to_string(info.cols) + ") cuts " +
+          (whole_samples ? "a head of " + std::to_string(shape.head_dim) + " columns"
+                         : "a sample of " + std::to_string(shape.sequence) + " rows") +
+          "; attention stays local only when every block holds whole samples and whole heads (batch divisible "
+          "by the ranks the rows are split over, heads by the ranks the columns are split over)");
 }
 
 // Calls f(block, row, col) for every (sample, head) tile of every block, in a fixed order.
