@@ -9,11 +9,14 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "ops/ops_testing.hpp"
 #include "ops/vector_ops_checks.hpp"
+#include "shardwise/comm/threads/communicator.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/vector_layout.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/ops/add_vector.hpp"
 #include "shardwise/ops/multiply_vector.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
@@ -31,6 +34,15 @@ static_assert(std::is_same_v<vector_layout_t<cube_3d<>::input>, cube_3d<>::vecto
 static_assert(std::is_same_v<vector_layout_t<cube_3d<>::output>, cube_3d<>::vector>);
 static_assert(std::is_same_v<broadcast_vector_layout_t<cube_3d<>::input>, split<rows_over<>, cols_over<2>, exact>>);
 static_assert(std::is_same_v<column_sums_layout_t<block_2d<>>, partial_sum<split<rows_over<>, cols_over<1>>, 0>>);
+
+// broadcast_vector hands back the vector itself where nothing moves (1-D, 2-D), but never a temporary:
+// a reference to one would dangle once bound to `const auto&`.
+template <class Layout>
+using vector_of = dtensor<double, vector_layout_t<Layout>, process_mesh<threads::communicator, 2>>;
+static_assert(std::is_same_v<decltype(broadcast_vector<block_2d<>>(std::declval<const vector_of<block_2d<>>&>())),
+                             const vector_of<block_2d<>>&>);
+static_assert(std::is_same_v<decltype(broadcast_vector<block_2d<>>(std::declval<vector_of<block_2d<>>>())),
+                             vector_of<block_2d<>>>);
 
 TYPED_TEST(vector_ops_test, add_and_multiply_forward_and_backward_match_serial_eigen) {
   TypeParam::run(

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
@@ -94,6 +95,7 @@ struct diagonal_axes {
 
 // Returns a const reference to `vector` itself where its layout is already the broadcast one (1-D,
 // 2-D), a new tensor otherwise: callers bind the result to `const auto&`, and keep `vector` alive.
+// (A temporary `vector` takes the overload below.)
 template <split_layout MatrixLayout, std::floating_point T, class Mesh>
 [[nodiscard]] decltype(auto) broadcast_vector(const dtensor<T, vector_layout_t<MatrixLayout>, Mesh>& vector) {
   using broadcast = broadcast_vector_layout_t<MatrixLayout>;
@@ -114,6 +116,16 @@ template <split_layout MatrixLayout, std::floating_point T, class Mesh>
     mesh.axis(axes::across).all_gather(piece.span(), spread.data());
     return spread;
   }
+}
+
+// A temporary is returned as a tensor, never as a reference to it, so `const auto&` cannot outlive it.
+template <split_layout MatrixLayout, std::floating_point T, class Mesh>
+[[nodiscard]] dtensor<T, broadcast_vector_layout_t<MatrixLayout>, Mesh> broadcast_vector(
+    dtensor<T, vector_layout_t<MatrixLayout>, Mesh>&& vector) {
+  if constexpr (std::is_same_v<broadcast_vector_layout_t<MatrixLayout>, vector_layout_t<MatrixLayout>>)
+    return std::move(vector);
+  else
+    return broadcast_vector<MatrixLayout>(std::as_const(vector));
 }
 
 template <std::floating_point T, split_layout Layout, class Mesh>
