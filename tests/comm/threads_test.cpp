@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/core/rank_local.hpp"
 
 namespace {
 
@@ -19,97 +21,123 @@ using namespace shardwise;
 
 std::string message_of(const std::exception& e) { return e.what(); }
 
+// Every promise below holds whether the ranks run as threads or as fibers.
+constexpr threads::ranks_as ways[] = {threads::ranks_as::threads, threads::ranks_as::fibers};
+std::string name_of(threads::ranks_as how) { return how == threads::ranks_as::threads ? "threads" : "fibers"; }
+
 TEST(threads_failures, a_rank_that_throws_makes_the_others_collectives_throw) {
-  for (const int ranks : {2, 3, 8}) {
-    std::atomic<int> peer_errors{0};
-    try {
-      threads::run(ranks, [&](threads::communicator& comm) {
-        std::vector<float> data(1000, 1.0F);
-        comm.all_reduce(data, op::sum);  // everyone passes the first one
-        if (comm.rank() == 1) throw std::runtime_error("rank one gives up");
-        try {
-          comm.all_reduce(data, op::sum);  // the others block here until rank 1's failure reaches them
-        } catch (const peer_error& e) {
-          ++peer_errors;
-          EXPECT_NE(message_of(e).find("stopped because rank 1 failed: rank one gives up"), std::string::npos)
-              << e.what();
-          throw;
-        }
-        ADD_FAILURE() << "rank " << comm.rank() << " completed an all_reduce without rank 1";
-      });
-      ADD_FAILURE() << "run returned normally";
-    } catch (const rank_failure& e) {
-      EXPECT_EQ(e.rank(), 1);
-      EXPECT_NE(message_of(e).find("[rank 1] threads::run"), std::string::npos) << e.what();
-      EXPECT_NE(message_of(e).find("rank one gives up"), std::string::npos) << e.what();
+  for (const auto how : ways)
+    for (const int ranks : {2, 3, 8}) {
+      SCOPED_TRACE(name_of(how));
+      std::atomic<int> peer_errors{0};
       try {
-        std::rethrow_if_nested(e);
-        ADD_FAILURE() << "the original exception is not nested";
-      } catch (const std::runtime_error& original) {
-        EXPECT_EQ(message_of(original), "rank one gives up");
+        threads::run(
+            ranks,
+            [&](threads::communicator& comm) {
+              std::vector<float> data(1000, 1.0F);
+              comm.all_reduce(data, op::sum);  // everyone passes the first one
+              if (comm.rank() == 1) throw std::runtime_error("rank one gives up");
+              try {
+                comm.all_reduce(data, op::sum);  // the others block here until rank 1's failure reaches them
+              } catch (const peer_error& e) {
+                ++peer_errors;
+                EXPECT_NE(message_of(e).find("stopped because rank 1 failed: rank one gives up"), std::string::npos)
+                    << e.what();
+                throw;
+              }
+              ADD_FAILURE() << "rank " << comm.rank() << " completed an all_reduce without rank 1";
+            },
+            how);
+        ADD_FAILURE() << "run returned normally";
+      } catch (const rank_failure& e) {
+        EXPECT_EQ(e.rank(), 1);
+        EXPECT_NE(message_of(e).find("[rank 1] threads::run"), std::string::npos) << e.what();
+        EXPECT_NE(message_of(e).find("rank one gives up"), std::string::npos) << e.what();
+        try {
+          std::rethrow_if_nested(e);
+          ADD_FAILURE() << "the original exception is not nested";
+        } catch (const std::runtime_error& original) {
+          EXPECT_EQ(message_of(original), "rank one gives up");
+        }
       }
+      EXPECT_EQ(peer_errors.load(), ranks - 1);
     }
-    EXPECT_EQ(peer_errors.load(), ranks - 1);
-  }
 }
 
 TEST(threads_failures, pending_requests_and_receives_are_released_too) {
-  EXPECT_THROW(threads::run(4,
-                            [](threads::communicator& comm) {
-                              std::vector<double> data(64, 1.0), received(64);
-                              if (comm.rank() == 3) throw std::logic_error("late failure");
-                              auto started = comm.iall_reduce(data, op::sum);
-                              auto receive = comm.irecv(received, 3);  // rank 3 never sends
-                              started.wait();
-                            }),
-               rank_failure);
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    EXPECT_THROW(threads::run(
+                     4,
+                     [](threads::communicator& comm) {
+                       std::vector<double> data(64, 1.0), received(64);
+                       if (comm.rank() == 3) throw std::logic_error("late failure");
+                       auto started = comm.iall_reduce(data, op::sum);
+                       auto receive = comm.irecv(received, 3);  // rank 3 never sends
+                       started.wait();
+                     },
+                     how),
+                 rank_failure);
+  }
 }
 
 TEST(threads_failures, a_shardwise_error_is_rethrown_as_it_is) {
-  try {
-    threads::run(3, [](threads::communicator& comm) {
-      std::vector<int> three(3), four(4);
-      if (comm.rank() == 2) comm.all_reduce(three, four);  // only rank 2 errs
-      comm.barrier();
-    });
-    ADD_FAILURE() << "run returned normally";
-  } catch (const argument_error& e) {
-    EXPECT_EQ(e.rank(), 2);
-    EXPECT_EQ(e.operation(), "all_reduce");
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    try {
+      threads::run(
+          3,
+          [](threads::communicator& comm) {
+            std::vector<int> three(3), four(4);
+            if (comm.rank() == 2) comm.all_reduce(three, four);  // only rank 2 errs
+            comm.barrier();
+          },
+          how);
+      ADD_FAILURE() << "run returned normally";
+    } catch (const argument_error& e) {
+      EXPECT_EQ(e.rank(), 2);
+      EXPECT_EQ(e.operation(), "all_reduce");
+    }
   }
 }
 
 // Ranks that disagree (different sizes, roots or operations) all throw, naming both sides. (Every
 // kind of disagreement, on every backend: tests/comm/agreement_test.cpp.)
 TEST(threads_failures, ranks_that_disagree_all_throw) {
-  std::atomic<int> errors{0};
-  threads::run(3, [&](threads::communicator& comm) {
-    std::vector<float> data(comm.rank() == 1 ? 5 : 4);
-    try {
-      comm.all_reduce(data, op::sum);
-      ADD_FAILURE() << "mismatched all_reduce completed on rank " << comm.rank();
-    } catch (const argument_error& e) {
-      ++errors;
-      EXPECT_NE(message_of(e).find("all_reduce<float>(5 elements, sum)"), std::string::npos) << e.what();
-      EXPECT_NE(message_of(e).find("all_reduce<float>(4 elements, sum)"), std::string::npos) << e.what();
-    }
-    std::vector<int> counts(1);
-    try {
-      if (comm.rank() == 0) comm.all_gather(std::vector<int>{1}, std::vector<int>(3));
-      else
-        comm.all_reduce(counts, op::max);
-      ADD_FAILURE() << "different collectives matched on rank " << comm.rank();
-    } catch (const argument_error& e) {
-      ++errors;
-      EXPECT_NE(message_of(e).find("rank 0 called all_gather<int32>(1 element)"), std::string::npos) << e.what();
-    }
-    std::vector<int> sends(3, 1), receives(3, 1);
-    if (comm.rank() == 0) receives[2] = 2;
-    std::vector<int> in(3), out(comm.rank() == 0 ? 4 : 3);
-    EXPECT_THROW(comm.all_to_all_v(in, sends, out, receives), argument_error);
-    comm.barrier();  // still in step afterwards
-  });
-  EXPECT_EQ(errors.load(), 6);
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    std::atomic<int> errors{0};
+    threads::run(
+        3,
+        [&](threads::communicator& comm) {
+          std::vector<float> data(comm.rank() == 1 ? 5 : 4);
+          try {
+            comm.all_reduce(data, op::sum);
+            ADD_FAILURE() << "mismatched all_reduce completed on rank " << comm.rank();
+          } catch (const argument_error& e) {
+            ++errors;
+            EXPECT_NE(message_of(e).find("all_reduce<float>(5 elements, sum)"), std::string::npos) << e.what();
+            EXPECT_NE(message_of(e).find("all_reduce<float>(4 elements, sum)"), std::string::npos) << e.what();
+          }
+          std::vector<int> counts(1);
+          try {
+            if (comm.rank() == 0) comm.all_gather(std::vector<int>{1}, std::vector<int>(3));
+            else
+              comm.all_reduce(counts, op::max);
+            ADD_FAILURE() << "different collectives matched on rank " << comm.rank();
+          } catch (const argument_error& e) {
+            ++errors;
+            EXPECT_NE(message_of(e).find("rank 0 called all_gather<int32>(1 element)"), std::string::npos) << e.what();
+          }
+          std::vector<int> sends(3, 1), receives(3, 1);
+          if (comm.rank() == 0) receives[2] = 2;
+          std::vector<int> in(3), out(comm.rank() == 0 ? 4 : 3);
+          EXPECT_THROW(comm.all_to_all_v(in, sends, out, receives), argument_error);
+          comm.barrier();  // still in step afterwards
+        },
+        how);
+    EXPECT_EQ(errors.load(), 6);
+  }
 }
 
 TEST(threads_run, rejects_non_positive_rank_counts) {
@@ -119,14 +147,76 @@ TEST(threads_run, rejects_non_positive_rank_counts) {
 // Many small collectives with more ranks than cores: blocking waits keep this quick; a spinning
 // implementation would take minutes (the CTest timeout bounds it, no time is asserted here).
 TEST(threads_run, many_small_collectives_on_oversubscribed_ranks) {
-  threads::run(8, [](threads::communicator& comm) {
-    std::vector<std::int64_t> value(1);
-    for (int step = 0; step < 3000; ++step) {
-      value[0] = comm.rank() + step;
-      comm.all_reduce(value, op::sum);
-      ASSERT_EQ(value[0], 28 + 8 * static_cast<std::int64_t>(step));
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    threads::run(
+        8,
+        [](threads::communicator& comm) {
+          std::vector<std::int64_t> value(1);
+          for (int step = 0; step < 3000; ++step) {
+            value[0] = comm.rank() + step;
+            comm.all_reduce(value, op::sum);
+            ASSERT_EQ(value[0], 28 + 8 * static_cast<std::int64_t>(step));
+          }
+        },
+        how);
+  }
+}
+
+// Ranks as fibers share a thread per core, several each, switching at every wait; what is a rank's own
+// (core/rank_local.hpp) stays its own, and point-to-point messages between ranks of one thread arrive.
+TEST(threads_run, fibers_keep_each_ranks_state_apart) {
+  struct tag {
+    int value = -1;
+  };
+  constexpr int ranks = 64;
+  std::atomic<int> checked{0};
+  threads::run(
+      ranks,
+      [&](threads::communicator& comm) {
+        rank_local<tag>().value = comm.rank();
+        for (int round = 0; round < 4; ++round) {
+          comm.barrier();  // the thread's other ranks run and set theirs
+          std::vector<int> mine{comm.rank()}, from_left(1);
+          const int right = (comm.rank() + 1) % ranks, left = (comm.rank() + ranks - 1) % ranks;
+          auto receiving = comm.irecv(std::span<int>(from_left), left);
+          comm.send(std::span<const int>(mine), right);
+          receiving.wait();
+          EXPECT_EQ(from_left[0], left);
+          EXPECT_EQ(rank_local<tag>().value, comm.rank());
+        }
+        ++checked;
+      },
+      threads::ranks_as::fibers);
+  EXPECT_EQ(checked.load(), ranks);
+}
+
+// A rank's state is current while a scope holds it, and gives its objects back newest first (a later
+// one may hold an earlier one's: a buffer accounted to the rank's storage).
+TEST(rank_local, a_state_is_current_in_its_scope_and_destroys_newest_first) {
+  static std::vector<int> destroyed;
+  struct first {
+    int value = 1;
+    ~first() { destroyed.push_back(1); }
+  };
+  struct second {
+    int value = 2;
+    ~second() { destroyed.push_back(2); }
+  };
+  destroyed.clear();
+  rank_local<first>().value = 10;  // the thread's own state
+  {
+    rank_state state;
+    {
+      const rank_state::scope as_rank(state);
+      EXPECT_EQ(rank_local<first>().value, 1);  // a fresh one, not the thread's
+      EXPECT_EQ(rank_local<second>().value, 2);
+      rank_local<first>().value = 20;
     }
-  });
+    EXPECT_EQ(rank_local<first>().value, 10);
+    EXPECT_TRUE(destroyed.empty());
+  }
+  EXPECT_EQ(destroyed, (std::vector<int>{2, 1}));
 }
 
 TEST(bf16, rounds_to_nearest_even_and_keeps_nan) {

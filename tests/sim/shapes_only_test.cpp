@@ -51,10 +51,10 @@ TEST(shapes_only, a_sharded_update_costs_what_its_full_run_costs) {
   });
 }
 
-// Values on a rank that stores none have no memory of their own; integers do. Rank 0 runs on the
-// calling thread, so the products' buffers it keeps from a shapes-only run are there for a full run
-// that follows, which must not reuse them: its product is the serial one. A fresh thread stands for a
-// program whose first run is shapes-only (this one's thread has run products before).
+// Values on a rank that stores none have no memory of their own; integers do. Nothing the products
+// kept from a shapes-only run (a rank's buffers, core/rank_local.hpp) may serve a full run that
+// follows on the same thread: its product is the serial one. A fresh thread stands for a program
+// whose first run is shapes-only (this one's thread has run products before).
 TEST(shapes_only, values_take_no_memory_and_a_later_full_run_computes_the_serial_product) {
   using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const auto a_of = [](auto i, auto j) { return float(i * 6 + j) / 8; };

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <span>
 
+#include "shardwise/core/rank_local.hpp"
+
 namespace shardwise {
 
 class element_memory {
@@ -81,10 +83,10 @@ class element_memory {
   };
 
  private:
-  static element_memory*& current() noexcept {
-    thread_local element_memory* memory = nullptr;
-    return memory;
-  }
+  struct accounting {
+    element_memory* memory = nullptr;
+  };
+  static element_memory*& current() noexcept { return rank_local<accounting>().memory; }
 
   bool stores_elements_;
   std::atomic<std::int64_t> held_{0};

@@ -11,22 +11,26 @@
 //
 // A forward under no_grad replaces what the layers kept with nothing, so a backward after it throws
 // (nn/saved_for_backward.hpp); train with a forward, then its backward, as always. Guards nest; each
-// rank (a thread, or a process under MPI) has its own mode.
+// rank has its own mode (core/rank_local.hpp).
+#include "shardwise/core/rank_local.hpp"
 
 namespace shardwise::nn {
 
 class no_grad {
  public:
-  no_grad() noexcept : previous_(keeping_) { keeping_ = false; }
-  ~no_grad() { keeping_ = previous_; }
+  no_grad() noexcept : previous_(keeping()) { keeping() = false; }
+  ~no_grad() { keeping() = previous_; }
   no_grad(const no_grad&) = delete;
   no_grad& operator=(const no_grad&) = delete;
 
   // Whether a forward on this thread keeps what its backward needs: no no_grad alive here.
-  [[nodiscard]] static bool keeps_for_backward() noexcept { return keeping_; }
+  [[nodiscard]] static bool keeps_for_backward() noexcept { return keeping(); }
 
  private:
-  static inline thread_local bool keeping_ = true;
+  struct mode {
+    bool keeping = true;
+  };
+  static bool& keeping() noexcept { return rank_local<mode>().keeping; }
   bool previous_;
 };
 

@@ -18,6 +18,7 @@
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/core/rank_local.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/core/work.hpp"
 #include "shardwise/layout/layout.hpp"
@@ -111,19 +112,23 @@ template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
   return {TransposeLeft ? left.cols() : left.rows(), TransposeRight ? right.rows() : right.cols()};
 }
 
-// The buffers the products gather operands and partial results into. One set per thread (each rank
-// of the threads backend is a thread; an MPI rank is a process): they grow to the largest product a
-// rank has run and are reused by every later one, so a training step allocates no communication
-// buffers after its first. Contents are not kept between calls. Aligned as shared_buffer is, so that
-// reductions over them round the same way in every run.
+// The buffers the products gather operands and partial results into. One set per rank
+// (core/rank_local.hpp): they grow to the largest product a rank has run and are reused by every later
+// one, so a training step allocates no communication buffers after its first. Contents are not kept
+// between calls. Aligned as shared_buffer is, so that reductions over them round the same way in every
+// run.
 enum class buffer : std::size_t { left, right, product };
 
 template <class T>
+struct workspace_buffers {
+  std::array<shared_buffer<T>, 3> buffers;
+};
+
+template <class T>
 [[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
-  thread_local std::array<shared_buffer<T>, 3> buffers;
-  shared_buffer<T>& held = buffers[static_cast<std::size_t>(which)];
-  // Rank 0 of a thread-run backend is the calling thread, which may run a shapes-only simulation and
-  // then a full run: a buffer without memory of its own (core/element_memory.hpp) is not reused there.
+  shared_buffer<T>& held = rank_local<workspace_buffers<T>>().buffers[static_cast<std::size_t>(which)];
+  // A thread may run a shapes-only rank and later a full one: a buffer without memory of its own
+  // (core/element_memory.hpp) is not reused where values are stored.
   if (held.size() < elements || (!held.stored() && element_memory::stored_on_this_thread()))
     held = shared_buffer<T>::scratch(elements);  // no copy of stale contents
   return held.span().first(elements);

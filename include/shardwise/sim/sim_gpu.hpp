@@ -27,7 +27,8 @@
 // the kernels behind them.
 //
 // Shapes only (execution::shapes_only): the same program, priced the same, without its values. Every
-// rank is still a thread with its world rank, so meshes, layouts and every layer run unchanged;
+// rank still runs the program with its world rank (as a fiber: threads::ranks_as::fibers, since
+// thousands of ranks then meet at every collective), so meshes, layouts and every layer run unchanged;
 // kernels are launched and priced but do not compute; collectives and messages take the same virtual
 // time and count the same traffic, but payloads of floating-point elements (float, double, bf16: the
 // values) do not move, while integer payloads (counts, indices, plans: what steers the program) do
@@ -618,9 +619,9 @@ struct report {
   }
 };
 
-// Runs body(communicator&) on `ranks` simulated GPUs (threads) of `machine`, whose network must have
-// exactly that many devices, computing everything or pricing shapes only (`how`). Failures propagate
-// as in threads::run.
+// Runs body(communicator&) on `ranks` simulated GPUs (threads; fibers with shapes only) of `machine`, whose network
+// must have exactly that many devices, computing everything or pricing shapes only (`how`). Failures propagate as in
+// threads::run.
 template <class Body>
 report run(int ranks, sim::machine machine, Body&& body, execution how = execution::full) {
   if (machine.network.devices() != ranks)
@@ -631,14 +632,18 @@ report run(int ranks, sim::machine machine, Body&& body, execution how = executi
   std::vector<int> everyone(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) everyone[static_cast<std::size_t>(r)] = r;
   const auto world = state->make_group(std::move(everyone));
-  threads::run(ranks, [&](threads::communicator& data) {
-    const int rank = data.rank();
-    auto& gpu = *state->devices[static_cast<std::size_t>(rank)];
-    const element_memory::scope storage(*state->memory[static_cast<std::size_t>(rank)]);
-    communicator comm(std::move(data), std::make_shared<detail::rank_clock>(state, world, rank, gpu.default_stream()));
-    body(comm);
-    gpu.synchronize();
-  });
+  threads::run(
+      ranks,
+      [&](threads::communicator& data) {
+        const int rank = data.rank();
+        auto& gpu = *state->devices[static_cast<std::size_t>(rank)];
+        const element_memory::scope storage(*state->memory[static_cast<std::size_t>(rank)]);
+        communicator comm(std::move(data),
+                          std::make_shared<detail::rank_clock>(state, world, rank, gpu.default_stream()));
+        body(comm);
+        gpu.synchronize();
+      },
+      how == execution::shapes_only ? threads::ranks_as::fibers : threads::ranks_as::threads);
   report result;
   for (const auto& gpu : state->devices) result.finish_times.push_back(gpu->host_time());
   result.traffic = state->traffic;

@@ -1,14 +1,17 @@
 #pragma once
 // Waiting on a counter shared by threads: spin briefly (the common case on idle cores is a wait of a
 // few hundred nanoseconds), yield a little, then sleep in the kernel (futex via std::atomic::wait).
-// With more ranks than cores a spinning waiter would steal the core of the rank it waits for. At the
-// end, the sleep and wake-up for a word shared by processes too (comm/shared/epoch_flags.hpp).
+// With more ranks than cores a spinning waiter would steal the core of the rank it waits for. A rank
+// that runs as a fiber (comm/detail/fibers.hpp) suspends instead, and its thread runs another rank. At
+// the end, the sleep and wake-up for a word shared by processes too (comm/shared/epoch_flags.hpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <thread>
+
+#include "shardwise/comm/detail/fibers.hpp"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -51,6 +54,10 @@ inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t 
     if ((value & ~aborted_bit) >= target) return true;  // complete, even if the run aborted since
     if ((value & aborted_bit) != 0) return false;
     if (!block) return false;
+    if (fiber_thread* fibers = fibers_of_this_thread()) {
+      fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
+      continue;
+    }
     if (attempt < spins) {
       cpu_relax();
     } else if (attempt < spins + yields) {

@@ -122,7 +122,7 @@ class collective final : public pending {
   }
 
   void drain_and_release() noexcept {
-    while (op_->working.load() != 0) std::this_thread::yield();
+    while (op_->working.load() != 0) shardwise::detail::let_others_run();
     release();
   }
 

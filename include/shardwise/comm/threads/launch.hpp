@@ -1,5 +1,7 @@
 #pragma once
-// threads::run(P, body): P ranks as threads of this process, rank 0 on the calling thread.
+// threads::run(P, body): P ranks as threads of this process, rank 0 on the calling thread; or as
+// fibers on a thread per core (ranks_as::fibers).
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
@@ -7,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/comm/detail/fibers.hpp"
 #include "shardwise/comm/threads/communicator.hpp"
 #include "shardwise/comm/threads/failure.hpp"
 #include "shardwise/comm/threads/group.hpp"
@@ -14,13 +17,19 @@
 
 namespace shardwise::threads {
 
-// Runs body(communicator&) on `ranks` threads and returns when all have finished. An exception on any
+// How the ranks run: a thread each, or as fibers (comm/detail/fibers.hpp) on a thread per core, for
+// programs of many more ranks than cores whose ranks do little between collectives (shapes-only
+// simulation): a rank waiting for its peers then costs a switch in user space, not a kernel wake-up.
+// Either way each rank has its own rank_local state and the program computes the same.
+enum class ranks_as { threads, fibers };
+
+// Runs body(communicator&) on `ranks` ranks and returns when all have finished. An exception on any
 // rank aborts the others' calls (each throws peer_error, "stopped because rank R failed: …"); run()
 // rethrows the error of the rank that failed on its own (detail::originating_error): a
 // shardwise::error as it is (it names its rank and the user's calls), anything else nested in a
 // rank_failure.
 template <class Body>
-void run(int ranks, Body&& body) {
+void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
   if (ranks < 1) throw argument_error(-1, "threads::run", "needs at least one rank, got " + std::to_string(ranks));
   auto run_context = std::make_shared<detail::context>(ranks);
   std::vector<int> world_ranks(static_cast<std::size_t>(ranks));
@@ -35,7 +44,10 @@ void run(int ranks, Body&& body) {
       run_context->failing(rank, std::current_exception());
     }
   };
-  {
+  if (how == ranks_as::fibers) {
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    shardwise::detail::run_as_fibers(ranks, std::min(ranks, cores), rank_main);
+  } else {
     std::vector<std::jthread> others;
     others.reserve(static_cast<std::size_t>(ranks - 1));
     for (int r = 1; r < ranks; ++r) others.emplace_back(rank_main, r);

@@ -174,7 +174,7 @@ class transfer_wait final : public pending {
         receive_ ? box_->withdraw_from(box_->receives, [&](const auto& wanted) { return wanted == receive_; })
                  : box_->withdraw_from(box_->messages, [&](const message& sent) { return sent.delivered == flag_; });
     if (withdrawn) return;
-    while ((flag_->load() & ~shardwise::detail::aborted_bit) == 0) std::this_thread::yield();
+    while ((flag_->load() & ~shardwise::detail::aborted_bit) == 0) shardwise::detail::let_others_run();
   }
 
   std::shared_ptr<context> run_;
