@@ -191,6 +191,24 @@ TEST(threads_run, fibers_keep_each_ranks_state_apart) {
   EXPECT_EQ(checked.load(), ranks);
 }
 
+// A rank that polls a started collective (MPI_Test's loop) gets there under fibers too: each test()
+// that finds it unfinished lets the other ranks of its thread run once.
+TEST(threads_run, a_rank_polling_a_request_lets_the_ranks_it_waits_for_run) {
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    threads::run(
+        8,
+        [](threads::communicator& comm) {
+          std::vector<double> data(4, 1.0);
+          auto started = comm.iall_reduce(data, op::sum);
+          while (!started.test()) {
+          }
+          EXPECT_EQ(data[0], 8.0);
+        },
+        how);
+  }
+}
+
 // A rank's state is current while a scope holds it, and gives its objects back newest first (a later
 // one may hold an earlier one's: a buffer accounted to the rank's storage).
 TEST(rank_local, a_state_is_current_in_its_scope_and_destroys_newest_first) {

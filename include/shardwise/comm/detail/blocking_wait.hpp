@@ -53,8 +53,15 @@ inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t 
     const std::uint32_t value = counter.load(std::memory_order_acquire);
     if ((value & ~aborted_bit) >= target) return true;  // complete, even if the run aborted since
     if ((value & aborted_bit) != 0) return false;
-    if (!block) return false;
-    if (fiber_thread* fibers = fibers_of_this_thread()) {
+    fiber_thread* const fibers = fibers_of_this_thread();
+    if (!block) {
+      // A rank that polls (`while (!request.test())`) lets its thread's other ranks run once between
+      // looks: they may be the ones it waits for.
+      if (fibers == nullptr || attempt > 0) return false;
+      fibers->yield();
+      continue;
+    }
+    if (fibers != nullptr) {
       fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
       continue;
     }
