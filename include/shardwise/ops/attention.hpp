@@ -64,23 +64,25 @@ void check_attention_blocks(const Tensor& t, const attention_shape& shape, const
                              " matrix is not whole samples of " + std::to_string(shape.sequence) +
                              " rows and whole heads of " + std::to_string(shape.head_dim) + " columns");
   // Every rank looks at every rank's blocks, so all refuse alike, naming the same first block that cuts.
-  const auto cuts = [&](const placed_block& p) {
-    return p.block.row_offset % shape.sequence != 0 || p.block.rows % shape.sequence != 0 ||
-           p.block.col_offset % shape.head_dim != 0 || p.block.cols % shape.head_dim != 0;
+  const auto whole_samples = [&](const block_info& b) {
+    return b.row_offset % shape.sequence == 0 && b.rows % shape.sequence == 0;
+  };
+  const auto whole_heads = [&](const block_info& b) {
+    return b.col_offset % shape.head_dim == 0 && b.cols % shape.head_dim == 0;
   };
   auto blocks = all_blocks(t.mapping());
-  const auto first_cut = ranges::find_if(blocks, cuts);
+  const auto first_cut =
+      ranges::find_if(blocks, [&](const placed_block& p) { return !whole_samples(p.block) || !whole_heads(p.block); });
   if (first_cut == ranges::end(blocks)) return;
   const placed_block p = *first_cut;
   const block_info& info = p.block;
-  const bool whole_samples = info.row_offset % shape.sequence == 0 && info.rows % shape.sequence == 0;
   throw argument_error(
       rank, operation,
       "rank " + std::to_string(p.rank) + "'s block of the tensor's group (rows " + std::to_string(info.row_offset) +
           "+" + std::to_string(info.rows) + ", columns " + std::to_string(info.col_offset) + "+" +
           std::to_string(info.cols) + ") cuts " +
-          (whole_samples ? "a head of " + std::to_string(shape.head_dim) + " columns"
-                         : "a sample of " + std::to_string(shape.sequence) + " rows") +
+          (whole_samples(info) ? "a head of " + std::to_string(shape.head_dim) + " columns"
+                               : "a sample of " + std::to_string(shape.sequence) + " rows") +
           "; attention stays local only when every block holds whole samples and whole heads (batch divisible "
           "by the ranks the rows are split over, heads by the ranks the columns are split over)");
 }
