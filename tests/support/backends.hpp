@@ -30,12 +30,18 @@ struct threads_backend {
   // Reductions combine ranks 0, 1, …, P-1 in order, so float sums equal a serial left-to-right sum.
   static constexpr bool sums_in_rank_order = true;
 
+  // Each rank count as threads, then the largest again as fibers (a thread per core), so a body that
+  // holds its thread while it waits for a peer, or keeps a rank's state in a thread_local, hangs or
+  // fails here rather than in a shapes-only simulation.
   template <class Body>
   static void run(Body&& body, std::initializer_list<int> rank_counts = default_rank_counts) {
     for (const int ranks : rank_counts) {
       SCOPED_TRACE("threads backend, P = " + std::to_string(ranks));
       shardwise::threads::run(ranks, body);
     }
+    const int largest = std::max(rank_counts);
+    SCOPED_TRACE("threads backend, P = " + std::to_string(largest) + " as fibers");
+    shardwise::threads::run(largest, body, shardwise::threads::ranks_as::fibers);
   }
 };
 
