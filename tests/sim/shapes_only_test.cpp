@@ -160,7 +160,7 @@ TEST(shapes_only, the_vocabulary_cross_entropy_keeps_its_inputs_and_softmax_as_s
     (void)vocabulary_cross_entropy(dtensor<float, replicated<>, decltype(mesh)>(mesh, {5, 4}), table, targets, saved);
     EXPECT_EQ(memory.bytes_held() - before, hidden + softmax);
     EXPECT_EQ(memory.high_water() - before, hidden + softmax) << "the softmax in place of the logits";
-    const auto hidden_gradient = vocabulary_cross_entropy_backward(*saved, table, table_gradient, 1.0f);
+    const auto hidden_gradient = vocabulary_cross_entropy_backward<replicated<>>(*saved, table, table_gradient, 1.0f);
     EXPECT_EQ(memory.bytes_held() - before, 2 * hidden + softmax);
     EXPECT_EQ(memory.high_water() - before, 2 * hidden + 2 * softmax) << "the logits' gradient beside them";
   });

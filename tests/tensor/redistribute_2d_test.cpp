@@ -29,6 +29,9 @@ TYPED_TEST(redistribute_test, two_dimensional_paths) {
           // tile anything (each line along axis 0 below holds one column piece twice).
           check<split<rows_over<>, cols_over<1>>, replicated<>>(mesh, divisible, path::all_gather, 1);
           check<col_1d<>, replicated<>>(mesh, divisible, path::all_gather, 0);
+          // Pieces that tile the matrix only over the whole grid: one all_gather on the world.
+          check<block_2d<>, replicated<>>(mesh, divisible, path::all_gather);
+          check<block_2d<padded>, replicated<>>(mesh, {2 * p + 1, 5}, path::all_gather);
           // Padded: with b = ceil(n / P), the pieces along axis 1 tile a piece of rows_over<0> when
           // p1 * b == ceil(n / p0): n = 2P - 1 does, n = 2P + 1 does not.
           using padded_rows_over_both = split<rows_over<0, 1>, cols_over<>, padded>;
@@ -59,12 +62,14 @@ TYPED_TEST(redistribute_test, two_dimensional_partial_sums) {
           check_sum<rows_cut, split<rows_over<1, 0>, cols_over<>>>(mesh, divisible, all_reduce_along({1}, -1, true));
           check_sum<rows_cut, replicated<>>(mesh, divisible, all_reduce_along({1}, 0));
           check_sum<rows_cut, col_1d<>>(mesh, divisible, all_reduce_along({1}));  // what reduce(t) gives
-          // Two pending axes: a reduce-scatter along the one the new layout cuts when it replicates along
-          // the other; else two all-reduces.
+          // Two pending axes: one reduce-scatter over both when the new layout's blocks tile the matrix
+          // over the grid (a language model head's hidden-state gradient in 2-D); a reduce-scatter along
+          // the one the new layout cuts when it replicates along the other; else two all-reduces.
           using both = partial_sum<replicated<>, 0, 1>;
+          check_sum<both, block_2d<>>(mesh, divisible, reduce_scatter_over_the_world());
           check_sum<both, col_1d<>>(mesh, divisible, reduce_scatter_along(0, {1}));
           check_sum<both, split<rows_over<>, cols_over<1>>>(mesh, divisible, reduce_scatter_along(1, {0}));
-          check_sum<both, block_2d<>>(mesh, divisible, all_reduce_along({0, 1}));
+          check_sum<both, block_2d<ragged>>(mesh, {7, 2 * p - 1}, all_reduce_along({0, 1}));  // stored unequally
           using block_2d_padded = block_2d<padded>;
           check_sum<partial_sum<col_1d<padded>, 1>, block_2d_padded>(mesh, {2 * p + 1, 5}, std::nullopt);
           check_sum<partial_sum<col_1d<ragged>, 1>, block_2d<ragged>>(mesh, {7, 2 * p - 1}, std::nullopt);

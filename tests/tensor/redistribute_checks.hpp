@@ -49,12 +49,12 @@ void reset_counts(Mesh& mesh) {
 }
 
 // The collectives since reset_counts are those of `expected`: one all_to_all_v on the world, one
-// all_gather on mesh axis `axis`, or none.
+// all_gather on mesh axis `axis` (on the world, over all the axes at once, for axis -1), or none.
 template <class Mesh>
 void expect_path(Mesh& mesh, path expected, int axis) {
-  const int world_calls = expected == path::all_to_all_v ? 1 : 0;
-  EXPECT_EQ(mesh.world().total_calls(), world_calls);
-  EXPECT_EQ(mesh.world().calls("all_to_all_v"), world_calls);
+  const bool on_the_world = expected == path::all_to_all_v || (expected == path::all_gather && axis < 0);
+  EXPECT_EQ(mesh.world().total_calls(), on_the_world ? 1 : 0);
+  EXPECT_EQ(mesh.world().calls(expected == path::all_gather ? "all_gather" : "all_to_all_v"), on_the_world ? 1 : 0);
   for (int a = 0; a < static_cast<int>(Mesh::dimensions); ++a) {
     const int axis_calls = expected == path::all_gather && a == axis ? 1 : 0;
     EXPECT_EQ(mesh.axis(a).total_calls(), axis_calls) << "axis " << a;
@@ -148,6 +148,12 @@ inline collective_calls reduce_scatter_along(std::size_t axis, const std::vector
   collective_calls calls{{}, std::vector<std::map<std::string, int>>(3)};
   calls.axes[axis]["reduce_scatter"] = 1;
   for (const std::size_t a : summed) calls.axes[a]["all_reduce"] = 1;
+  return calls;
+}
+// One reduce_scatter over all the mesh's axes at once, on the world.
+inline collective_calls reduce_scatter_over_the_world() {
+  collective_calls calls{{}, std::vector<std::map<std::string, int>>(3)};
+  calls.world["reduce_scatter"] = 1;
   return calls;
 }
 // An all_reduce along each of `summed`, then the move's collective: none, an all_gather along

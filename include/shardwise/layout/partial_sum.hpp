@@ -11,6 +11,7 @@
 // same block.
 #include <array>
 #include <cstddef>
+#include <utility>
 
 #include "shardwise/layout/layout.hpp"
 
@@ -33,6 +34,19 @@ struct partial_sum {
   template <std::size_t D>
   using mapping = typename Layout::template mapping<D>;
 };
+
+namespace detail {
+template <class Layout, class Axes>
+struct partial_sum_over_axes;
+template <class Layout, std::size_t... Axes>
+struct partial_sum_over_axes<Layout, std::index_sequence<Axes...>> {
+  using type = partial_sum<Layout, Axes...>;
+};
+}  // namespace detail
+
+// Addends of Layout still to be summed over every axis of a mesh of D dimensions.
+template <class Layout, std::size_t D>
+using partial_sum_over_all = typename detail::partial_sum_over_axes<Layout, std::make_index_sequence<D>>::type;
 
 template <class Layout>
 inline constexpr bool is_partial_sum_v = false;

@@ -41,8 +41,7 @@ class language_model_loss {
   [[nodiscard]] input_type backward(T scale = T(1)) try {
     const auto saved = take_saved(saved_, table_->value.mesh().world().world_rank(),
                                   "nn::language_model_loss::backward", "the probabilities");
-    return redistribute<typename Family::input>(
-        vocabulary_cross_entropy_backward(saved, table_->value, table_->gradient, scale));
+    return vocabulary_cross_entropy_backward<typename Family::input>(saved, table_->value, table_->gradient, scale);
   } catch (...) {
     rethrow_within_call(world_rank_of(table_->value), call_text("nn::language_model_loss::backward"));
   }

@@ -10,6 +10,8 @@
 //
 // `hidden` is the whole tokens x hidden matrix on every rank (a replicated tensor: the activations
 // gathered), storage of the rank like the softmax's columns, so both count in its memory high-water mark.
+// Its gradient is each rank's addend dz · table rows, summed over the mesh into the layout the caller
+// names.
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,11 +27,13 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
+#include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -118,40 +123,58 @@ template <class T, split_layout Layout, class Mesh>
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy", describe(hidden), describe(table)));
 }
 
-// Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
-// gradient, whole on every rank. Collective over the table's mesh.
-template <class T, split_layout Layout, class Mesh>
-[[nodiscard]] dtensor<T, replicated<>, Mesh> vocabulary_cross_entropy_backward(
-    const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
-    dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
+namespace detail {
+// Adds the table's gradient (times `scale`) into `table_gradient` and returns this rank's addend of the
+// hidden states' gradient, whole, in AddendLayout; the logits' gradient is given back on return.
+template <class AddendLayout, class T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, AddendLayout, Mesh> hidden_gradient_addend(const cross_entropy_saved<T, Mesh>& saved,
+                                                                    const dtensor<T, Layout, Mesh>& table,
+                                                                    dtensor<T, Layout, Mesh>& table_gradient, T scale) {
   auto& world = table.mesh().world();
   const auto probabilities = saved.probability_matrix();
   const auto tokens = static_cast<double>(probabilities.rows());
   const auto vocabulary_rows = static_cast<double>(probabilities.cols());
   const auto hidden_width = static_cast<double>(saved.hidden.cols());
   const double logit_count = tokens * vocabulary_rows;
-  const auto logits_gradient_storage = detail::matrix_storage<T>(probabilities.rows(), probabilities.cols());
-  detail::strided_map<T> logits_gradient(logits_gradient_storage.data(), probabilities.rows(), probabilities.cols(),
-                                         Eigen::OuterStride<>(probabilities.cols()));
+  const auto logits_gradient_storage = matrix_storage<T>(probabilities.rows(), probabilities.cols());
+  strided_map<T> logits_gradient(logits_gradient_storage.data(), probabilities.rows(), probabilities.cols(),
+                                 Eigen::OuterStride<>(probabilities.cols()));
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "logits gradient", [&] {
     logits_gradient = probabilities;
-    detail::for_each_owned_token(
+    for_each_owned_token(
         table, saved.targets, "vocabulary cross-entropy backward",
         [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
     logits_gradient *= scale / static_cast<T>(saved.targets.size());
   });
   run_kernel(world, gemm_work(vocabulary_rows, hidden_width, tokens, sizeof(T), true), "vocabulary table gradient",
              [&] {
-               detail::gemm(detail::destination(table_gradient.local(0)), detail::operand(logits_gradient).transposed(),
-                            detail::operand(saved.hidden.local(0)), true);
+               gemm(destination(table_gradient.local(0)), operand(logits_gradient).transposed(),
+                    operand(saved.hidden.local(0)), true);
              });
-  dtensor<T, replicated<>, Mesh> hidden_gradient(table.mesh(), saved.hidden.extents());
-  run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient", [&] {
-    detail::gemm(detail::destination(hidden_gradient.local(0)), detail::operand(logits_gradient),
-                 detail::operand(table.local(0)));
-  });
-  world.all_reduce(hidden_gradient.data(), op::sum);
-  return hidden_gradient;
+  dtensor<T, AddendLayout, Mesh> addend(table.mesh(), saved.hidden.extents());
+  run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient",
+             [&] { gemm(destination(addend.local(0)), operand(logits_gradient), operand(table.local(0))); });
+  return addend;
+}
+}  // namespace detail
+
+// Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
+// gradient in HiddenLayout. Each rank's logits give an addend of the whole gradient: summed in place
+// when HiddenLayout is replicated (the 1-D family's activations), otherwise straight into HiddenLayout's
+// blocks, by one reduce-scatter over the mesh when they tile the matrix (tensor/exchange_sum.hpp), so no
+// rank holds the whole sum. Collective over the table's mesh.
+template <class HiddenLayout, class T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, HiddenLayout, Mesh> vocabulary_cross_entropy_backward(
+    const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
+    dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
+  if constexpr (std::is_same_v<HiddenLayout, replicated<>>) {
+    auto hidden_gradient = detail::hidden_gradient_addend<replicated<>>(saved, table, table_gradient, scale);
+    table.mesh().world().all_reduce(hidden_gradient.data(), op::sum);
+    return hidden_gradient;
+  } else {
+    using addends = partial_sum_over_all<replicated<>, Mesh::dimensions>;
+    return redistribute<HiddenLayout>(detail::hidden_gradient_addend<addends>(saved, table, table_gradient, scale));
+  }
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));
 }

@@ -11,7 +11,9 @@
 //    source blocks of the ranks on its line along a, and those blocks are stored equally large (what
 //    all_gather needs): the destination is the source with axis a dropped from a dimension's list,
 //    rows_over<0, 1> -> rows_over<0>, col_1d -> replicated, and the pieces line up under the padding
-//    rules (always for exact; for padded and ragged when the cuts happen to agree).
+//    rules (always for exact; for padded and ragged when the cuts happen to agree). Failing every single
+//    axis, one all_gather over all the mesh's axes at once, when the source blocks tile the destination
+//    over the whole grid: block_2d -> replicated, a 3-D cube layout -> replicated.
 // 3. The general path, one all_to_all_v over the mesh's world: every rectangle where a source block
 //    meets a destination block is sent once. When the source replicates a block, the receiver takes it
 //    from itself if it holds a copy, otherwise from the block's owner() (the lowest rank holding it).
@@ -139,24 +141,48 @@ void for_each_transfer(mapping_ref from, mapping_ref to, int sender, int receive
   return true;
 }
 
-// Whether, on every line along mesh axis a, each rank holds one block under `pieces` and one under
-// `whole`, the blocks under `whole` are all the same, and the blocks under `pieces` tile it exactly
-// (contained in it, distinct — and so disjoint, by the layout contract — and covering it), stored
-// equally large. Then an all_gather along a builds `whole` from `pieces` (path 2), and a reduce-scatter
-// along a cuts addends of `whole` into sums of `pieces` (tensor/exchange_sum.hpp). One pass over the
-// ranks.
+// A group of mesh axes: the ranks that differ from a rank only along them, numbered row-major over the
+// axes in increasing order, as process_mesh::group numbers them; a line along axis a is the group {a}.
+using mesh_axes = std::vector<int>;
+
+// The k-th rank's point of the group along `axes` that `point` lies in.
 template <std::size_t D>
-[[nodiscard]] bool tiles_along(mapping_ref pieces, mapping_ref whole, const coordinates<D>& grid, std::size_t a) {
+[[nodiscard]] coordinates<D> point_in_group(coordinates<D> point, const coordinates<D>& grid, const mesh_axes& axes,
+                                            int k) {
+  for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
+    const int extent = grid[static_cast<std::size_t>(*a)];
+    point[static_cast<std::size_t>(*a)] = k % extent;
+    k /= extent;
+  }
+  return point;
+}
+
+template <std::size_t D>
+[[nodiscard]] int group_size(const coordinates<D>& grid, const mesh_axes& axes) {
+  int size = 1;
+  for (const int a : axes) size *= grid[static_cast<std::size_t>(a)];
+  return size;
+}
+
+// Whether, in every group along `axes`, each rank holds one block under `pieces` and one under `whole`,
+// the blocks under `whole` are all the same, and the blocks under `pieces` tile it exactly (contained in
+// it, distinct — and so disjoint, by the layout contract — and covering it), stored equally large. Then
+// an all_gather over the group builds `whole` from `pieces` (path 2), and a reduce-scatter over it cuts
+// addends of `whole` into sums of `pieces` (tensor/exchange_sum.hpp). One pass over the ranks.
+template <std::size_t D>
+[[nodiscard]] bool tiles_over(mapping_ref pieces, mapping_ref whole, const coordinates<D>& grid,
+                              const mesh_axes& axes) {
+  const int members = group_size(grid, axes);
   for (int first = 0; first < whole.ranks(); ++first) {
-    coordinates<D> point = point_in_grid(grid, first);
-    if (point[a] != 0) continue;  // each line once, from its first rank
+    const coordinates<D> origin = point_in_grid(grid, first);
+    if (point_in_group(origin, grid, axes, 0) != origin) continue;  // each group once, from its first rank
     if (whole.block_count(first) != 1 || pieces.block_count(first) != 1) return false;
     const block_info wanted = whole.block(first, 0);
     const std::int64_t stored = pieces.block(first, 0).stored_elements();
     std::int64_t covered = 0;
-    std::vector<block_info> seen;  // pieces replicated along a are equal blocks: they do not tile
-    for (; point[a] < grid[a]; ++point[a]) {
-      const int rank = rank_in_grid(grid, point);
+    std::vector<block_info> seen;  // pieces replicated within the group are equal blocks: they do not tile
+    for (int k = 0; k < members; ++k) {
+      const int rank = rank_in_grid(grid, point_in_group(origin, grid, axes, k));
       if (whole.block_count(rank) != 1 || whole.block(rank, 0) != wanted || pieces.block_count(rank) != 1) return false;
       const block_info held = pieces.block(rank, 0);
       if (held.stored_elements() != stored) return false;
@@ -170,21 +196,35 @@ template <std::size_t D>
   return true;
 }
 
-// The mesh axis of path 2, or -1 when none serves.
+// The group of mesh axes of path 2, or none (empty): one axis, or else all the axes the grid does not
+// leave at one rank together.
 template <std::size_t D>
-[[nodiscard]] int gathering_axis(mapping_ref from, mapping_ref to, const coordinates<D>& grid) {
+[[nodiscard]] mesh_axes gathering_axes(mapping_ref from, mapping_ref to, const coordinates<D>& grid) {
+  mesh_axes cut;
   for (std::size_t a = 0; a < D; ++a)
-    if (grid[a] > 1 && tiles_along(from, to, grid, a)) return static_cast<int>(a);
-  return -1;
+    if (grid[a] > 1) cut.push_back(static_cast<int>(a));
+  for (const int a : cut)
+    if (tiles_over(from, to, grid, mesh_axes{a})) return {a};
+  if (cut.size() > 1 && tiles_over(from, to, grid, cut)) return cut;
+  return {};
 }
 
-// visit(k, block) for each rank of this rank's line along mesh axis `axis`: k its coordinate there (its
-// rank in mesh.axis(axis)), `block` its one block under `mapping`.
+// The communicator of this rank's group along `axes`: an axis's own for one axis, the mesh's when the
+// group holds every rank, otherwise one made for the group at its first use.
+template <class Mesh>
+[[nodiscard]] auto& group_along(Mesh& mesh, const mesh_axes& axes) {
+  if (axes.size() == 1) return mesh.axis(axes.front());
+  if (group_size(mesh.shape(), axes) == mesh.world().size()) return mesh.world();
+  return mesh.group(std::span<const int>(axes));
+}
+
+// visit(k, block) for each rank of this rank's group along `axes`: k its rank in that group, `block` its
+// one block under `mapping`.
 template <class Mesh, class Visit>
-void for_each_on_line(Mesh& mesh, int axis, mapping_ref mapping, Visit&& visit) {
-  auto point = mesh.coords();
-  int& k = point[static_cast<std::size_t>(axis)];
-  for (k = 0; k < mesh.shape()[static_cast<std::size_t>(axis)]; ++k) visit(k, mapping.block(mesh.rank_of(point), 0));
+void for_each_in_group(Mesh& mesh, const mesh_axes& axes, mapping_ref mapping, Visit&& visit) {
+  const int members = group_size(mesh.shape(), axes);
+  for (int k = 0; k < members; ++k)
+    visit(k, mapping.block(mesh.rank_of(point_in_group(mesh.coords(), mesh.shape(), axes, k)), 0));
 }
 
 // Where global element (row, col) lies in the storage of `block`, which holds it.
@@ -224,17 +264,17 @@ void copy_locally(Communicator& world, mapping_ref from, std::span<const T> sour
   });
 }
 
-// Path 2, collective over mesh.axis(axis): every rank's one source block, gathered along the axis, and
-// each piece put where it lies in this rank's one destination block.
+// Path 2, collective over the group along `axes`: every rank's one source block, gathered over the
+// group, and each piece put where it lies in this rank's one destination block.
 template <class T, class Mesh>
-void gather_along(Mesh& mesh, int axis, mapping_ref from, std::span<const T> source, mapping_ref to,
-                  std::span<T> target, std::string_view operation) {
-  auto& line = mesh.axis(axis);
-  const auto pieces = shared_buffer<T>::scratch(source.size() * static_cast<std::size_t>(line.size()));
-  line.all_gather(source, pieces.span());
+void gather_over(Mesh& mesh, const mesh_axes& axes, mapping_ref from, std::span<const T> source, mapping_ref to,
+                 std::span<T> target, std::string_view operation) {
+  auto& group = group_along(mesh, axes);
+  const auto pieces = shared_buffer<T>::scratch(source.size() * static_cast<std::size_t>(group.size()));
+  group.all_gather(source, pieces.span());
   const block_info wanted = to.block(mesh.world().rank(), 0);
   run_copy<T>(mesh.world(), wanted.elements(), operation, [&] {
-    for_each_on_line(mesh, axis, from, [&](int k, const block_info& held) {
+    for_each_in_group(mesh, axes, from, [&](int k, const block_info& held) {
       if (held.elements() == 0) return;
       copy_rectangle(pieces.data() + static_cast<std::size_t>(k) * source.size(), held.stored_cols,
                      target.data() + offset_in(wanted, held.row_offset, held.col_offset), wanted.stored_cols, held.rows,
@@ -322,8 +362,8 @@ void exchange(Mesh& mesh, mapping_ref from, std::span<const T> source, mapping_r
               std::string_view operation) {
   if (needs_no_communication(from, to)) {
     copy_locally(mesh.world(), from, source, to, target, operation);
-  } else if (const int axis = gathering_axis(from, to, mesh.shape()); axis >= 0) {
-    gather_along(mesh, axis, from, source, to, target, operation);
+  } else if (const mesh_axes axes = gathering_axes(from, to, mesh.shape()); !axes.empty()) {
+    gather_over(mesh, axes, from, source, to, target, operation);
   } else {
     exchange_all_to_all(mesh.world(), from, source, to, target, operation);
   }

@@ -4,18 +4,21 @@
 // Every rank along each pending axis holds an addend of the same block under `from`. Two paths; every
 // rank decides from the mappings alone, so all of them take the same one:
 //
-// 1. One reduce_scatter along a pending axis a, when on every line along a the blocks of the destination
-//    tile the addends' block exactly and are stored equally large (tiles_along, tensor/exchange.hpp):
-//    the destination is the addends' layout with a added to a dimension's list — partial_sum<replicated,
-//    0> -> col_1d or row_1d, the 3-D product's local result -> its cube layout. Each rank cuts its addend
-//    into the destination blocks of its line, each as its owner stores it (padding zero), and the
-//    reduce-scatter leaves every rank the sum of its own block. Other pending axes are all-reduced first.
+// 1. One reduce_scatter over a group of pending axes, when in every such group the blocks of the
+//    destination tile the addends' block exactly and are stored equally large (tiles_over,
+//    tensor/exchange.hpp). The group is all the pending axes together when that holds for them
+//    (partial_sum<replicated<>, 0, 1> -> block_2d: each rank of the grid gets the sum of its own block),
+//    otherwise one pending axis a: the destination is the addends' layout with a added to a dimension's
+//    list — partial_sum<replicated, 0> -> col_1d or row_1d, the 3-D product's local result -> its cube
+//    layout. Each rank cuts its addend into the destination blocks of its group, each as its owner
+//    stores it (padding zero), and the reduce-scatter leaves every rank the sum of its own block. Other
+//    pending axes are all-reduced first.
 // 2. Otherwise an all_reduce along each pending axis, then the exchange of the sums into the destination
 //    (tensor/exchange.hpp: a local copy when the destination is the addends' layout or replicated, one
 //    all_gather or one all_to_all_v otherwise).
 //
-// Per rank, path 1 sends and receives (p_a - 1)/p_a of the addend, path 2 twice that for each pending
-// axis, then what the exchange moves.
+// Per rank, path 1 sends and receives (p - 1)/p of the addend, p the group's size, path 2 twice that for
+// each pending axis, then what the exchange moves.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -44,12 +47,13 @@ consteval bool summable(const std::array<std::size_t, N>& pending) {
   return std::ranges::all_of(pending, [](std::size_t a) { return a < D; });
 }
 
-// Every element of `values` summed over each of the mesh axes `axes` but `except` (an all_reduce along
-// each), in place.
+// Every element of `values` summed over each of the mesh axes `axes` but those in `except` (an
+// all_reduce along each), in place.
 template <class T, class Mesh, std::size_t N>
-void sum_along(Mesh& mesh, const std::array<std::size_t, N>& axes, std::span<T> values, int except = -1) {
+void sum_along(Mesh& mesh, const std::array<std::size_t, N>& axes, std::span<T> values, const mesh_axes& except = {}) {
   for (const std::size_t a : axes)
-    if (static_cast<int>(a) != except) mesh.axis(static_cast<int>(a)).all_reduce(values, op::sum);
+    if (std::ranges::find(except, static_cast<int>(a)) == except.end())
+      mesh.axis(static_cast<int>(a)).all_reduce(values, op::sum);
 }
 
 // Whether every rank holds, under `mapping`, the blocks of the rank at coordinate 0 of its line along
@@ -67,31 +71,39 @@ template <std::size_t D>
   return true;
 }
 
-// The pending axis of path 1, or -1 when none serves. The other pending axes are summed over before the
-// reduce-scatter, so the ranks along them must cut their addends alike: the destination replicates
+// The group of pending axes of path 1, or none (empty). The other pending axes are summed over before
+// the reduce-scatter, so the ranks along them must cut their addends alike: the destination replicates
 // along them.
 template <std::size_t D, std::size_t N>
-[[nodiscard]] int scattering_axis(mapping_ref from, mapping_ref to, const coordinates<D>& grid,
-                                  const std::array<std::size_t, N>& pending) {
-  const auto replicated_along_the_others = [&](std::size_t a) {
-    return std::ranges::all_of(pending, [&](std::size_t b) { return b == a || same_blocks_along(to, grid, b); });
-  };
+[[nodiscard]] mesh_axes scattering_axes(mapping_ref from, mapping_ref to, const coordinates<D>& grid,
+                                        const std::array<std::size_t, N>& pending) {
+  mesh_axes cut;  // the pending axes the grid does not leave at one rank
   for (const std::size_t a : pending)
-    if (grid[a] > 1 && tiles_along(to, from, grid, a) && replicated_along_the_others(a)) return static_cast<int>(a);
-  return -1;
+    if (grid[a] > 1) cut.push_back(static_cast<int>(a));
+  if (mesh_axes together = cut; together.size() > 1) {
+    std::ranges::sort(together);
+    if (tiles_over(to, from, grid, together)) return together;
+  }
+  const auto replicated_along_the_others = [&](int a) {
+    return std::ranges::all_of(
+        pending, [&](std::size_t b) { return static_cast<int>(b) == a || same_blocks_along(to, grid, b); });
+  };
+  for (const int a : cut)
+    if (tiles_over(to, from, grid, mesh_axes{a}) && replicated_along_the_others(a)) return {a};
+  return {};
 }
 
 // Path 1's input: this rank's addend (its one block under `from`) cut into the blocks `to` gives the
-// ranks of its line along `axis`, each `part_size` elements stored as its owner stores it (padding
-// zero), in the line's rank order.
+// ranks of its group along `axes`, each `part_size` elements stored as its owner stores it (padding
+// zero), in the group's rank order.
 template <class T, class Mesh>
-[[nodiscard]] shared_buffer<T> parts_along(Mesh& mesh, int axis, mapping_ref from, std::span<const T> addend,
-                                           mapping_ref to, std::size_t part_size, std::string_view operation) {
-  auto parts =
-      shared_buffer<T>::scratch(part_size * static_cast<std::size_t>(mesh.shape()[static_cast<std::size_t>(axis)]));
+[[nodiscard]] shared_buffer<T> parts_in_group(Mesh& mesh, const mesh_axes& axes, mapping_ref from,
+                                              std::span<const T> addend, mapping_ref to, std::size_t part_size,
+                                              std::string_view operation) {
+  auto parts = shared_buffer<T>::scratch(part_size * static_cast<std::size_t>(group_size(mesh.shape(), axes)));
   const block_info whole = from.block(mesh.world().rank(), 0);
   run_copy<T>(mesh.world(), whole.elements(), operation, [&] {
-    for_each_on_line(mesh, axis, to, [&](int k, const block_info& part) {
+    for_each_in_group(mesh, axes, to, [&](int k, const block_info& part) {
       if (part.elements() == 0) return;
       copy_rectangle(addend.data() + offset_in(whole, part.row_offset, part.col_offset), whole.stored_cols,
                      parts.data() + static_cast<std::size_t>(k) * part_size, part.stored_cols, part.rows, part.cols);
@@ -106,10 +118,10 @@ template <class T, class Mesh>
 template <class T, class Mesh, std::size_t N>
 void exchange_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
                   mapping_ref to, std::span<T> target, std::string_view operation) {
-  if (const int axis = scattering_axis(from, to, mesh.shape(), pending); axis >= 0) {
-    const auto parts = parts_along(mesh, axis, from, addends, to, target.size(), operation);
-    sum_along(mesh, pending, parts.span(), axis);
-    mesh.axis(axis).reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
+  if (const mesh_axes axes = scattering_axes(from, to, mesh.shape(), pending); !axes.empty()) {
+    const auto parts = parts_in_group(mesh, axes, from, addends, to, target.size(), operation);
+    sum_along(mesh, pending, parts.span(), axes);
+    group_along(mesh, axes).reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
   } else {
     const auto sums = shared_buffer<T>::scratch(addends.size());
     run_copy<T>(mesh.world(), static_cast<std::int64_t>(addends.size()), operation,
