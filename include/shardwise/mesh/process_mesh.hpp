@@ -162,13 +162,9 @@ class process_mesh {
                                         std::to_string(Dimensions) + "-D grid " + detail::shape_string(shape_));
     auto& slot = groups_[sorted];
     if (!slot) {
-      auto first = coords_;  // colour: the group's first rank; key: my place in the sub-grid
-      int key = 0;
-      for (const int a : sorted) {
-        first[static_cast<std::size_t>(a)] = 0;
-        key = key * shape_[static_cast<std::size_t>(a)] + coords_[static_cast<std::size_t>(a)];
-      }
-      slot = std::make_unique<Communicator>(world_->split(rank_of(first), key));
+      // Colour: the group's first rank; key: my place in the sub-grid.
+      slot = std::make_unique<Communicator>(world_->split(rank_of(detail::point_in_group(coords_, shape_, sorted, 0)),
+                                                          detail::rank_in_group(coords_, shape_, sorted)));
     }
     return *slot;
   }

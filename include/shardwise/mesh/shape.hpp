@@ -38,6 +38,43 @@ template <std::size_t D>
   return point;
 }
 
+namespace detail {
+
+// A group of mesh axes, in increasing order: the ranks that differ from a rank only along them. A line
+// along axis a is the group {a}.
+using mesh_axes = std::vector<int>;
+
+// The number of ranks in a group along `axes` of a grid of `shape`.
+template <std::size_t D>
+[[nodiscard]] int group_size(const coordinates<D>& shape, const mesh_axes& axes) {
+  int size = 1;
+  for (const int a : axes) size *= shape[static_cast<std::size_t>(a)];
+  return size;
+}
+
+// The rank of `point` in its group along `axes`: row-major over those axes, in increasing order (what
+// process_mesh::group's ranks are). The one place this order is written.
+template <std::size_t D>
+[[nodiscard]] int rank_in_group(const coordinates<D>& point, const coordinates<D>& shape, const mesh_axes& axes) {
+  int rank = 0;
+  for (const int a : axes) rank = rank * shape[static_cast<std::size_t>(a)] + point[static_cast<std::size_t>(a)];
+  return rank;
+}
+
+// The inverse of rank_in_group: the point of rank k in the group along `axes` that `point` lies in.
+template <std::size_t D>
+[[nodiscard]] coordinates<D> point_in_group(coordinates<D> point, const coordinates<D>& shape, const mesh_axes& axes,
+                                            int k) {
+  for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
+    const int extent = shape[static_cast<std::size_t>(*a)];
+    point[static_cast<std::size_t>(*a)] = k % extent;
+    k /= extent;
+  }
+  return point;
+}
+
+}  // namespace detail
+
 // Every shape of Dimensions positive extents whose product is `ranks`, in lexicographic order
 // ({1, 12}, {2, 6}, {3, 4}, {4, 3}, {6, 2}, {12, 1} for 2-D and 12). Empty when ranks < 1.
 template <std::size_t Dimensions>

@@ -141,29 +141,6 @@ void for_each_transfer(mapping_ref from, mapping_ref to, int sender, int receive
   return true;
 }
 
-// A group of mesh axes: the ranks that differ from a rank only along them, numbered row-major over the
-// axes in increasing order, as process_mesh::group numbers them; a line along axis a is the group {a}.
-using mesh_axes = std::vector<int>;
-
-// The k-th rank's point of the group along `axes` that `point` lies in.
-template <std::size_t D>
-[[nodiscard]] coordinates<D> point_in_group(coordinates<D> point, const coordinates<D>& grid, const mesh_axes& axes,
-                                            int k) {
-  for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
-    const int extent = grid[static_cast<std::size_t>(*a)];
-    point[static_cast<std::size_t>(*a)] = k % extent;
-    k /= extent;
-  }
-  return point;
-}
-
-template <std::size_t D>
-[[nodiscard]] int group_size(const coordinates<D>& grid, const mesh_axes& axes) {
-  int size = 1;
-  for (const int a : axes) size *= grid[static_cast<std::size_t>(a)];
-  return size;
-}
-
 // Whether, in every group along `axes`, each rank holds one block under `pieces` and one under `whole`,
 // the blocks under `whole` are all the same, and the blocks under `pieces` tile it exactly (contained in
 // it, distinct — and so disjoint, by the layout contract — and covering it), stored equally large. Then
@@ -175,7 +152,7 @@ template <std::size_t D>
   const int members = group_size(grid, axes);
   for (int first = 0; first < whole.ranks(); ++first) {
     const coordinates<D> origin = point_in_grid(grid, first);
-    if (point_in_group(origin, grid, axes, 0) != origin) continue;  // each group once, from its first rank
+    if (rank_in_group(origin, grid, axes) != 0) continue;  // each group once, from its first rank
     if (whole.block_count(first) != 1 || pieces.block_count(first) != 1) return false;
     const block_info wanted = whole.block(first, 0);
     const std::int64_t stored = pieces.block(first, 0).stored_elements();
