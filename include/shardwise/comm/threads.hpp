@@ -10,6 +10,7 @@
 //   mailbox.hpp             point to point: sends and receives matched in the receiver's mailbox
 //   group.hpp               the ranks of a communicator, and how a split makes a new one
 //   request.hpp             started operations: wait(), test()
+//   in_flight.hpp           a rank's started collectives, finished in the order they were started
 //   failure.hpp             how one rank's error stops the others (peer_error) and reaches run()
 //   shared_memory.hpp       every rank's block of memory, reachable by all (comm/shared_memory.hpp)
 //

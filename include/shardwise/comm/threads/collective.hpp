@@ -7,6 +7,7 @@
 // wait()/test().
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "shardwise/comm/threads/direct_collectives.hpp"
 #include "shardwise/comm/threads/failure.hpp"
 #include "shardwise/comm/threads/group.hpp"
+#include "shardwise/comm/threads/in_flight.hpp"
 #include "shardwise/comm/threads/rendezvous.hpp"
 #include "shardwise/comm/threads/request.hpp"
 #include "shardwise/core/error.hpp"
@@ -44,20 +46,53 @@ std::optional<std::string> disagreement(const Call& mine, const operation& op, c
   return std::nullopt;
 }
 
-// Not movable: peers read the descriptor through its address.
+// Not movable: peers read the descriptor through its address. A started one is on its rank's list
+// of collectives in flight (comm/threads/in_flight.hpp) until it finishes.
 template <class Call>
-class collective final : public pending {
+class collective final : public pending, public catching_up {
  public:
-  collective(const Call& call, std::shared_ptr<group> members, int rank, std::uint64_t sequence)
-      : call_(call), group_(std::move(members)), rank_(rank), sequence_(sequence), phases_(phases_of(call_)) {
+  collective(const Call& call, std::shared_ptr<group> members, int rank, std::uint64_t sequence,
+             std::shared_ptr<in_flight> started_on = nullptr)
+      : call_(call),
+        group_(std::move(members)),
+        rank_(rank),
+        sequence_(sequence),
+        phases_(phases_of(call_)),
+        in_flight_(std::move(started_on)) {
     own_.prepare(call_);
-    op_ = group_->join(sequence_, rank_, slot{&call_, signature_of(call_, world_rank())}, Call::name);
+    op_ = &group_->join(sequence_, rank_, slot{&call_, signature_of(call_, world_rank())}, Call::name);
+    if (in_flight_) in_flight_->add(*this);
   }
   ~collective() override {
     if (!released_) abandon();
   }
 
+  // wait() and test(): the collectives this rank started before this one first.
   bool progress(bool block) override {
+    if (in_flight_) in_flight_->finish_before(this, block);
+    if (caught_error_) std::rethrow_exception(std::exchange(caught_error_, nullptr));
+    return advance_own_part(block);
+  }
+
+  void catch_up(bool block) noexcept override {
+    try {
+      advance_own_part(block);
+    } catch (...) {
+      caught_error_ = std::current_exception();
+    }
+  }
+
+  void abandon() noexcept override {
+    if (released_) return;
+    group_->run->failing(world_rank());
+    drain_and_release();
+  }
+
+  Call& call() noexcept { return call_; }
+
+ private:
+  bool advance_own_part(bool block) {
+    if (released_) return true;  // finished, by an earlier wait or a later collective's catching up
     const std::uint32_t ranks = group_->ranks();
     if (phase_ < 0) {
       if (!advance(op_->posted, ranks, block)) return false;
@@ -84,15 +119,6 @@ class collective final : public pending {
     return true;
   }
 
-  void abandon() noexcept override {
-    if (released_) return;
-    group_->run->failing(world_rank());
-    drain_and_release();
-  }
-
-  Call& call() noexcept { return call_; }
-
- private:
   [[nodiscard]] int world_rank() const { return group_->world_ranks[static_cast<std::size_t>(rank_)]; }
 
   // The count of arrivals at which phase `phase` has ended for every rank (operation::finished).
@@ -130,6 +156,7 @@ class collective final : public pending {
     if (released_) return;
     released_ = true;
     group_->leave(sequence_, *op_);
+    if (in_flight_) in_flight_->remove(*this);
   }
 
   Call call_;
@@ -137,10 +164,12 @@ class collective final : public pending {
   int rank_;
   std::uint64_t sequence_;
   int phases_;
-  std::shared_ptr<operation> op_;
-  int phase_ = -1;  // -1: waiting for every rank to post; then the phase under way
+  operation* op_ = nullptr;  // owned by the group, which outlives this rank's part
+  int phase_ = -1;           // -1: waiting for every rank to post; then the phase under way
   bool worked_ = false;
   bool released_ = false;
+  std::shared_ptr<in_flight> in_flight_;  // null for a blocking call
+  std::exception_ptr caught_error_;       // met while catching up, for this collective's own wait()
   own_buffers<Call> own_;
 };
 

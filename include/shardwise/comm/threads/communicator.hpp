@@ -1,7 +1,8 @@
 #pragma once
 // threads::communicator: one rank's handle on a group of threads (comm/threads/group.hpp). The
-// collectives it issues are numbered in order and meet in the group (comm/threads/collective.hpp);
-// its sends and receives meet in mailboxes (comm/threads/mailbox.hpp).
+// collectives it issues are numbered in order and meet in the group (comm/threads/collective.hpp),
+// and finish in that order (comm/threads/in_flight.hpp); its sends and receives meet in mailboxes
+// (comm/threads/mailbox.hpp).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/threads/collective.hpp"
 #include "shardwise/comm/threads/group.hpp"
+#include "shardwise/comm/threads/in_flight.hpp"
 #include "shardwise/comm/threads/mailbox.hpp"
 #include "shardwise/comm/threads/request.hpp"
 #include "shardwise/core/error.hpp"
@@ -39,6 +41,7 @@ class communicator : public communicator_interface<communicator> {
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective.
   [[nodiscard]] communicator split(int color, int key) {
     if (color < 0) throw argument_error(world_rank(), "split", "colour " + std::to_string(color) + " is negative");
+    in_flight_->finish_before(nullptr, true);
     detail::collective<detail::split_call> mine(
         detail::split_call{.color = color, .key = key, .parent = group_, .members = {}, .created = {}}, group_, rank_,
         next_collective_++);
@@ -51,14 +54,18 @@ class communicator : public communicator_interface<communicator> {
  private:
   friend struct shardwise::detail::backend_hooks;
 
+  // A blocking call ends before this communicator can, so it borrows the group: a shared_ptr without
+  // an owner, whose copies leave the reference count alone (an atomic every rank would contend for).
   template <class Call>
   void run(const Call& call) {
-    detail::collective<Call> mine(call, group_, rank_, next_collective_++);
+    in_flight_->finish_before(nullptr, true);
+    detail::collective<Call> mine(call, std::shared_ptr<detail::group>(std::shared_ptr<detail::group>{}, group_.get()),
+                                  rank_, next_collective_++);
     mine.progress(true);
   }
   template <class Call>
   [[nodiscard]] request start(const Call& call) {
-    return request(std::make_unique<detail::collective<Call>>(call, group_, rank_, next_collective_++));
+    return request(std::make_unique<detail::collective<Call>>(call, group_, rank_, next_collective_++, in_flight_));
   }
 
   // A blocking send returns at once: it copies straight into a waiting receive, or leaves a copy.
@@ -113,6 +120,7 @@ class communicator : public communicator_interface<communicator> {
   std::shared_ptr<detail::group> group_;
   int rank_;
   std::uint64_t next_collective_ = 0;
+  std::shared_ptr<detail::in_flight> in_flight_ = std::make_shared<detail::in_flight>();
   std::map<std::pair<int, int>, std::uint64_t> sent_;
   std::map<std::pair<int, int>, std::uint64_t> received_;
 };

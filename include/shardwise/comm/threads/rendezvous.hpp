@@ -35,6 +35,14 @@ struct operation {
   std::atomic<std::uint32_t> working{0};  // ranks inside a read/write section right now
   std::atomic<std::uint32_t> released{0};
 
+  // Ready for the next collective that meets here (every rank has left this one).
+  void reset() noexcept {
+    posted.store(0, std::memory_order_relaxed);
+    finished.store(0, std::memory_order_relaxed);
+    working.store(0, std::memory_order_relaxed);
+    released.store(0, std::memory_order_relaxed);
+  }
+
   void abort() noexcept {
     shardwise::detail::mark_aborted(posted);
     shardwise::detail::mark_aborted(finished);
