@@ -6,11 +6,12 @@
 // call (a smaller epoch) can never satisfy the wait of a later one, and nothing needs resetting
 // between calls.
 //
-// Waiting blocks: a spin, then sleep in the kernel until a raise or the deadline; a rank that runs as
-// a fiber (comm/detail/fibers.hpp) lets its thread's other ranks run instead. The spin is long only
-// while every rank has a core (comm/detail/blocking_wait.hpp's spins_for): with more ranks than cores a
-// spinning waiter steals the core of the rank it waits for (256 spins per flag took 13% of a small
-// fused call's time with 8 ranks on 2 cores). The flags are plain words with no mutex, so processes
+// Waiting blocks: a spin, yields of the core, then sleep in the kernel until a raise or the deadline;
+// a rank that runs as a fiber (comm/detail/fibers.hpp) lets its thread's other ranks run instead. How
+// long each lasts is comm/detail/blocking_wait.hpp's wait_budget_for: the spin is long only while
+// every rank has a core, since with more ranks than cores a spinning waiter steals the core of the
+// rank it waits for (256 spins per flag took 13% of a small fused call's time with 8 ranks on 2
+// cores), and a yield hands it over. The flags are plain words with no mutex, so processes
 // can share them: a waiter sleeps on its flag's count of raises (a futex that is not private to one
 // process, comm/detail/blocking_wait.hpp), and a raise pays for the wake-up only when someone sleeps
 // on that flag.
@@ -22,6 +23,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "shardwise/comm/detail/blocking_wait.hpp"
 #include "shardwise/core/error.hpp"
@@ -43,10 +45,10 @@ class epoch_flags {
   explicit epoch_flags(std::size_t count, int ranks = 1)
       : owned_(std::make_unique<epoch_flag_word[]>(count)),
         words_(owned_.get(), count),
-        spins_(shardwise::detail::spins_for(ranks)) {}
+        budget_(shardwise::detail::wait_budget_for(ranks)) {}
   // The flags in `words`: another rank's, or this rank's in shared memory.
   explicit epoch_flags(std::span<epoch_flag_word> words, int ranks = 1) noexcept
-      : words_(words), spins_(shardwise::detail::spins_for(ranks)) {}
+      : words_(words), budget_(shardwise::detail::wait_budget_for(ranks)) {}
 
   [[nodiscard]] std::size_t size() const noexcept { return words_.size(); }
   [[nodiscard]] std::uint64_t seen(std::size_t flag) const noexcept {
@@ -78,9 +80,13 @@ class epoch_flags {
       }
       return true;
     }
-    for (int spin = 0; spin < spins_; ++spin) {
+    for (int spin = 0; spin < budget_.spins; ++spin) {
       if (seen(flag) >= epoch) return true;
       shardwise::detail::cpu_relax();
+    }
+    for (int yield = 0; yield < budget_.yields; ++yield) {
+      if (seen(flag) >= epoch) return true;
+      std::this_thread::yield();
     }
     for (;;) {
       const std::uint32_t raises = word.raises.load(std::memory_order_seq_cst);
@@ -108,7 +114,7 @@ class epoch_flags {
  private:
   std::unique_ptr<epoch_flag_word[]> owned_;  // or none: the words live in shared memory
   std::span<epoch_flag_word> words_;
-  int spins_;
+  shardwise::detail::wait_budget budget_;
 };
 
 }  // namespace shardwise

@@ -100,7 +100,7 @@ class collective final : public pending, public catching_up {
         // Every rank finds a disagreement (each compares all), so all meet here once more: nobody may
         // leave while another still reads its descriptor.
         arrive(op_->finished, ranks);
-        shardwise::detail::wait_until(op_->finished, ranks);
+        shardwise::detail::wait_until(op_->finished, ranks, true, group_->run->wait);
         drain_and_release();
         throw argument_error(world_rank(), Call::name, *problem);
       }
@@ -128,7 +128,7 @@ class collective final : public pending, public catching_up {
 
   // false: not yet. Throws peer_error once peers can no longer touch this rank's buffers.
   bool advance(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block) {
-    if (shardwise::detail::wait_until(counter, target, block, group_->run->spins)) return true;
+    if (shardwise::detail::wait_until(counter, target, block, group_->run->wait)) return true;
     if ((counter.load() & shardwise::detail::aborted_bit) == 0) return false;
     drain_and_release();
     throw_peer_failure(*group_->run, world_rank(), Call::name);

@@ -32,8 +32,9 @@ class abortable {
 
 // One threads::run: the abort flag, every rank's error and every group, so an abort can wake them all.
 struct context {
-  explicit context(int ranks) : spins(shardwise::detail::spins_for(ranks)), errors(static_cast<std::size_t>(ranks)) {}
-  const int spins;
+  explicit context(int ranks)
+      : wait(shardwise::detail::wait_budget_for(ranks)), errors(static_cast<std::size_t>(ranks)) {}
+  const shardwise::detail::wait_budget wait;
   std::atomic<bool> aborted{false};
   std::mutex mutex;
   int failed_rank = -1;                    // the rank that failed first (under mutex)

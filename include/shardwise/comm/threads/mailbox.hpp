@@ -147,7 +147,7 @@ class transfer_wait final : public pending {
 
   bool progress(bool block) override {
     if (done_) return true;
-    if (!wait_until(*flag_, 1, block, run_->spins)) {
+    if (!wait_until(*flag_, 1, block, run_->wait)) {
       if ((flag_->load() & shardwise::detail::aborted_bit) == 0) return false;
       withdraw();
       throw_peer_failure(*run_, world_rank_, name_);
