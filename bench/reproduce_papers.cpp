@@ -3,10 +3,12 @@
 // (weak scaling) and Table 2 (strong scaling): Transformer layers in the 1-D (Megatron), 2-D (SUMMA)
 // and 3-D (cube) families on 8 to 64 V100s of TACC Longhorn (sim::presets::v100_nodes: nodes of 4,
 // NVLink inside, one EDR InfiniBand NIC per node), run shapes-only (sim_gpu::execution::shapes_only).
-//   reproduce_papers [--layers N] [--only TEXT]... [--reduce-during-backward MIB]
+//   reproduce_papers [--layers N] [--only TEXT]... [--reduce-during-backward MIB] [--recompute]
 //                                                   prints a JSON array of rows to stdout, progress
 //                                                   to stderr; --only keeps the rows whose label
-//                                                   ("Table 2, 3-D, 64 GPUs, ...") contains TEXT
+//                                                   ("Table 2, 3-D, 64 GPUs, ...") contains TEXT;
+//                                                   --recompute: the 3-D paper's layers recompute
+//                                                   their activations in the backward pass
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
@@ -599,6 +601,7 @@ struct arguments {
   int layers = 1;
   std::vector<std::string> only;            // row labels must contain one of these, when any is given
   std::size_t buckets_during_backward = 0;  // elements a bucket, for the weight-update rows; 0: off
+  bool recompute = false;                   // the 3-D paper's layers recompute their activations
 };
 
 arguments parse(int argc, char** argv) {
@@ -615,8 +618,11 @@ arguments parse(int argc, char** argv) {
         std::exit(2);
       }
       parsed.buckets_during_backward = static_cast<std::size_t>(bucket_mib * (1 << 20) / sizeof(float));
+    } else if (std::strcmp(argv[i], "--recompute") == 0) {
+      parsed.recompute = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] [--recompute]\n",
+                   argv[0]);
       std::exit(2);
     }
   }
@@ -653,8 +659,12 @@ int main(int argc, char** argv) {
       note = "width " + std::to_string(hidden) + " (" + std::to_string(source.hidden) +
              " splits into whole heads over " + std::to_string(g.column_ranks) + " ranks for no head count); ";
     note += std::to_string(heads) + " heads of " + std::to_string(hidden / heads);
-    const nn::block_options options{
-        .hidden = hidden, .heads = heads, .sequence = sequence, .expansion = 4, .causal = true};
+    const nn::block_options options{.hidden = hidden,
+                                    .heads = heads,
+                                    .sequence = sequence,
+                                    .expansion = 4,
+                                    .causal = true,
+                                    .recompute = given.recompute};
 
     step_times times;
     if (source.batch % g.row_ranks == 0) {

@@ -1,7 +1,9 @@
 // bench/train_gpt: training steps of the main example's GPT (examples/07_train_gpt.cpp: 4 layers,
 // hidden 128, 4 heads, context 128, batch 8, sharded AdamW) on threads — one rank, two data-parallel
 // replicas, 1-D tensor parallelism over two ranks — beside its peer in the same run: the same model,
-// data and hyper-parameters in PyTorch (bench/train_gpt_torch.py, CPU, as many threads as ranks).
+// data and hyper-parameters in PyTorch (bench/train_gpt_torch.py, CPU, as many threads as ranks). On
+// one rank also with the blocks recomputing their activations in the backward pass (gpt_config::
+// recompute), beside PyTorch with torch.utils.checkpoint round each block.
 //
 // Each iteration is `steps` training steps (forward, backward, update) after two untimed ones; the
 // counters give tokens/s, MFU against the float GEMM rate measured at start-up per core, and this
@@ -49,7 +51,7 @@ std::size_t heap_bytes() {
 
 // `replicas` x 1-D `group` ranks as threads.
 template <class Family>
-void shardwise_steps(benchmark::State& state, int replicas, int group) {
+void shardwise_steps(benchmark::State& state, int replicas, int group, bool recompute = false) {
   static const sw::data::byte_corpus corpus(corpus_path);
   static const double peak_per_core = sw::measured_gemm_flops();
   const int ranks = replicas * group;
@@ -59,8 +61,10 @@ void shardwise_steps(benchmark::State& state, int replicas, int group) {
     std::size_t activations = 0;
     sw::threads::run(ranks, [&](sw::communicator auto& world) {
       sw::data_parallel_mesh mesh(world, replicas, sw::coordinates<1>{group});
+      sw::model::gpt_config model_config = config;
+      model_config.recompute = recompute;
       sw::model::gpt<float, Family, std::remove_cvref_t<decltype(mesh.tensor_parallel())>> model(mesh.tensor_parallel(),
-                                                                                                 config);
+                                                                                                 model_config);
       sw::optim::sharded_update<sw::optim::adamw> update(model, mesh.data(), {.beta2 = 0.95f, .weight_decay = 0.1f});
       const auto step = [&](long number) {
         const auto b = corpus.training_batch(number, mesh.replica(), replicas, batch / replicas, config.context, 1);
@@ -108,12 +112,13 @@ void shardwise_steps(benchmark::State& state, int replicas, int group) {
 }
 
 // The peer: bench/train_gpt_torch.py for the same number of steps, its tokens/s read from its JSON.
-void pytorch_steps(benchmark::State& state, int threads) {
+void pytorch_steps(benchmark::State& state, int threads, bool recompute = false) {
   for (auto _ : state) {
     const std::string json = "/tmp/shardwise-bench-train-gpt-torch.json";
     const std::string command = "/usr/bin/python3 " SHARDWISE_SOURCE_DIR "/bench/train_gpt_torch.py --steps " +
                                 std::to_string(steps + 2) + " --eval-every 1000 --eval-batches 1 --threads " +
-                                std::to_string(threads) + " --json " + json + " > /dev/null";
+                                std::to_string(threads) + (recompute ? " --recompute" : "") + " --json " + json +
+                                " > /dev/null";
     if (std::system(command.c_str()) != 0) {
       state.SkipWithError("PyTorch did not run (python3-torch installed?)");
       return;
@@ -158,6 +163,10 @@ int main(int argc, char** argv) {
                                        [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 2); }));
     timed(
         benchmark::RegisterBenchmark("train_gpt/pytorch/2_threads", [](benchmark::State& s) { pytorch_steps(s, 2); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/1_rank_recompute",
+                                       [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 1, true); }));
+    timed(benchmark::RegisterBenchmark("train_gpt/pytorch/1_thread_recompute",
+                                       [](benchmark::State& s) { pytorch_steps(s, 1, true); }));
     return true;
   });
 }

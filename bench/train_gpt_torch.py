@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402 (after the thread counts are set)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import torch.utils.checkpoint  # noqa: E402
 
 
 def read_corpus(path):
@@ -105,8 +106,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocabulary, context, hidden, heads, layers):
+    def __init__(self, vocabulary, context, hidden, heads, layers, recompute=False):
         super().__init__()
+        self.recompute = recompute  # each block's activations recomputed in backward (torch.utils.checkpoint)
         self.token = nn.Embedding(vocabulary, hidden)
         self.position = nn.Embedding(context, hidden)
         self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
@@ -133,7 +135,10 @@ class GPT(nn.Module):
     def forward(self, tokens, targets):
         x = self.token(tokens) + self.position(torch.arange(tokens.shape[1]))
         for block in self.blocks:
-            x = block(x)
+            if self.recompute and torch.is_grad_enabled():
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         logits = self.final_norm(x) @ self.token.weight.t()
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -148,13 +153,15 @@ def main():
     parser.add_argument("--clip", type=float, default=1.0)
     parser.add_argument("--data", default="/usr/share/games/fortunes")
     parser.add_argument("--json")
+    parser.add_argument("--recompute", action="store_true",
+                        help="recompute each block's activations in backward (torch.utils.checkpoint)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
 
     data, split = read_corpus(args.data)
     train, validation = data[:split], data[split:]
-    model = GPT(256, args.context, args.hidden, args.heads, args.layers)
+    model = GPT(256, args.context, args.hidden, args.heads, args.layers, args.recompute)
     model.initialize(args.seed)
     params = sum(p.numel() for p in model.parameters())
     decay = [p for name, p in model.named_parameters() if name.startswith("blocks.") and name.endswith(".weight")

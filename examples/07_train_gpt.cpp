@@ -80,7 +80,7 @@ struct options {
 
 constexpr const char* options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --layers N  --hidden N\n"
-    "         --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
+    "         --heads N  --context N  --steps N  --batch N  --micro-batches N  --recompute\n"
     "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
     "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
     "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
@@ -136,6 +136,10 @@ options parse(int argc, char** argv) {
     }
     if (flag == "--replicated") {
       o.replicated = true;
+      continue;
+    }
+    if (flag == "--recompute") {
+      o.model.recompute = true;
       continue;
     }
     if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");

@@ -6,7 +6,9 @@
 //   build/examples/08_plan_gpt --check                            this machine: the plan against threads
 //
 // A mesh is data replicas x a tensor-parallel grid (1-D, 2-D or 3-D), with the optimizer's update
-// sharded across the replicas or replicated, and the replica's batch in 1, 2, 4 ... micro-batches.
+// sharded across the replicas or replicated, and the replica's batch in 1, 2, 4 ... micro-batches; a
+// mesh over the device's memory is tried again with its blocks recomputing their activations in the
+// backward pass (gpt_config::recompute), which keeps one block's at a time for one more forward pass.
 // Each is one training step of model::gpt (forward, backward, AdamW with clipping) run shapes only on
 // the simulated cluster (sim_gpu::execution::shapes_only: every kernel and transfer priced, no values
 // computed), whose report gives the step's time and each device's memory high-water mark: weights,
@@ -214,6 +216,7 @@ struct mesh_choice {
   std::vector<int> grid;  // the tensor-parallel grid's extents
   bool sharded = true;    // the update sharded across the replicas, or replicated
   long micro_batches = 1;
+  bool recompute = false;  // the blocks' activations recomputed in the backward pass
 
   [[nodiscard]] int grid_size() const {
     int size = 1;
@@ -229,7 +232,7 @@ struct mesh_choice {
   }
   [[nodiscard]] std::string label() const {
     return name() + (sharded ? ", sharded" : ", replicated") + " update, " + std::to_string(micro_batches) +
-           " micro-batch" + (micro_batches > 1 ? "es" : "");
+           " micro-batch" + (micro_batches > 1 ? "es" : "") + (recompute ? ", recomputing activations" : "");
   }
 };
 
@@ -280,7 +283,9 @@ std::vector<double> train_steps(Communicator& world, const mesh_choice& m, const
   std::copy(m.grid.begin(), m.grid.end(), shape.begin());
   sw::data_parallel_mesh mesh(world, m.data, shape);
   using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
-  sw::model::gpt<float, Family, tensor_parallel_mesh> model(mesh.tensor_parallel(), o.model);
+  sw::model::gpt_config config = o.model;
+  config.recompute = m.recompute;
+  sw::model::gpt<float, Family, tensor_parallel_mesh> model(mesh.tensor_parallel(), config);
   sw::optim::data_parallel_update<sw::optim::adamw, Mode> update(model, mesh.data());
 
   // Token ids only choose which embedding rows are read; their values do not change the cost.
@@ -401,8 +406,15 @@ int main(int argc, char** argv) try {
   std::vector<std::string> dropped, refused_grids;
   const auto wall_start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const mesh_choice& m = candidates[i];
-    const simulated_step s = simulate(m, o, c);
+    mesh_choice m = candidates[i];
+    simulated_step s = simulate(m, o, c);
+    if (s.refused.empty() && s.memory_bytes > c.memory_bytes) {
+      // Over the memory: keep one block's activations at a time instead, if that fits.
+      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory; recomputing activations\n", i + 1,
+                  candidates.size(), m.label().c_str(), s.seconds * 1e3, s.memory_bytes / gib);
+      m.recompute = true;
+      s = simulate(m, o, c);
+    }
     const std::string what = m.label();
     if (!s.refused.empty()) {
       // Its other updates and micro-batches fail alike: the grid's first reason is enough.
@@ -446,18 +458,19 @@ int main(int argc, char** argv) try {
   }
 
   // 3. The table, fastest first.
-  std::printf("\n%4s  %-22s %-11s %6s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "step ms", "tokens/s",
-              "memory GiB", o.check ? "  measured ms  measured rank" : "");
+  std::printf("\n%4s  %-22s %-11s %6s %10s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
+              "step ms", "tokens/s", "memory GiB", o.check ? "  measured ms  measured rank" : "");
   std::vector<double> measured_order;
+  measured_order.reserve(fitting.size());
   for (const auto& row : fitting) measured_order.push_back(row.measured_seconds);
   std::sort(measured_order.begin(), measured_order.end());
   const std::size_t shown =
       o.top > 0 ? std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(o.top)) : fitting.size();
   for (std::size_t i = 0; i < shown; ++i) {
     const planned& row = fitting[i];
-    std::printf("%4zu  %-22s %-11s %6ld %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
-                row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches, row.simulated.seconds * 1e3,
-                tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
+    std::printf("%4zu  %-22s %-11s %6ld %10s %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
+                row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches, row.mesh.recompute ? "yes" : "no",
+                row.simulated.seconds * 1e3, tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
     if (o.check) {
       const auto at = std::lower_bound(measured_order.begin(), measured_order.end(), row.measured_seconds);
       std::printf("  %11.2f  %13td", row.measured_seconds * 1e3, at - measured_order.begin() + 1);

@@ -16,8 +16,8 @@
 namespace shardwise::testing {
 
 template void expect_model_equals<double, gpt_family_1d>(family_mesh<gpt_family_1d>&, backend::communicator_type&,
-                                                         std::int64_t, std::int64_t, const gpt_results<double>&,
-                                                         double);
+                                                         std::int64_t, std::int64_t, const gpt_results<double>&, double,
+                                                         bool);
 
 }  // namespace shardwise::testing
 

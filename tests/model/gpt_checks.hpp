@@ -45,10 +45,13 @@ struct gpt_results {
 };
 
 // Samples [first, first + count) of the batch through the model; gradients summed over `data`'s replicas
-// and divided by their number, then gathered whole.
+// and divided by their number, then gathered whole. `recompute`: the blocks run their forward again in
+// the backward pass (gpt_config::recompute).
 template <class T, class Family, class Mesh, class Communicator>
-gpt_results<T> run_model(Mesh& mesh, Communicator& data, std::int64_t first, std::int64_t count) {
-  const model::gpt_config& config = gpt_test_config;
+gpt_results<T> run_model(Mesh& mesh, Communicator& data, std::int64_t first, std::int64_t count,
+                         bool recompute = false) {
+  model::gpt_config config = gpt_test_config;
+  config.recompute = recompute;
   model::gpt<T, Family, Mesh> gpt(mesh, config);
   std::vector<std::int32_t> tokens, targets;
   for (std::int64_t i = first * config.context; i < (first + count) * config.context; ++i) {
@@ -90,8 +93,8 @@ using family_mesh = process_mesh<backend::communicator_type, Family::mesh_dimens
 // The family's model on `mesh`, samples [first, first + count) of the batch, equals `expected`.
 template <class T, class Family>
 void expect_model_equals(family_mesh<Family>& mesh, backend::communicator_type& data, std::int64_t first,
-                         std::int64_t count, const gpt_results<T>& expected, double tolerance) {
-  expect_equal(run_model<T, Family>(mesh, data, first, count), expected, tolerance);
+                         std::int64_t count, const gpt_results<T>& expected, double tolerance, bool recompute) {
+  expect_equal(run_model<T, Family>(mesh, data, first, count, recompute), expected, tolerance);
 }
 
 using gpt_family_1d = nn::tensor_parallel_1d<padded>;
@@ -100,22 +103,22 @@ using gpt_family_3d = nn::tensor_parallel_3d<directions<>, padded>;
 
 extern template void expect_model_equals<double, gpt_family_1d>(family_mesh<gpt_family_1d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
-                                                                const gpt_results<double>&, double);
+                                                                const gpt_results<double>&, double, bool);
 extern template void expect_model_equals<double, gpt_family_2d>(family_mesh<gpt_family_2d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
-                                                                const gpt_results<double>&, double);
+                                                                const gpt_results<double>&, double, bool);
 extern template void expect_model_equals<double, gpt_family_3d>(family_mesh<gpt_family_3d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
-                                                                const gpt_results<double>&, double);
+                                                                const gpt_results<double>&, double, bool);
 extern template void expect_model_equals<float, gpt_family_1d>(family_mesh<gpt_family_1d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
-                                                               double);
+                                                               double, bool);
 extern template void expect_model_equals<float, gpt_family_2d>(family_mesh<gpt_family_2d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
-                                                               double);
+                                                               double, bool);
 extern template void expect_model_equals<float, gpt_family_3d>(family_mesh<gpt_family_3d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
-                                                               double);
+                                                               double, bool);
 
 // The model on one rank, the whole batch (threads).
 template <class T>
@@ -129,7 +132,8 @@ gpt_results<T> serial_gpt() {
 }
 
 // Every family on every data x tensor-parallel split of the world that it can use: rank = data
-// coordinate * group + tensor-parallel coordinate.
+// coordinate * group + tensor-parallel coordinate. With 2 replicas the blocks recompute their
+// activations in the backward pass (gpt_config::recompute), which must change nothing.
 // `expected`: the model on one rank (serial_gpt).
 template <class T, class Communicator>
 void check_every_mesh(Communicator& world, const gpt_results<T>& expected, double tolerance) {
@@ -140,23 +144,25 @@ void check_every_mesh(Communicator& world, const gpt_results<T>& expected, doubl
     auto tensor_parallel = world.split(world.rank() / group, world.rank() % group);
     const std::int64_t count = gpt_test_samples / replicas;
     const std::int64_t first = count * data.rank();
-    SCOPED_TRACE("data " + std::to_string(replicas) + " x tensor-parallel " + std::to_string(group));
+    const bool recompute = replicas == 2;
+    SCOPED_TRACE("data " + std::to_string(replicas) + " x tensor-parallel " + std::to_string(group) +
+                 (recompute ? ", recomputing activations" : ""));
     {
       process_mesh mesh(tensor_parallel, {group});
       SCOPED_TRACE("1-D");
-      expect_model_equals<T, gpt_family_1d>(mesh, data, first, count, expected, tolerance);
+      expect_model_equals<T, gpt_family_1d>(mesh, data, first, count, expected, tolerance, recompute);
     }
     if (group == 4 || group == 1) {  // SUMMA runs on square grids
       process_mesh mesh(tensor_parallel, group == 4 ? coordinates<2>{2, 2} : coordinates<2>{1, 1});
       SCOPED_TRACE("2-D " + detail::shape_string(mesh.shape()));
-      expect_model_equals<T, gpt_family_2d>(mesh, data, first, count, expected, tolerance);
+      expect_model_equals<T, gpt_family_2d>(mesh, data, first, count, expected, tolerance, recompute);
     }
     if (group == 8 || group == 4 || group == 1) {
       process_mesh mesh(tensor_parallel, group == 8   ? coordinates<3>{2, 2, 2}
                                          : group == 4 ? coordinates<3>{1, 2, 2}
                                                       : coordinates<3>{1, 1, 1});
       SCOPED_TRACE("3-D " + detail::shape_string(mesh.shape()));
-      expect_model_equals<T, gpt_family_3d>(mesh, data, first, count, expected, tolerance);
+      expect_model_equals<T, gpt_family_3d>(mesh, data, first, count, expected, tolerance, recompute);
     }
   }
 }

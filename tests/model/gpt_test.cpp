@@ -1,10 +1,10 @@
 // The GPT model on every backend: in the 1-D, 2-D and 3-D families, with 1 and 2 data-parallel
-// replicas, vocabulary and widths that the tensor-parallel group does not divide, the loss and every parameter's
-// gradient (averaged over the replicas) equal those of the same model on one rank computed on the whole
-// batch — in double to 1e-10, in float to 1e-4, relative. The families' models compile in sources of
-// their own (gpt_checks.hpp): gpt_float_test.cpp compares in float, gpt_learning_test.cpp trains a tiny
-// model, gpt_1d_*_test.cpp sample and check causality; this source compares in double and checks the
-// serial model's gradients against finite differences.
+// replicas (the latter with blocks that recompute their activations in the backward pass), vocabulary and widths that
+// the tensor-parallel group does not divide, the loss and every parameter's gradient (averaged over the replicas) equal
+// those of the same model on one rank computed on the whole batch — in double to 1e-10, in float to 1e-4, relative. The
+// families' models compile in sources of their own (gpt_checks.hpp): gpt_float_test.cpp compares in float,
+// gpt_learning_test.cpp trains a tiny model, gpt_1d_*_test.cpp sample and check causality; this source compares in
+// double and checks the serial model's gradients against finite differences.
 #include <gtest/gtest.h>
 
 #include <cstddef>

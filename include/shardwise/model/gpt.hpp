@@ -41,6 +41,9 @@ struct gpt_config {
   std::int64_t expansion = 4;  // the MLP's width is expansion * hidden
   double layer_norm_epsilon = 1e-5;
   gelu_approximation activation = gelu_approximation::none;
+  // Each block keeps only its input for the backward pass and runs its forward again there
+  // (nn::block_options::recompute): activations of one block at a time, for one more forward a step.
+  bool recompute = false;
   std::uint64_t seed = 1;  // of the initial weights: the same seed is the same model on every mesh
 
   friend bool operator==(const gpt_config&, const gpt_config&) = default;
@@ -95,7 +98,8 @@ class gpt {
                                              .expansion = config.expansion,
                                              .causal = true,
                                              .layer_norm_epsilon = config.layer_norm_epsilon,
-                                             .activation = config.activation},
+                                             .activation = config.activation,
+                                             .recompute = config.recompute},
                            config.seed * 1000 + 1 + static_cast<std::uint64_t>(l));
     embedding_parameters_ = parameters_of(embedding_);
     block_parameters_ = blocks_.empty() ? 0 : parameters_of(blocks_.front());

@@ -9,12 +9,20 @@
 //   auto y = layer.forward(x);                 // x: dtensor<float, cube_3d<>::input, Mesh>
 //   auto dx = layer.backward(dy);              // parameters' gradients filled
 //   layer.for_each_parameter([](const std::string& name, auto& p) { p.descend(0.01f); });
+//
+// With options.recompute the block keeps only its input from the forward pass and runs the forward
+// again at the start of its backward (activation recomputation: Megatron's full recompute,
+// torch.utils.checkpoint round a layer). A model then holds one block's activations at a time rather
+// than every block's, for one more forward pass per step; the gradients are the same bits.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/layer_norm.hpp"
 #include "shardwise/nn/mlp.hpp"
+#include "shardwise/nn/no_grad.hpp"
+#include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/self_attention.hpp"
 #include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -29,6 +37,7 @@ struct block_options {
   bool causal = false;
   double layer_norm_epsilon = 1e-5;
   gelu_approximation activation = gelu_approximation::tanh;
+  bool recompute = false;  // keep only the input for backward, and run the forward again there
 };
 
 template <class T, class Family, class Mesh>
@@ -41,13 +50,18 @@ class transformer_block {
       : norm_1_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
         attention_(mesh, {options.hidden, options.heads, options.sequence, options.causal}, seed * 16),
         norm_2_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
-        mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, {}, options.activation) {}
+        mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, {}, options.activation),
+        recompute_(options.recompute) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) try {
-    tensor_type h = attention_.forward(norm_1_.forward(x));
-    accumulate(h, x);
-    tensor_type y = mlp_.forward(norm_2_.forward(h));
-    accumulate(y, h);
+    if (!recompute_) return forward_pass(x);
+    const bool keeping = no_grad::keeps_for_backward();
+    input_.reset();
+    tensor_type y = [&] {
+      const no_grad recomputed_in_backward;
+      return forward_pass(x);
+    }();
+    if (keeping) input_.emplace(x);
     return y;
   } catch (...) {
     rethrow_within_call(world_rank_of(x), call_text("nn::transformer_block::forward", describe(x)));
@@ -55,6 +69,9 @@ class transformer_block {
 
   // Each residual passes the gradient straight through and adds its branch's.
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
+    if (recompute_)
+      (void)forward_pass(take_saved(input_, world_rank_of(output_gradient), "nn::transformer_block::backward",
+                                    "its input (block_options::recompute)"));
     tensor_type h_gradient = norm_2_.backward(mlp_.backward(output_gradient));
     accumulate(h_gradient, output_gradient);
     tensor_type x_gradient = norm_1_.backward(attention_.backward(h_gradient));
@@ -75,10 +92,20 @@ class transformer_block {
   }
 
  private:
+  [[nodiscard]] tensor_type forward_pass(const tensor_type& x) {
+    tensor_type h = attention_.forward(norm_1_.forward(x));
+    accumulate(h, x);
+    tensor_type y = mlp_.forward(norm_2_.forward(h));
+    accumulate(y, h);
+    return y;
+  }
+
   layer_norm<T, typename Family::input, Mesh> norm_1_;
   self_attention<T, Family, Mesh> attention_;
   layer_norm<T, typename Family::input, Mesh> norm_2_;
   mlp<T, Family, Mesh> mlp_;
+  bool recompute_;
+  std::optional<tensor_type> input_;  // with recompute_: what the forward keeps
 };
 
 }  // namespace shardwise::nn

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <concepts>
 #include <cstdint>
 #include <thread>
 
@@ -52,34 +53,49 @@ inline wait_budget wait_budget_for(int waiters) noexcept {
   return waiters <= cores ? wait_budget{8192, 8} : wait_budget{128, 128};
 }
 
+// The active part of a wait: spins, then yields, as `budget` allows, until `ready()` holds. True as
+// soon as it does; false once the budget is spent, when the caller sleeps.
+template <std::predicate Ready>
+bool wait_actively(wait_budget budget, Ready&& ready) {
+  for (int spin = 0; spin < budget.spins; ++spin) {
+    if (ready()) return true;
+    cpu_relax();
+  }
+  for (int yield = 0; yield < budget.yields; ++yield) {
+    if (ready()) return true;
+    std::this_thread::yield();
+  }
+  return ready();
+}
+
 // Blocks until the counter reaches target (true) or is marked aborted first (false); `block` =
 // false checks once.
 inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block,
                        wait_budget budget) {
-  for (int attempt = 0;; ++attempt) {
-    const std::uint32_t value = counter.load(std::memory_order_acquire);
-    if ((value & ~aborted_bit) >= target) return true;  // complete, even if the run aborted since
-    if ((value & aborted_bit) != 0) return false;
-    fiber_thread* const fibers = fibers_of_this_thread();
-    if (!block) {
-      // A rank that polls (`while (!request.test())`) lets its thread's other ranks run once between
-      // looks: they may be the ones it waits for.
-      if (fibers == nullptr || attempt > 0) return false;
+  std::uint32_t value = 0;
+  const auto settled = [&] {
+    value = counter.load(std::memory_order_acquire);
+    return (value & ~aborted_bit) >= target || (value & aborted_bit) != 0;
+  };
+  // Complete, even if the run aborted since.
+  const auto complete = [&] { return (value & ~aborted_bit) >= target; };
+  fiber_thread* const fibers = fibers_of_this_thread();
+  if (!block) {
+    // A rank that polls (`while (!request.test())`) lets its thread's other ranks run once between
+    // looks: they may be the ones it waits for.
+    if (!settled() && fibers != nullptr) {
       fibers->yield();
-      continue;
+      settled();
     }
-    if (fibers != nullptr) {
-      fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
-      continue;
-    }
-    if (attempt < budget.spins) {
-      cpu_relax();
-    } else if (attempt < budget.spins + budget.yields) {
-      std::this_thread::yield();
-    } else {
-      counter.wait(value, std::memory_order_acquire);
-    }
+    return complete();
   }
+  if (fibers != nullptr) {
+    while (!settled()) fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
+    return complete();
+  }
+  if (wait_actively(budget, settled)) return complete();
+  while (!settled()) counter.wait(value, std::memory_order_acquire);
+  return complete();
 }
 
 // Adds one arrival; the arrival that completes the count wakes the sleepers.

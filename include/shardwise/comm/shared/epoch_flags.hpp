@@ -23,7 +23,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <thread>
 
 #include "shardwise/comm/detail/blocking_wait.hpp"
 #include "shardwise/core/error.hpp"
@@ -80,14 +79,7 @@ class epoch_flags {
       }
       return true;
     }
-    for (int spin = 0; spin < budget_.spins; ++spin) {
-      if (seen(flag) >= epoch) return true;
-      shardwise::detail::cpu_relax();
-    }
-    for (int yield = 0; yield < budget_.yields; ++yield) {
-      if (seen(flag) >= epoch) return true;
-      std::this_thread::yield();
-    }
+    if (shardwise::detail::wait_actively(budget_, [&] { return seen(flag) >= epoch; })) return true;
     for (;;) {
       const std::uint32_t raises = word.raises.load(std::memory_order_seq_cst);
       if (seen(flag) >= epoch) return true;
