@@ -10,7 +10,6 @@
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/transformer_block.hpp"
-#include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "sim/shapes_only_checks.hpp"
@@ -19,6 +18,7 @@ namespace {
 
 using namespace shardwise;
 using shardwise::testing::expect_same_costs;
+using shardwise::testing::on_two_gpus_in_both_modes;
 
 // A block of the 3-D family on a 2x2x2 cube, forward and backward, keeping its activations and
 // recomputing them.
@@ -45,31 +45,26 @@ TEST(shapes_only, a_transformer_block_costs_what_its_full_run_costs) {
 // 1-D family: 128 bytes), less than the same block keeps otherwise; its backward runs the forward
 // again and gives back all that forward kept, leaving y and dx. A second backward has nothing kept.
 TEST(shapes_only, a_block_that_recomputes_keeps_only_its_input) {
-  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
-    sim_gpu::run(
-        2, sim::presets::mi210_nodes(2, 2),
-        [&](sim_gpu::communicator& world) {
-          const element_memory& memory = *element_memory::of_this_thread();
-          process_mesh mesh(world, {2});
-          using family = nn::tensor_parallel_1d<>;
-          constexpr std::int64_t whole = 8 * 4 * sizeof(float);
-          std::int64_t kept[2] = {};
-          for (const bool recompute : {false, true}) {
-            const nn::block_options options{
-                .hidden = 4, .heads = 2, .sequence = 4, .expansion = 2, .causal = true, .recompute = recompute};
-            nn::transformer_block<float, family, decltype(mesh)> block(mesh, options, 7);
-            const dtensor<float, family::input, decltype(mesh)> x(mesh, {8, 4});
-            const std::int64_t before = memory.bytes_held();
-            const auto y = block.forward(x);
-            kept[recompute ? 1 : 0] = memory.bytes_held() - before - whole;
-            const auto dx = block.backward(y);
-            EXPECT_EQ(memory.bytes_held() - before, 2 * whole) << "y and dx alone";
-            EXPECT_THROW((void)block.backward(y), argument_error) << "a second backward has nothing kept";
-          }
-          EXPECT_EQ(kept[1], whole) << "recomputing: a copy of the input";
-          EXPECT_LT(kept[1], kept[0]) << "the activations kept otherwise";
-        },
-        how);
+  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+    process_mesh mesh(world, {2});
+    using family = nn::tensor_parallel_1d<>;
+    constexpr std::int64_t whole = 8 * 4 * sizeof(float);
+    std::int64_t kept[2] = {};
+    for (const bool recompute : {false, true}) {
+      const nn::block_options options{
+          .hidden = 4, .heads = 2, .sequence = 4, .expansion = 2, .causal = true, .recompute = recompute};
+      nn::transformer_block<float, family, decltype(mesh)> block(mesh, options, 7);
+      const dtensor<float, family::input, decltype(mesh)> x(mesh, {8, 4});
+      const std::int64_t before = memory.bytes_held();
+      const auto y = block.forward(x);
+      kept[recompute ? 1 : 0] = memory.bytes_held() - before - whole;
+      const auto dx = block.backward(y);
+      EXPECT_EQ(memory.bytes_held() - before, 2 * whole) << "y and dx alone";
+      EXPECT_THROW((void)block.backward(y), argument_error) << "a second backward has nothing kept";
+    }
+    EXPECT_EQ(kept[1], whole) << "recomputing: a copy of the input";
+    EXPECT_LT(kept[1], kept[0]) << "the activations kept otherwise";
+  });
 }
 
 }  // namespace

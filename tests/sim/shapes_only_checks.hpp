@@ -1,11 +1,12 @@
 #pragma once
 // What the shapes-only tests share: a program run on simulated MI210s in full and with shapes only,
-// and the comparison of what the two runs report.
+// and the comparison of what the two runs report, or the rank's storage accounting in each.
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <string>
 
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 
@@ -28,6 +29,16 @@ void expect_same_costs(int ranks, Body body, int gpus_per_node = 4) {
         << to_string(shapes.traffic[r]) << " against " << to_string(full.traffic[r]);
     EXPECT_EQ(shapes.memory_high_water[r], full.memory_high_water[r]);
   }
+}
+
+// Runs body(world, memory) on 2 simulated GPUs, with values and with shapes only; `memory` is the
+// rank's storage accounting.
+template <class Body>
+void on_two_gpus_in_both_modes(Body body) {
+  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
+    sim_gpu::run(
+        2, sim::presets::mi210_nodes(2, 2),
+        [&](sim_gpu::communicator& world) { body(world, *element_memory::of_this_thread()); }, how);
 }
 
 }  // namespace shardwise::testing

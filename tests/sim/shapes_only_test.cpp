@@ -39,6 +39,7 @@ namespace {
 
 using namespace shardwise;
 using shardwise::testing::expect_same_costs;
+using shardwise::testing::on_two_gpus_in_both_modes;
 
 // Adam's sharded update over four replicas, two steps, with the gradient norm summed over a group.
 TEST(shapes_only, a_sharded_update_costs_what_its_full_run_costs) {
@@ -107,16 +108,6 @@ TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
         how);
     for (const std::int64_t mark : report.memory_high_water) EXPECT_EQ(mark, tensor + update);
   }
-}
-
-// Runs body(world, memory) on 2 simulated GPUs, with values and with shapes only; `memory` is the
-// rank's storage accounting.
-template <class Body>
-void on_two_gpus_in_both_modes(Body body) {
-  for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only})
-    sim_gpu::run(
-        2, sim::presets::mi210_nodes(2, 2),
-        [&](sim_gpu::communicator& world) { body(world, *element_memory::of_this_thread()); }, how);
 }
 
 // The activations an operation keeps for its backward pass are storage too, by hand on 2 ranks:
