@@ -3,12 +3,13 @@
 // (weak scaling) and Table 2 (strong scaling): Transformer layers in the 1-D (Megatron), 2-D (SUMMA)
 // and 3-D (cube) families on 8 to 64 V100s of TACC Longhorn (sim::presets::v100_nodes: nodes of 4,
 // NVLink inside, one EDR InfiniBand NIC per node), run shapes-only (sim_gpu::execution::shapes_only).
-//   reproduce_papers [--layers N] [--only TEXT]... [--reduce-during-backward MIB] [--recompute]
-//                                                   prints a JSON array of rows to stdout, progress
+//   reproduce_papers [--layers N] [--only TEXT]... [--reduce-during-backward MIB]
+//                    [--recompute attention|block]  prints a JSON array of rows to stdout, progress
 //                                                   to stderr; --only keeps the rows whose label
 //                                                   ("Table 2, 3-D, 64 GPUs, ...") contains TEXT;
 //                                                   --recompute: the 3-D paper's layers recompute
-//                                                   their activations in the backward pass
+//                                                   attention's probabilities or all their
+//                                                   activations in the backward pass
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
@@ -71,6 +72,7 @@
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/nn/transformer_block.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -599,9 +601,9 @@ struct simulated_row {
 
 struct arguments {
   int layers = 1;
-  std::vector<std::string> only;            // row labels must contain one of these, when any is given
-  std::size_t buckets_during_backward = 0;  // elements a bucket, for the weight-update rows; 0: off
-  bool recompute = false;                   // the 3-D paper's layers recompute their activations
+  std::vector<std::string> only;                          // row labels must contain one of these, when any is given
+  std::size_t buckets_during_backward = 0;                // elements a bucket, for the weight-update rows; 0: off
+  nn::recomputation recompute = nn::recomputation::none;  // in the 3-D paper's layers
 };
 
 arguments parse(int argc, char** argv) {
@@ -618,10 +620,14 @@ arguments parse(int argc, char** argv) {
         std::exit(2);
       }
       parsed.buckets_during_backward = static_cast<std::size_t>(bucket_mib * (1 << 20) / sizeof(float));
-    } else if (std::strcmp(argv[i], "--recompute") == 0) {
-      parsed.recompute = true;
+    } else if (const auto what = std::strcmp(argv[i], "--recompute") == 0 && i + 1 < argc
+                                     ? nn::recomputation_named(argv[++i])
+                                     : std::nullopt) {
+      parsed.recompute = *what;
     } else {
-      std::fprintf(stderr, "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] [--recompute]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
+                   "[--recompute none|attention|block]\n",
                    argv[0]);
       std::exit(2);
     }

@@ -2,8 +2,9 @@
 // hidden 128, 4 heads, context 128, batch 8, sharded AdamW) on threads — one rank, two data-parallel
 // replicas, 1-D tensor parallelism over two ranks — beside its peer in the same run: the same model,
 // data and hyper-parameters in PyTorch (bench/train_gpt_torch.py, CPU, as many threads as ranks). On
-// one rank also with the blocks recomputing their activations in the backward pass (gpt_config::
-// recompute), beside PyTorch with torch.utils.checkpoint round each block.
+// one rank also with the blocks recomputing attention's probabilities or all their activations in the
+// backward pass (gpt_config::recompute), beside PyTorch with torch.utils.checkpoint round the core of
+// attention (as Megatron's selective recompute) or round each block.
 //
 // Each iteration is `steps` training steps (forward, backward, update) after two untimed ones; the
 // counters give tokens/s, MFU against the float GEMM rate measured at start-up per core, and this
@@ -31,6 +32,7 @@
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -51,7 +53,8 @@ std::size_t heap_bytes() {
 
 // `replicas` x 1-D `group` ranks as threads.
 template <class Family>
-void shardwise_steps(benchmark::State& state, int replicas, int group, bool recompute = false) {
+void shardwise_steps(benchmark::State& state, int replicas, int group,
+                     sw::nn::recomputation recompute = sw::nn::recomputation::none) {
   static const sw::data::byte_corpus corpus(corpus_path);
   static const double peak_per_core = sw::measured_gemm_flops();
   const int ranks = replicas * group;
@@ -112,13 +115,14 @@ void shardwise_steps(benchmark::State& state, int replicas, int group, bool reco
 }
 
 // The peer: bench/train_gpt_torch.py for the same number of steps, its tokens/s read from its JSON.
-void pytorch_steps(benchmark::State& state, int threads, bool recompute = false) {
+void pytorch_steps(benchmark::State& state, int threads,
+                   sw::nn::recomputation recompute = sw::nn::recomputation::none) {
   for (auto _ : state) {
     const std::string json = "/tmp/shardwise-bench-train-gpt-torch.json";
     const std::string command = "/usr/bin/python3 " SHARDWISE_SOURCE_DIR "/bench/train_gpt_torch.py --steps " +
                                 std::to_string(steps + 2) + " --eval-every 1000 --eval-batches 1 --threads " +
-                                std::to_string(threads) + (recompute ? " --recompute" : "") + " --json " + json +
-                                " > /dev/null";
+                                std::to_string(threads) + " --recompute " + std::string(sw::nn::name_of(recompute)) +
+                                " --json " + json + " > /dev/null";
     if (std::system(command.c_str()) != 0) {
       state.SkipWithError("PyTorch did not run (python3-torch installed?)");
       return;
@@ -163,10 +167,14 @@ int main(int argc, char** argv) {
                                        [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 2); }));
     timed(
         benchmark::RegisterBenchmark("train_gpt/pytorch/2_threads", [](benchmark::State& s) { pytorch_steps(s, 2); }));
-    timed(benchmark::RegisterBenchmark("train_gpt/shardwise/1_rank_recompute",
-                                       [](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 1, true); }));
-    timed(benchmark::RegisterBenchmark("train_gpt/pytorch/1_thread_recompute",
-                                       [](benchmark::State& s) { pytorch_steps(s, 1, true); }));
+    for (const auto recompute : {sw::nn::recomputation::attention, sw::nn::recomputation::block}) {
+      const std::string suffix = "_recompute_" + std::string(sw::nn::name_of(recompute));
+      timed(benchmark::RegisterBenchmark(
+          ("train_gpt/shardwise/1_rank" + suffix).c_str(),
+          [recompute](benchmark::State& s) { shardwise_steps<one_d>(s, 1, 1, recompute); }));
+      timed(benchmark::RegisterBenchmark(("train_gpt/pytorch/1_thread" + suffix).c_str(),
+                                         [recompute](benchmark::State& s) { pytorch_steps(s, 1, recompute); }));
+    }
     return true;
   });
 }

@@ -80,10 +80,20 @@ def hashed_uniform(seed, rows, columns, bound):
     return torch.from_numpy(((2 * u - 1) * float(np.float32(bound))).astype(np.float32))
 
 
+def core_attention(q, k, v):
+    """softmax(q kᵀ / √d, causal) v per sample and head: what Megatron's selective recompute runs again."""
+    length = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(length, length, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return F.softmax(scores, dim=-1) @ v
+
+
 class Block(nn.Module):
-    def __init__(self, hidden, heads):
+    def __init__(self, hidden, heads, recompute_attention=False):
         super().__init__()
         self.heads = heads
+        self.recompute_attention = recompute_attention  # the probabilities recomputed in backward (Megatron's selective)
         self.norm_1 = nn.LayerNorm(hidden, eps=1e-5)
         self.query, self.key, self.value, self.output = (nn.Linear(hidden, hidden) for _ in range(4))
         self.norm_2 = nn.LayerNorm(hidden, eps=1e-5)
@@ -94,10 +104,10 @@ class Block(nn.Module):
         batch, length, hidden = x.shape
         split = lambda t: t.view(batch, length, self.heads, hidden // self.heads).transpose(1, 2)
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(hidden // self.heads)
-        mask = torch.ones(length, length, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
-        out = F.softmax(scores, dim=-1) @ v
+        if self.recompute_attention and torch.is_grad_enabled():
+            out = torch.utils.checkpoint.checkpoint(core_attention, q, k, v, use_reentrant=False)
+        else:
+            out = core_attention(q, k, v)
         return self.output(out.transpose(1, 2).reshape(batch, length, hidden))
 
     def forward(self, x):
@@ -106,12 +116,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocabulary, context, hidden, heads, layers, recompute=False):
+    def __init__(self, vocabulary, context, hidden, heads, layers, recompute="none"):
         super().__init__()
-        self.recompute = recompute  # each block's activations recomputed in backward (torch.utils.checkpoint)
+        self.recompute_blocks = recompute == "block"  # each block's activations recomputed in backward
         self.token = nn.Embedding(vocabulary, hidden)
         self.position = nn.Embedding(context, hidden)
-        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(hidden, heads, recompute == "attention") for _ in range(layers))
         self.final_norm = nn.LayerNorm(hidden, eps=1e-5)
 
     @torch.no_grad()
@@ -135,7 +145,7 @@ class GPT(nn.Module):
     def forward(self, tokens, targets):
         x = self.token(tokens) + self.position(torch.arange(tokens.shape[1]))
         for block in self.blocks:
-            if self.recompute and torch.is_grad_enabled():
+            if self.recompute_blocks and torch.is_grad_enabled():
                 x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x)
@@ -153,8 +163,9 @@ def main():
     parser.add_argument("--clip", type=float, default=1.0)
     parser.add_argument("--data", default="/usr/share/games/fortunes")
     parser.add_argument("--json")
-    parser.add_argument("--recompute", action="store_true",
-                        help="recompute each block's activations in backward (torch.utils.checkpoint)")
+    parser.add_argument("--recompute", choices=["none", "attention", "block"], default="none",
+                        help="what backward recomputes (torch.utils.checkpoint): attention's probabilities, as "
+                        "Megatron's selective recompute, or each block's activations")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)

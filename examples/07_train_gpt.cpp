@@ -32,6 +32,7 @@
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/model/sample.hpp"
 #include "shardwise/nn/no_grad.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/lamb.hpp"
@@ -80,7 +81,7 @@ struct options {
 
 constexpr const char* options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --layers N  --hidden N\n"
-    "         --heads N  --context N  --steps N  --batch N  --micro-batches N  --recompute\n"
+    "         --heads N  --context N  --steps N  --batch N  --micro-batches N  --recompute attention|block\n"
     "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
     "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
     "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
@@ -138,10 +139,6 @@ options parse(int argc, char** argv) {
       o.replicated = true;
       continue;
     }
-    if (flag == "--recompute") {
-      o.model.recompute = true;
-      continue;
-    }
     if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
     const std::string value = argv[++i];
     // The value read by `convert` (std::stol, std::stof), which must take all of it.
@@ -179,7 +176,11 @@ options parse(int argc, char** argv) {
       o.batch = number();
     else if (flag == "--micro-batches")
       o.micro_batches = number();
-    else if (flag == "--optimizer")
+    else if (flag == "--recompute") {
+      const auto what = sw::nn::recomputation_named(value);
+      if (!what) usage("--recompute takes none, attention or block, not \"" + value + "\"");
+      o.model.recompute = *what;
+    } else if (flag == "--optimizer")
       o.optimizer = value;
     else if (flag == "--lr")
       o.learning_rate = real();
@@ -308,9 +309,14 @@ void train(Communicator& world, const options& o) {
   double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
   world.broadcast(std::span<double>(&peak, 1), 0);
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update\n",
+  const std::string recomputing =
+      o.model.recompute == sw::nn::recomputation::none
+          ? ""
+          : ", recomputing " +
+                std::string(o.model.recompute == sw::nn::recomputation::attention ? "attention" : "each block");
+  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update%s\n",
       sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
-      o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str());
+      o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str(), recomputing.c_str());
   say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
       o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
 

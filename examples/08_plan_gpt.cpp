@@ -7,8 +7,10 @@
 //
 // A mesh is data replicas x a tensor-parallel grid (1-D, 2-D or 3-D), with the optimizer's update
 // sharded across the replicas or replicated, and the replica's batch in 1, 2, 4 ... micro-batches; a
-// mesh over the device's memory is tried again with its blocks recomputing their activations in the
-// backward pass (gpt_config::recompute), which keeps one block's at a time for one more forward pass.
+// mesh over the device's memory is tried again with its blocks recomputing attention's probabilities
+// in the backward pass, and if it is still over, all their activations (gpt_config::recompute):
+// the first costs one more QKᵀ and softmax a block, the second one more forward pass and keeps one
+// block's activations at a time.
 // Each is one training step of model::gpt (forward, backward, AdamW with clipping) run shapes only on
 // the simulated cluster (sim_gpu::execution::shapes_only: every kernel and transfer priced, no values
 // computed), whose report gives the step's time and each device's memory high-water mark: weights,
@@ -37,6 +39,7 @@
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -216,7 +219,7 @@ struct mesh_choice {
   std::vector<int> grid;  // the tensor-parallel grid's extents
   bool sharded = true;    // the update sharded across the replicas, or replicated
   long micro_batches = 1;
-  bool recompute = false;  // the blocks' activations recomputed in the backward pass
+  sw::nn::recomputation recompute = sw::nn::recomputation::none;  // what the blocks' backward computes again
 
   [[nodiscard]] int grid_size() const {
     int size = 1;
@@ -232,7 +235,10 @@ struct mesh_choice {
   }
   [[nodiscard]] std::string label() const {
     return name() + (sharded ? ", sharded" : ", replicated") + " update, " + std::to_string(micro_batches) +
-           " micro-batch" + (micro_batches > 1 ? "es" : "") + (recompute ? ", recomputing activations" : "");
+           " micro-batch" + (micro_batches > 1 ? "es" : "") +
+           (recompute == sw::nn::recomputation::none        ? ""
+            : recompute == sw::nn::recomputation::attention ? ", recomputing attention"
+                                                            : ", recomputing activations");
   }
 };
 
@@ -408,11 +414,14 @@ int main(int argc, char** argv) try {
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     mesh_choice m = candidates[i];
     simulated_step s = simulate(m, o, c);
-    if (s.refused.empty() && s.memory_bytes > c.memory_bytes) {
-      // Over the memory: keep one block's activations at a time instead, if that fits.
-      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory; recomputing activations\n", i + 1,
-                  candidates.size(), m.label().c_str(), s.seconds * 1e3, s.memory_bytes / gib);
-      m.recompute = true;
+    // Over the memory: keep no attention probabilities, then one block's activations at a time, if
+    // either fits.
+    for (const auto recompute : {sw::nn::recomputation::attention, sw::nn::recomputation::block}) {
+      if (!s.refused.empty() || s.memory_bytes <= c.memory_bytes) break;
+      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory; recomputing %s\n", i + 1,
+                  candidates.size(), m.label().c_str(), s.seconds * 1e3, s.memory_bytes / gib,
+                  recompute == sw::nn::recomputation::attention ? "attention" : "activations");
+      m.recompute = recompute;
       s = simulate(m, o, c);
     }
     const std::string what = m.label();
@@ -469,8 +478,9 @@ int main(int argc, char** argv) try {
   for (std::size_t i = 0; i < shown; ++i) {
     const planned& row = fitting[i];
     std::printf("%4zu  %-22s %-11s %6ld %10s %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
-                row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches, row.mesh.recompute ? "yes" : "no",
-                row.simulated.seconds * 1e3, tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
+                row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches,
+                std::string(sw::nn::name_of(row.mesh.recompute)).c_str(), row.simulated.seconds * 1e3,
+                tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
     if (o.check) {
       const auto at = std::lower_bound(measured_order.begin(), measured_order.end(), row.measured_seconds);
       std::printf("  %11.2f  %13td", row.measured_seconds * 1e3, at - measured_order.begin() + 1);

@@ -6,6 +6,6 @@ namespace shardwise::testing {
 
 template void expect_model_equals<float, gpt_family_2d>(family_mesh<gpt_family_2d>&, backend::communicator_type&,
                                                         std::int64_t, std::int64_t, const gpt_results<float>&, double,
-                                                        bool);
+                                                        nn::recomputation);
 
 }  // namespace shardwise::testing

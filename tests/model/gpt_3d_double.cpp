@@ -6,6 +6,6 @@ namespace shardwise::testing {
 
 template void expect_model_equals<double, gpt_family_3d>(family_mesh<gpt_family_3d>&, backend::communicator_type&,
                                                          std::int64_t, std::int64_t, const gpt_results<double>&, double,
-                                                         bool);
+                                                         nn::recomputation);
 
 }  // namespace shardwise::testing

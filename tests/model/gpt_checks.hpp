@@ -45,11 +45,11 @@ struct gpt_results {
 };
 
 // Samples [first, first + count) of the batch through the model; gradients summed over `data`'s replicas
-// and divided by their number, then gathered whole. `recompute`: the blocks run their forward again in
-// the backward pass (gpt_config::recompute).
+// and divided by their number, then gathered whole. `recompute`: what the blocks compute again in the
+// backward pass (gpt_config::recompute).
 template <class T, class Family, class Mesh, class Communicator>
 gpt_results<T> run_model(Mesh& mesh, Communicator& data, std::int64_t first, std::int64_t count,
-                         bool recompute = false) {
+                         nn::recomputation recompute = nn::recomputation::none) {
   model::gpt_config config = gpt_test_config;
   config.recompute = recompute;
   model::gpt<T, Family, Mesh> gpt(mesh, config);
@@ -93,7 +93,8 @@ using family_mesh = process_mesh<backend::communicator_type, Family::mesh_dimens
 // The family's model on `mesh`, samples [first, first + count) of the batch, equals `expected`.
 template <class T, class Family>
 void expect_model_equals(family_mesh<Family>& mesh, backend::communicator_type& data, std::int64_t first,
-                         std::int64_t count, const gpt_results<T>& expected, double tolerance, bool recompute) {
+                         std::int64_t count, const gpt_results<T>& expected, double tolerance,
+                         nn::recomputation recompute) {
   expect_equal(run_model<T, Family>(mesh, data, first, count, recompute), expected, tolerance);
 }
 
@@ -103,22 +104,22 @@ using gpt_family_3d = nn::tensor_parallel_3d<directions<>, padded>;
 
 extern template void expect_model_equals<double, gpt_family_1d>(family_mesh<gpt_family_1d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
-                                                                const gpt_results<double>&, double, bool);
+                                                                const gpt_results<double>&, double, nn::recomputation);
 extern template void expect_model_equals<double, gpt_family_2d>(family_mesh<gpt_family_2d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
-                                                                const gpt_results<double>&, double, bool);
+                                                                const gpt_results<double>&, double, nn::recomputation);
 extern template void expect_model_equals<double, gpt_family_3d>(family_mesh<gpt_family_3d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
-                                                                const gpt_results<double>&, double, bool);
+                                                                const gpt_results<double>&, double, nn::recomputation);
 extern template void expect_model_equals<float, gpt_family_1d>(family_mesh<gpt_family_1d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
-                                                               double, bool);
+                                                               double, nn::recomputation);
 extern template void expect_model_equals<float, gpt_family_2d>(family_mesh<gpt_family_2d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
-                                                               double, bool);
+                                                               double, nn::recomputation);
 extern template void expect_model_equals<float, gpt_family_3d>(family_mesh<gpt_family_3d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
-                                                               double, bool);
+                                                               double, nn::recomputation);
 
 // The model on one rank, the whole batch (threads).
 template <class T>
@@ -132,8 +133,9 @@ gpt_results<T> serial_gpt() {
 }
 
 // Every family on every data x tensor-parallel split of the world that it can use: rank = data
-// coordinate * group + tensor-parallel coordinate. With 2 replicas the blocks recompute their
-// activations in the backward pass (gpt_config::recompute), which must change nothing.
+// coordinate * group + tensor-parallel coordinate. With 2 replicas the blocks recompute in the backward
+// pass (gpt_config::recompute) attention's probabilities in 1-D, all their activations in 2-D and 3-D,
+// which must change nothing.
 // `expected`: the model on one rank (serial_gpt).
 template <class T, class Communicator>
 void check_every_mesh(Communicator& world, const gpt_results<T>& expected, double tolerance) {
@@ -144,25 +146,28 @@ void check_every_mesh(Communicator& world, const gpt_results<T>& expected, doubl
     auto tensor_parallel = world.split(world.rank() / group, world.rank() % group);
     const std::int64_t count = gpt_test_samples / replicas;
     const std::int64_t first = count * data.rank();
-    const bool recompute = replicas == 2;
+    const auto recomputing = [&](nn::recomputation what) { return replicas == 2 ? what : nn::recomputation::none; };
     SCOPED_TRACE("data " + std::to_string(replicas) + " x tensor-parallel " + std::to_string(group) +
-                 (recompute ? ", recomputing activations" : ""));
+                 (replicas == 2 ? ", recomputing" : ""));
     {
       process_mesh mesh(tensor_parallel, {group});
       SCOPED_TRACE("1-D");
-      expect_model_equals<T, gpt_family_1d>(mesh, data, first, count, expected, tolerance, recompute);
+      expect_model_equals<T, gpt_family_1d>(mesh, data, first, count, expected, tolerance,
+                                            recomputing(nn::recomputation::attention));
     }
     if (group == 4 || group == 1) {  // SUMMA runs on square grids
       process_mesh mesh(tensor_parallel, group == 4 ? coordinates<2>{2, 2} : coordinates<2>{1, 1});
       SCOPED_TRACE("2-D " + detail::shape_string(mesh.shape()));
-      expect_model_equals<T, gpt_family_2d>(mesh, data, first, count, expected, tolerance, recompute);
+      expect_model_equals<T, gpt_family_2d>(mesh, data, first, count, expected, tolerance,
+                                            recomputing(nn::recomputation::block));
     }
     if (group == 8 || group == 4 || group == 1) {
       process_mesh mesh(tensor_parallel, group == 8   ? coordinates<3>{2, 2, 2}
                                          : group == 4 ? coordinates<3>{1, 2, 2}
                                                       : coordinates<3>{1, 1, 1});
       SCOPED_TRACE("3-D " + detail::shape_string(mesh.shape()));
-      expect_model_equals<T, gpt_family_3d>(mesh, data, first, count, expected, tolerance, recompute);
+      expect_model_equals<T, gpt_family_3d>(mesh, data, first, count, expected, tolerance,
+                                            recomputing(nn::recomputation::block));
     }
   }
 }

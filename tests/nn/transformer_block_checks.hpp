@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/nn/transformer_block.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "support/backends.hpp"
@@ -72,17 +73,19 @@ void check_family(family_mesh<Family>& mesh, const nn::block_options& options, s
     expect_near(got.parameter_gradients[p], expected.parameter_gradients[p],
                 "gradient of parameter " + std::to_string(p));
 
-  // Recomputing the activations in the backward pass runs the same operations on the same input:
-  // the same bits.
-  nn::block_options recomputing = options;
-  recomputing.recompute = true;
-  const auto recomputed = run_block<Family>(mesh, recomputing, batch);
-  EXPECT_TRUE(recomputed.output == got.output) << "output, recomputing";
-  EXPECT_TRUE(recomputed.input_gradient == got.input_gradient) << "input gradient, recomputing";
-  ASSERT_EQ(recomputed.parameter_gradients.size(), got.parameter_gradients.size());
-  for (std::size_t p = 0; p < got.parameter_gradients.size(); ++p)
-    EXPECT_TRUE(recomputed.parameter_gradients[p] == got.parameter_gradients[p])
-        << "gradient of parameter " << p << ", recomputing";
+  // Recomputing attention's probabilities, or all the activations, in the backward pass runs the same
+  // operations on the same input: the same bits.
+  for (const auto what : {nn::recomputation::attention, nn::recomputation::block}) {
+    SCOPED_TRACE("recomputing " + std::string(nn::name_of(what)));
+    nn::block_options recomputing = options;
+    recomputing.recompute = what;
+    const auto recomputed = run_block<Family>(mesh, recomputing, batch);
+    EXPECT_TRUE(recomputed.output == got.output) << "output";
+    EXPECT_TRUE(recomputed.input_gradient == got.input_gradient) << "input gradient";
+    ASSERT_EQ(recomputed.parameter_gradients.size(), got.parameter_gradients.size());
+    for (std::size_t p = 0; p < got.parameter_gradients.size(); ++p)
+      EXPECT_TRUE(recomputed.parameter_gradients[p] == got.parameter_gradients[p]) << "gradient of parameter " << p;
+  }
 }
 
 extern template void check_family<nn::tensor_parallel_2d<>>(family_mesh<nn::tensor_parallel_2d<>>&,

@@ -2,7 +2,8 @@
 // linears) in the 1-D, 2-D and 3-D families gives the output, input gradient and every parameter
 // gradient of the same block computed on one rank — the serial computation on the full tensors, with
 // the same initial weights (they are keyed by global index) — and the same bits when it recomputes
-// its activations in the backward pass (block_options::recompute); that serial block's backward
+// attention's probabilities or all its activations in the backward pass (block_options::recompute);
+// that serial block's backward
 // matches finite differences. The ops inside are checked against independent serial code in
 // tests/ops/. The 2-D and 3-D families' comparisons compile in sources of their own
 // (transformer_block_checks.hpp).

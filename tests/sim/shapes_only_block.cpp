@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/family.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/nn/transformer_block.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/tensor/dtensor.hpp"
@@ -20,11 +22,11 @@ using namespace shardwise;
 using shardwise::testing::expect_same_costs;
 using shardwise::testing::on_two_gpus_in_both_modes;
 
-// A block of the 3-D family on a 2x2x2 cube, forward and backward, keeping its activations and
-// recomputing them.
+// A block of the 3-D family on a 2x2x2 cube, forward and backward, keeping its activations, recomputing
+// attention's probabilities and recomputing all of them.
 TEST(shapes_only, a_transformer_block_costs_what_its_full_run_costs) {
-  for (const bool recompute : {false, true}) {
-    SCOPED_TRACE(recompute ? "recomputing" : "keeping");
+  for (const auto recompute : {nn::recomputation::none, nn::recomputation::attention, nn::recomputation::block}) {
+    SCOPED_TRACE("recomputing " + std::string(nn::name_of(recompute)));
     expect_same_costs(8, [&](sim_gpu::communicator& world) {
       process_mesh mesh(world, {2, 2, 2});
       using family = nn::tensor_parallel_3d<>;
@@ -41,29 +43,32 @@ TEST(shapes_only, a_transformer_block_costs_what_its_full_run_costs) {
 }
 
 // What a block keeps between its forward and its backward, counted on 2 simulated GPUs in both modes:
-// recomputing, a copy of its input alone (2 samples of 4 positions, width 4, whole on each rank of the
-// 1-D family: 128 bytes), less than the same block keeps otherwise; its backward runs the forward
-// again and gives back all that forward kept, leaving y and dx. A second backward has nothing kept.
-TEST(shapes_only, a_block_that_recomputes_keeps_only_its_input) {
+// recomputing attention, all it keeps otherwise but the probabilities (2 samples x 1 head a rank of
+// the 1-D family, 4 x 4 each: 128 bytes); recomputing the block, a copy of its input alone (2 samples of
+// 4 positions, width 4, whole on each rank: 128 bytes). Its backward gives back all it kept, leaving y
+// and dx. A second backward has nothing kept.
+TEST(shapes_only, what_a_block_keeps_for_its_backward) {
   on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
     process_mesh mesh(world, {2});
     using family = nn::tensor_parallel_1d<>;
     constexpr std::int64_t whole = 8 * 4 * sizeof(float);
-    std::int64_t kept[2] = {};
-    for (const bool recompute : {false, true}) {
+    constexpr std::int64_t probabilities = 2 * 4 * 4 * sizeof(float);
+    std::int64_t kept[3] = {};
+    for (const auto recompute : {nn::recomputation::none, nn::recomputation::attention, nn::recomputation::block}) {
       const nn::block_options options{
           .hidden = 4, .heads = 2, .sequence = 4, .expansion = 2, .causal = true, .recompute = recompute};
       nn::transformer_block<float, family, decltype(mesh)> block(mesh, options, 7);
       const dtensor<float, family::input, decltype(mesh)> x(mesh, {8, 4});
       const std::int64_t before = memory.bytes_held();
       const auto y = block.forward(x);
-      kept[recompute ? 1 : 0] = memory.bytes_held() - before - whole;
+      kept[static_cast<int>(recompute)] = memory.bytes_held() - before - whole;
       const auto dx = block.backward(y);
       EXPECT_EQ(memory.bytes_held() - before, 2 * whole) << "y and dx alone";
       EXPECT_THROW((void)block.backward(y), argument_error) << "a second backward has nothing kept";
     }
-    EXPECT_EQ(kept[1], whole) << "recomputing: a copy of the input";
-    EXPECT_LT(kept[1], kept[0]) << "the activations kept otherwise";
+    EXPECT_EQ(kept[1], kept[0] - probabilities) << "recomputing attention: all but the probabilities";
+    EXPECT_EQ(kept[2], whole) << "recomputing the block: a copy of the input";
+    EXPECT_LT(kept[2], kept[1]) << "the activations kept otherwise";
   });
 }
 

@@ -114,24 +114,29 @@ TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
 // attention keeps each (sample, head) tile's probabilities, here 2 samples of 4 positions and a head a
 // rank, 2 tiles of 4x4 floats (128 bytes), beside its output (8x2 floats, 64 bytes); a second call
 // gives the first's back before it takes its own; the backward's three gradients come beside them.
+// Attention that recomputes its probabilities in the backward pass keeps none.
 TEST(shapes_only, attention_keeps_its_probabilities_as_storage) {
-  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
-    process_mesh mesh(world, {2});
-    const dtensor<float, row_1d<>, decltype(mesh)> x(mesh, {8, 4});
-    const attention_shape shape{4, 2, true};
-    attention_saved<float> saved;
-    const std::int64_t before = memory.bytes_held();
-    ASSERT_EQ(memory.high_water(), before);
-    constexpr std::int64_t probabilities = 2 * 4 * 4 * sizeof(float), output = 8 * 2 * sizeof(float);
-    for (int call = 0; call < 2; ++call) {
-      (void)attention_forward(x, x, x, shape, saved);
-      EXPECT_EQ(memory.bytes_held() - before, probabilities) << "call " << call;
-      EXPECT_EQ(memory.high_water() - before, probabilities + output) << "call " << call;
-    }
-    (void)attention_backward(x, x, x, x, shape, saved);
-    EXPECT_EQ(memory.bytes_held() - before, probabilities) << "kept until the next forward";
-    EXPECT_EQ(memory.high_water() - before, probabilities + 3 * output);
-  });
+  for (const auto how : {attention_probabilities::kept, attention_probabilities::recomputed}) {
+    SCOPED_TRACE(how == attention_probabilities::kept ? "kept" : "recomputed");
+    on_two_gpus_in_both_modes([how](sim_gpu::communicator& world, const element_memory& memory) {
+      process_mesh mesh(world, {2});
+      const dtensor<float, row_1d<>, decltype(mesh)> x(mesh, {8, 4});
+      const attention_shape shape{4, 2, true};
+      attention_saved<float> saved;
+      const std::int64_t before = memory.bytes_held();
+      ASSERT_EQ(memory.high_water(), before);
+      constexpr std::int64_t output = 8 * 2 * sizeof(float);
+      const std::int64_t probabilities = how == attention_probabilities::kept ? 2 * 4 * 4 * sizeof(float) : 0;
+      for (int call = 0; call < 2; ++call) {
+        (void)attention_forward(x, x, x, shape, saved, how);
+        EXPECT_EQ(memory.bytes_held() - before, probabilities) << "call " << call;
+        EXPECT_EQ(memory.high_water() - before, probabilities + output) << "call " << call;
+      }
+      (void)attention_backward(x, x, x, x, shape, saved);
+      EXPECT_EQ(memory.bytes_held() - before, probabilities) << "kept until the next forward";
+      EXPECT_EQ(memory.high_water() - before, probabilities + 3 * output);
+    });
+  }
 }
 
 // The vocabulary's cross-entropy keeps the hidden states it is given, whole on each rank (5 tokens of

@@ -41,9 +41,9 @@ struct gpt_config {
   std::int64_t expansion = 4;  // the MLP's width is expansion * hidden
   double layer_norm_epsilon = 1e-5;
   gelu_approximation activation = gelu_approximation::none;
-  // Each block keeps only its input for the backward pass and runs its forward again there
-  // (nn::block_options::recompute): activations of one block at a time, for one more forward a step.
-  bool recompute = false;
+  // What each block computes again in the backward pass instead of keeping (nn/recomputation.hpp):
+  // attention's probabilities (attention), or everything but the block's input (block).
+  nn::recomputation recompute = nn::recomputation::none;
   std::uint64_t seed = 1;  // of the initial weights: the same seed is the same model on every mesh
 
   friend bool operator==(const gpt_config&, const gpt_config&) = default;

@@ -28,6 +28,8 @@ struct attention_options {
   std::int64_t heads = 1;
   std::int64_t sequence = 1;  // rows per sample
   bool causal = false;
+  // Kept for the backward pass, or computed again there from the queries and keys (ops/attention.hpp).
+  attention_probabilities probabilities = attention_probabilities::kept;
 };
 
 template <class T, class Family, class Mesh>
@@ -41,6 +43,7 @@ class self_attention {
   // `seed` names the layer; its four linears take seed + 1 ... seed + 4, and `products` (ops/matmul.hpp).
   self_attention(Mesh& mesh, const attention_options& options, std::uint64_t seed, matmul_options products = {})
       : shape_(checked_shape(mesh, options)),
+        probabilities_(options.probabilities),
         query_(mesh, options.hidden, options.hidden, seed + 1, products),
         key_(mesh, options.hidden, options.hidden, seed + 2, products),
         value_(mesh, options.hidden, options.hidden, seed + 3, products),
@@ -54,7 +57,7 @@ class self_attention {
       kept_.reset();  // the last forward's, given back first
       auto& kept =
           kept_.emplace(kept_for_backward{query_.forward(input), key_.forward(input), value_.forward(input), {}});
-      auto heads = attention_forward(kept.q, kept.k, kept.v, shape_, kept.probabilities);
+      auto heads = attention_forward(kept.q, kept.k, kept.v, shape_, kept.attention, probabilities_);
       release_under_no_grad(kept_);  // before the output projection: nothing after reads them
       return output_.forward(std::move(heads));
     } catch (...) {
@@ -68,7 +71,7 @@ class self_attention {
     const auto heads_gradient = output_.backward(output_gradient);
     // The probabilities are given back as soon as attention's backward has read them.
     const auto g =
-        attention_backward(kept.q, kept.k, kept.v, heads_gradient, shape_, std::exchange(kept.probabilities, {}));
+        attention_backward(kept.q, kept.k, kept.v, heads_gradient, shape_, std::exchange(kept.attention, {}));
     auto input_gradient = query_.backward(g.q);
     accumulate(input_gradient, key_.backward(g.k));
     accumulate(input_gradient, value_.backward(g.v));
@@ -96,11 +99,12 @@ class self_attention {
   }
 
   attention_shape shape_;
+  attention_probabilities probabilities_;
   first_linear query_, key_, value_;
   second_linear output_;
   struct kept_for_backward {
     typename first_linear::output_type q, k, v;
-    attention_saved<T> probabilities;
+    attention_saved<T> attention;
   };
   std::optional<kept_for_backward> kept_;
 };

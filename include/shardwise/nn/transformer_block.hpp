@@ -10,10 +10,12 @@
 //   auto dx = layer.backward(dy);              // parameters' gradients filled
 //   layer.for_each_parameter([](const std::string& name, auto& p) { p.descend(0.01f); });
 //
-// With options.recompute the block keeps only its input from the forward pass and runs the forward
-// again at the start of its backward (activation recomputation: Megatron's full recompute,
-// torch.utils.checkpoint round a layer). A model then holds one block's activations at a time rather
-// than every block's, for one more forward pass per step; the gradients are the same bits.
+// options.recompute (nn/recomputation.hpp) trades arithmetic for memory: with recomputation::block
+// the block keeps only its input from the forward pass and runs the forward again at the start of its
+// backward (Megatron's full recompute, torch.utils.checkpoint round a layer), so a model holds one
+// block's activations at a time rather than every block's, for one more forward pass per step; with
+// recomputation::attention it keeps all but attention's probabilities, which the backward computes
+// again (Megatron's selective recompute). The gradients are the same bits.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +24,7 @@
 #include "shardwise/nn/layer_norm.hpp"
 #include "shardwise/nn/mlp.hpp"
 #include "shardwise/nn/no_grad.hpp"
+#include "shardwise/nn/recomputation.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/self_attention.hpp"
 #include "shardwise/tensor/accumulate.hpp"
@@ -37,7 +40,7 @@ struct block_options {
   bool causal = false;
   double layer_norm_epsilon = 1e-5;
   gelu_approximation activation = gelu_approximation::tanh;
-  bool recompute = false;  // keep only the input for backward, and run the forward again there
+  recomputation recompute = recomputation::none;  // what the backward computes again instead of keeping
 };
 
 template <class T, class Family, class Mesh>
@@ -48,13 +51,17 @@ class transformer_block {
   // `seed` names the block; its layers take seeds from seed * 16 on.
   transformer_block(Mesh& mesh, const block_options& options, std::uint64_t seed)
       : norm_1_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
-        attention_(mesh, {options.hidden, options.heads, options.sequence, options.causal}, seed * 16),
+        attention_(mesh,
+                   {options.hidden, options.heads, options.sequence, options.causal,
+                    options.recompute == recomputation::attention ? attention_probabilities::recomputed
+                                                                  : attention_probabilities::kept},
+                   seed * 16),
         norm_2_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
         mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, {}, options.activation),
-        recompute_(options.recompute) {}
+        recompute_block_(options.recompute == recomputation::block) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) try {
-    if (!recompute_) return forward_pass(x);
+    if (!recompute_block_) return forward_pass(x);
     const bool keeping = no_grad::keeps_for_backward();
     input_.reset();
     tensor_type y = [&] {
@@ -69,9 +76,9 @@ class transformer_block {
 
   // Each residual passes the gradient straight through and adds its branch's.
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
-    if (recompute_)
+    if (recompute_block_)
       (void)forward_pass(take_saved(input_, world_rank_of(output_gradient), "nn::transformer_block::backward",
-                                    "its input (block_options::recompute)"));
+                                    "its input (recomputation::block)"));
     tensor_type h_gradient = norm_2_.backward(mlp_.backward(output_gradient));
     accumulate(h_gradient, output_gradient);
     tensor_type x_gradient = norm_1_.backward(attention_.backward(h_gradient));
@@ -104,8 +111,8 @@ class transformer_block {
   self_attention<T, Family, Mesh> attention_;
   layer_norm<T, typename Family::input, Mesh> norm_2_;
   mlp<T, Family, Mesh> mlp_;
-  bool recompute_;
-  std::optional<tensor_type> input_;  // with recompute_: what the forward keeps
+  bool recompute_block_;
+  std::optional<tensor_type> input_;  // with recompute_block_: what the forward keeps
 };
 
 }  // namespace shardwise::nn

@@ -37,12 +37,20 @@ struct attention_shape {
   bool causal = false;        // position t attends to positions <= t only
 };
 
-// What the backward pass needs from the forward one: every (sample, head) tile's probabilities P, a
-// sequence x sequence matrix each, in the order the tiles are visited. Activations a framework would
-// save for the backward, so storage of the rank (core/shared_buffer.hpp): counted in its memory
-// high-water mark, and given no memory in shapes-only runs.
+// Whether attention_forward keeps the probabilities P for attention_backward, a sequence x sequence
+// matrix per (sample, head) tile, or keeps none and the backward computes them again from Q and K:
+// the selective recomputation of Korthikanti et al. ("Reducing Activation Recomputation in Large
+// Transformer Models", Megatron's --recompute-granularity selective), one more QKᵀ and softmax a tile
+// in the backward for no activations that grow with the sequence's square. The bits are the same.
+enum class attention_probabilities { kept, recomputed };
+
+// What the backward pass needs from the forward one: how the forward ran and, when kept, every tile's
+// probabilities in the order the tiles are visited. Activations a framework would save for the
+// backward, so storage of the rank (core/shared_buffer.hpp): counted in its memory high-water mark,
+// and given no memory in shapes-only runs.
 template <class T>
 struct attention_saved {
+  attention_probabilities how = attention_probabilities::kept;
   shared_buffer<T> probabilities;
 };
 
@@ -98,16 +106,59 @@ void for_each_tile(const Tensor& t, const attention_shape& shape, F&& f) {
 }
 
 // One tile's work (a kernel, core/kernel.hpp): forward, S = QKᵀ and O = PV (2n²d operations each) and
-// the softmax (12 per element of S, an exp counted as 8), reading Q, K, V and writing O and P; backward,
-// four products of that size and 4 operations per element of P, reading Q, K, V, dO and P, writing dQ,
-// dK and dV.
+// the softmax (12 per element of S, an exp counted as 8), reading Q, K, V and writing O, and P where
+// it is kept; backward, four products of that size and 4 operations per element of P, reading Q, K, V,
+// dO and the kept P, writing dQ, dK and dV, and where P is recomputed, the forward's S and softmax
+// again in place of reading it.
 template <class T>
-[[nodiscard]] work attention_work(const attention_shape& shape, double tiles, bool backward) {
+[[nodiscard]] work attention_work(const attention_shape& shape, double tiles, bool backward,
+                                  attention_probabilities how) {
   const auto n = static_cast<double>(shape.sequence);
   const auto d = static_cast<double>(shape.head_dim);
   const double element = sizeof(T);
-  return backward ? work{tiles * (8 * n * n * d + 4 * n * n), tiles * element * (7 * n * d + n * n)}
-                  : work{tiles * (4 * n * n * d + 12 * n * n), tiles * element * (4 * n * d + n * n)};
+  const double kept_probabilities = how == attention_probabilities::kept ? n * n : 0;
+  const double recomputed_probabilities = how == attention_probabilities::kept ? 0 : 2 * n * n * d + 12 * n * n;
+  return backward ? work{tiles * (8 * n * n * d + 4 * n * n + recomputed_probabilities),
+                         tiles * element * (7 * n * d + kept_probabilities)}
+                  : work{tiles * (4 * n * n * d + 12 * n * n), tiles * element * (4 * n * d + kept_probabilities)};
+}
+
+// P = softmax(QKᵀ / √d) of one tile into p (n x n), masked above the diagonal when causal. The forward
+// and a backward that recomputes P both call this, on memory aligned alike (tile_at), so P has the
+// same bits both times.
+template <class T, class Q, class K>
+void tile_probabilities(strided_map<T> p, const Q& q_tile, const K& k_tile, const attention_shape& shape) {
+  const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
+  const std::int64_t n = shape.sequence;
+  gemm(destination(p), operand(q_tile), operand(k_tile).transposed());
+  p *= scale;
+  for (std::int64_t i = 0; i < n; ++i) {
+    // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
+    // denormal there, which would slow every product that reads P several times over.
+    const std::int64_t seen = shape.causal ? i + 1 : n;
+    auto row = p.row(i).head(seen);
+    row = (row.array() - row.maxCoeff()).exp();
+    row /= row.sum();
+    p.row(i).tail(n - seen).setZero();
+  }
+}
+
+// Where tile `index`'s probabilities go: in the kept buffer, or in `scratch` (one tile and a vector
+// more) at the offset from a 64-byte boundary the tile has in a kept buffer. Eigen's vectorised loops
+// begin with scalar elements up to the first aligned address, so P's rounding depends on where the
+// tile starts.
+template <class T>
+[[nodiscard]] T* tile_at(const attention_saved<T>& saved, const shared_buffer<T>& scratch, std::size_t index,
+                         std::size_t tile_elements) {
+  if (saved.how == attention_probabilities::kept) return saved.probabilities.data() + index * tile_elements;
+  constexpr std::size_t per_vector = shared_buffer<T>::alignment / sizeof(T);
+  return scratch.data() + (index * tile_elements) % per_vector;
+}
+
+template <class T>
+[[nodiscard]] shared_buffer<T> probabilities_scratch(const attention_saved<T>& saved, std::size_t tile_elements) {
+  if (saved.how == attention_probabilities::kept) return {};
+  return shared_buffer<T>::scratch(tile_elements + shared_buffer<T>::alignment / sizeof(T));
 }
 
 template <class Tensor>
@@ -119,14 +170,14 @@ template <class Tensor>
 
 }  // namespace detail
 
-// O = attention(Q, K, V); fills `saved` for attention_backward.
+// O = attention(Q, K, V); fills `saved` for attention_backward, with the probabilities or, when `how` is
+// recomputed, without them.
 template <class T, class Layout, class Mesh>
-[[nodiscard]] dtensor<T, Layout, Mesh> attention_forward(const dtensor<T, Layout, Mesh>& q,
-                                                         const dtensor<T, Layout, Mesh>& k,
-                                                         const dtensor<T, Layout, Mesh>& v,
-                                                         const attention_shape& shape, attention_saved<T>& saved) try {
+[[nodiscard]] dtensor<T, Layout, Mesh> attention_forward(
+    const dtensor<T, Layout, Mesh>& q, const dtensor<T, Layout, Mesh>& k, const dtensor<T, Layout, Mesh>& v,
+    const attention_shape& shape, attention_saved<T>& saved,
+    attention_probabilities how = attention_probabilities::kept) try {
   detail::check_attention_blocks(q, shape, "attention_forward");
-  const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
   const std::int64_t n = shape.sequence;
   const std::int64_t d = shape.head_dim;
   dtensor<T, Layout, Mesh> out(q.mesh(), q.extents());
@@ -134,30 +185,21 @@ template <class T, class Layout, class Mesh>
   // (which a shapes-only run does not run).
   const std::size_t tiles = detail::tile_count(q, shape);
   const auto tile_elements = static_cast<std::size_t>(n * n);
+  saved.how = how;
   saved.probabilities = shared_buffer<T>{};
-  saved.probabilities = shared_buffer<T>::zeros(tiles * tile_elements);
-  const auto work = detail::attention_work<T>(shape, static_cast<double>(tiles), false);
-  run_kernel(q.mesh().world(), work, "attention", [&] {
-    T* next_tile = saved.probabilities.data();
-    detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-      detail::strided_map<T> p(next_tile, n, n, Eigen::OuterStride<>(n));
-      next_tile += tile_elements;
-      detail::gemm(detail::destination(p), detail::operand(q.local(b).block(r, c, n, d)),
-                   detail::operand(k.local(b).block(r, c, n, d)).transposed());
-      p *= scale;
-      for (std::int64_t i = 0; i < n; ++i) {
-        // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
-        // denormal there, which would slow every product that reads P several times over.
-        const std::int64_t seen = shape.causal ? i + 1 : n;
-        auto row = p.row(i).head(seen);
-        row = (row.array() - row.maxCoeff()).exp();
-        row /= row.sum();
-        p.row(i).tail(n - seen).setZero();
-      }
-      detail::gemm(detail::destination(out.local(b).block(r, c, n, d)), detail::operand(p),
-                   detail::operand(v.local(b).block(r, c, n, d)));
-    });
-  });
+  if (how == attention_probabilities::kept) saved.probabilities = shared_buffer<T>::zeros(tiles * tile_elements);
+  run_kernel(q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), false, how), "attention",
+             [&] {
+               const auto scratch = detail::probabilities_scratch(saved, tile_elements);
+               std::size_t tile = 0;
+               detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
+                 const detail::strided_map<T> p(detail::tile_at(saved, scratch, tile++, tile_elements), n, n,
+                                                Eigen::OuterStride<>(n));
+                 detail::tile_probabilities<T>(p, q.local(b).block(r, c, n, d), k.local(b).block(r, c, n, d), shape);
+                 detail::gemm(detail::destination(out.local(b).block(r, c, n, d)), detail::operand(p),
+                              detail::operand(v.local(b).block(r, c, n, d)));
+               });
+             });
   return out;
 } catch (...) {
   rethrow_within_call(world_rank_of(q), call_text("attention_forward", describe(q), describe(k), describe(v)));
@@ -170,7 +212,7 @@ struct attention_gradients {
   dtensor<T, Layout, Mesh> v;
 };
 
-// dQ, dK, dV from dO, with P from the forward pass:
+// dQ, dK, dV from dO, with P kept by the forward pass or computed again here as it did:
 //   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dQ = dS K / √d,  dK = dSᵀ Q / √d.
 template <class T, class Layout, class Mesh>
 [[nodiscard]] attention_gradients<T, Layout, Mesh> attention_backward(
@@ -183,18 +225,22 @@ template <class T, class Layout, class Mesh>
   const std::int64_t d = shape.head_dim;
   const auto tile_elements = static_cast<std::size_t>(n * n);
   const std::size_t tiles = detail::tile_count(q, shape);
-  if (saved.probabilities.size() != tiles * tile_elements)
+  if (saved.how == attention_probabilities::kept && saved.probabilities.size() != tiles * tile_elements)
     throw argument_error(q.mesh().world().world_rank(), "attention_backward",
                          "the saved forward state holds " + std::to_string(saved.probabilities.size()) +
                              " probabilities, these tensors need " + std::to_string(tiles) + " tiles of " +
                              std::to_string(n) + "x" + std::to_string(n) + ": pass the state of the same forward call");
   attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
   run_kernel(
-      q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), true), "attention backward", [&] {
-        const T* next_tile = saved.probabilities.data();
+      q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), true, saved.how),
+      "attention backward", [&] {
+        const auto scratch = detail::probabilities_scratch(saved, tile_elements);
+        std::size_t tile = 0;
         detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
-          const detail::strided_map<const T> p(next_tile, n, n, Eigen::OuterStride<>(n));
-          next_tile += tile_elements;
+          const detail::strided_map<T> p(detail::tile_at(saved, scratch, tile++, tile_elements), n, n,
+                                         Eigen::OuterStride<>(n));
+          if (saved.how == attention_probabilities::recomputed)
+            detail::tile_probabilities<T>(p, q.local(b).block(r, c, n, d), k.local(b).block(r, c, n, d), shape);
           const auto d_o = detail::operand(d_out.local(b).block(r, c, n, d));
           detail::gemm(detail::destination(grad.v.local(b).block(r, c, n, d)), detail::operand(p).transposed(), d_o);
           matrix d_p(n, n);
