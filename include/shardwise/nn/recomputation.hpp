@@ -11,6 +11,7 @@
 //              time, for one more forward pass of the blocks.
 // The gradients are the same bits in all three.
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <string_view>
 
