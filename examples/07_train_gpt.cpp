@@ -309,14 +309,11 @@ void train(Communicator& world, const options& o) {
   double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
   world.broadcast(std::span<double>(&peak, 1), 0);
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  const std::string recomputing =
-      o.model.recompute == sw::nn::recomputation::none
-          ? ""
-          : ", recomputing " +
-                std::string(o.model.recompute == sw::nn::recomputation::attention ? "attention" : "each block");
-  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update%s\n",
+  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update%s%s\n",
       sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
-      o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str(), recomputing.c_str());
+      o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
+      o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
+      std::string(sw::nn::describe(o.model.recompute)).c_str());
   say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
       o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
 

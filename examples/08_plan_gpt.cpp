@@ -236,9 +236,7 @@ struct mesh_choice {
   [[nodiscard]] std::string label() const {
     return name() + (sharded ? ", sharded" : ", replicated") + " update, " + std::to_string(micro_batches) +
            " micro-batch" + (micro_batches > 1 ? "es" : "") +
-           (recompute == sw::nn::recomputation::none        ? ""
-            : recompute == sw::nn::recomputation::attention ? ", recomputing attention"
-                                                            : ", recomputing activations");
+           (recompute == sw::nn::recomputation::none ? "" : ", " + std::string(sw::nn::describe(recompute)));
   }
 };
 
@@ -418,9 +416,9 @@ int main(int argc, char** argv) try {
     // either fits.
     for (const auto recompute : {sw::nn::recomputation::attention, sw::nn::recomputation::block}) {
       if (!s.refused.empty() || s.memory_bytes <= c.memory_bytes) break;
-      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory; recomputing %s\n", i + 1,
-                  candidates.size(), m.label().c_str(), s.seconds * 1e3, s.memory_bytes / gib,
-                  recompute == sw::nn::recomputation::attention ? "attention" : "activations");
+      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory; %s\n", i + 1, candidates.size(),
+                  m.label().c_str(), s.seconds * 1e3, s.memory_bytes / gib,
+                  std::string(sw::nn::describe(recompute)).c_str());
       m.recompute = recompute;
       s = simulate(m, o, c);
     }

@@ -25,6 +25,13 @@ inline constexpr std::array<std::string_view, 3> recomputation_names{"none", "at
   return recomputation_names[static_cast<std::size_t>(what)];
 }
 
+// What a run that recomputes so does, in words for a program's output: "recomputing attention",
+// "recomputing each block", or nothing.
+[[nodiscard]] constexpr std::string_view describe(recomputation what) {
+  constexpr std::array<std::string_view, 3> words{"", "recomputing attention", "recomputing each block"};
+  return words[static_cast<std::size_t>(what)];
+}
+
 // The recomputation a command line names ("none", "attention", "block"), or none if it names none.
 [[nodiscard]] constexpr std::optional<recomputation> recomputation_named(std::string_view name) {
   for (std::size_t i = 0; i < recomputation_names.size(); ++i)
