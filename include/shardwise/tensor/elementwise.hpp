@@ -3,6 +3,10 @@
 //   transform(t, f)   a new tensor of f(element); any f, so only on final tensors: on a partial sum,
 //                     f(addend) summed is not f(sum) unless f is linear, so it does not compile (the
 //                     overload for partial sums is deleted: the first error names the layout).
+//   transform_arrays(t, f)  the same, with f given each owned block whole as an Eigen array and returning
+//                     the array expression of the result, which Eigen evaluates a vector at a time, its
+//                     erf, exp and tanh included; std::erf called element by element is not vectorised
+//                     (it was a fifth of a GPT step's time in GeLU). transform is this with f per element.
 //   scale(t, factor)  in place; linear, so allowed on partial sums too.
 // Padding stays zero: f is applied to owned elements only.
 //
@@ -10,7 +14,6 @@
 // every owned element read and written once and `cost.flops_per_element` operations on it; the
 // operation that calls transform declares that cost, as gelu does.
 #include <concepts>
-#include <cstdint>
 #include <type_traits>
 
 #include "shardwise/core/kernel.hpp"
@@ -36,21 +39,30 @@ template <class Tensor>
 }  // namespace detail
 
 template <class T, class Layout, class Mesh, class F>
-requires std::invocable<F&, const T&>
-[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& tensor, F&& f, const elementwise_cost& cost = {}) {
-  using U = std::remove_cvref_t<std::invoke_result_t<F&, const T&>>;
+requires(!is_partial_sum_v<Layout>)
+[[nodiscard]] auto transform_arrays(const dtensor<T, Layout, Mesh>& tensor, F&& f, const elementwise_cost& cost = {}) {
+  using U = typename std::remove_cvref_t<decltype(f(tensor.local(0).array()))>::Scalar;
   dtensor<U, Layout, Mesh> result(tensor.mesh(), tensor.extents());
   const double elements = detail::owned_elements(tensor);
   run_kernel(tensor.mesh().world(), {elements * cost.flops_per_element, elements * (sizeof(T) + sizeof(U))}, cost.name,
              [&] {
-               for (int b = 0; b < tensor.block_count(); ++b) {
-                 auto in = tensor.local(b);
-                 auto out = result.local(b);
-                 for (std::int64_t r = 0; r < in.rows(); ++r)
-                   for (std::int64_t c = 0; c < in.cols(); ++c) out(r, c) = f(in(r, c));
-               }
+               for (int b = 0; b < tensor.block_count(); ++b) result.local(b).array() = f(tensor.local(b).array());
              });
   return result;
+}
+
+template <class T, class Layout, class Mesh, class F>
+requires is_partial_sum_v<Layout>
+void transform_arrays(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
+    const dtensor<T, Layout, Mesh>&, F&&, const elementwise_cost& = {}) = delete;
+
+template <class T, class Layout, class Mesh, class F>
+requires std::invocable<F&, const T&>
+[[nodiscard]] auto transform(const dtensor<T, Layout, Mesh>& tensor, F&& f, const elementwise_cost& cost = {}) {
+  using U = std::remove_cvref_t<std::invoke_result_t<F&, const T&>>;
+  // Eigen calls its functor as const; the lambda lets f be any invocable, a mutable one included.
+  const auto apply = [&f](const T& x) -> U { return f(x); };
+  return transform_arrays(tensor, [&apply](const auto& block) { return block.unaryExpr(apply); }, cost);
 }
 
 template <class T, class Layout, class Mesh, class F>
