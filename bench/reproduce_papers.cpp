@@ -620,9 +620,12 @@ arguments parse(int argc, char** argv) {
         std::exit(2);
       }
       parsed.buckets_during_backward = static_cast<std::size_t>(bucket_mib * (1 << 20) / sizeof(float));
-    } else if (const auto what = std::strcmp(argv[i], "--recompute") == 0 && i + 1 < argc
-                                     ? nn::recomputation_named(argv[++i])
-                                     : std::nullopt) {
+    } else if (std::strcmp(argv[i], "--recompute") == 0 && i + 1 < argc) {
+      const auto what = nn::recomputation_named(argv[++i]);
+      if (!what) {
+        std::fprintf(stderr, "--recompute takes none, attention or block, not '%s'\n", argv[i]);
+        std::exit(2);
+      }
       parsed.recompute = *what;
     } else {
       std::fprintf(stderr,
