@@ -69,8 +69,10 @@ void train(Mesh& mesh, const char* name) {
     // 3. Forward through both blocks; the output has the input's layout, so blocks stack.
     const auto y = second.forward(first.forward(x));
 
-    // 4. Loss = mean((y - target)²), and its gradient 2 (y - target) / n, element by element.
-    const auto error = shardwise::transform(y, target, [](float a, float b) { return a - b; });
+    // 4. Loss = mean((y - target)²), and its gradient 2 (y - target) / n, element by element:
+    //    transform_arrays hands f each rank's blocks whole, as Eigen arrays, and Eigen vectorises the
+    //    expression f returns; transform calls f once an element.
+    const auto error = shardwise::transform_arrays(y, target, [](const auto& a, const auto& b) { return a - b; });
     const double norm = shardwise::frobenius_norm(error);
     loss = norm * norm / elements;
     const auto gradient = shardwise::transform(error, [&](float e) { return 2 * e / elements; });

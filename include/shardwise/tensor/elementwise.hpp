@@ -5,8 +5,8 @@
 //                     overload for partial sums is deleted: the first error names the layout).
 //   transform_arrays(t, f)  the same, with f given each owned block whole as an Eigen array and returning
 //                     the array expression of the result, which Eigen evaluates a vector at a time, its
-//                     erf, exp and tanh included; std::erf called element by element is not vectorised
-//                     (it was a fifth of a GPT step's time in GeLU). transform is this with f per element.
+//                     erf, exp and tanh included, where a call of std::erf per element cannot be
+//                     vectorised. transform is this with f applied per element.
 //   scale(t, factor)  in place; linear, so allowed on partial sums too.
 // Padding stays zero: f is applied to owned elements only.
 //
