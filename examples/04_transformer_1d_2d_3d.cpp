@@ -9,7 +9,8 @@
 // Every family starts from the same weights (they are keyed by global index), so the three loss
 // curves agree to rounding; what differs is who holds what, and how many bytes each rank moves.
 // On the 1-D mesh a sequence-parallel MLP then shows the collective matmul: activations cut by rows,
-// the all-gather and reduce-scatter run as rings that overlap the GEMMs, the same values as plain 1-D.
+// the all-gather and reduce-scatter run as rings that overlap the GEMMs, the same values as plain 1-D;
+// and the whole stack runs once more in the sequence-parallel family, the same loss curve again.
 //
 //   cmake --build build --target 04_transformer_1d_2d_3d && build/examples/04_transformer_1d_2d_3d
 //                                                           8 ranks as threads
@@ -188,13 +189,16 @@ int main(int argc, char** argv) {
     // (8 heads, width 32), so the example runs on any number of ranks; 8 use every rank in each.
     const int ranks = world.size();
 
-    // 10. 1-D on up to 8 ranks (one head each at most), then the sequence-parallel MLP on the same mesh.
+    // 10. 1-D on up to 8 ranks (one head each at most), then the sequence-parallel MLP on the same mesh,
+    //     then the stack in the sequence-parallel family (nn/family.hpp): its blocks take and give
+    //     activations cut by tokens, col_1d, and gather them inside each sub-block.
     const int heads = static_cast<int>(options.heads);
     const int line = power_of_two_up_to(std::min(ranks, heads));
     on_first(world, line, [&](auto& part) {
       shardwise::process_mesh mesh(part, {line});
       train<nn::tensor_parallel_1d<>>(mesh, "1-D");
       sequence_parallel_mlp(mesh);
+      train<nn::sequence_parallel_1d<>>(mesh, "1-D, sequence-parallel");
     });
 
     // 11. 2-D on the largest square grid.

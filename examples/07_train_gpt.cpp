@@ -4,6 +4,7 @@
 //   scripts/run-example                                  2 ranks as threads: data 2 x 1-D 1
 //   build/examples/07_train_gpt --dp 1 --tp 2d:2x2        4 ranks: one replica on a 2x2 grid
 //   mpiexec -n 8 build/examples/07_train_gpt --backend mpi --dp 2 --tp 1d:4
+//   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel   activations cut by tokens between sub-blocks
 //
 // The corpus is the `fortunes` package's quotations (any text file or folder with --data), read as
 // bytes: a vocabulary of 256. Every --eval-every steps the run prints the validation loss; at the end,
@@ -56,6 +57,7 @@ struct options {
   int data_parallel = 2;
   std::string tensor_parallel = "1d:1";  // 1d:P, 2d:RxC or 3d:PxQxR
   std::vector<int> grid;                 // its extents, from parse()
+  bool sequence_parallel = false;        // 1-D only: activations cut by tokens between the sub-blocks
   sw::model::gpt_config model;
   long steps = 2500;
   long batch = 8;  // samples per step, over all replicas: small batches learn more per token here
@@ -80,8 +82,9 @@ struct options {
 };
 
 constexpr const char* options_text =
-    "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --layers N  --hidden N\n"
-    "         --heads N  --context N  --steps N  --batch N  --micro-batches N  --recompute attention|block\n"
+    "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --sequence-parallel\n"
+    "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N  --recompute "
+    "attention|block\n"
     "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
     "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
     "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
@@ -135,8 +138,8 @@ options parse(int argc, char** argv) {
       std::fputs(options_text, stdout);
       std::exit(0);
     }
-    if (flag == "--replicated") {
-      o.replicated = true;
+    if (flag == "--replicated" || flag == "--sequence-parallel") {
+      (flag == "--replicated" ? o.replicated : o.sequence_parallel) = true;
       continue;
     }
     if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
@@ -228,6 +231,9 @@ options parse(int argc, char** argv) {
           " micro-batches of equal size");
   const long micro_batch = o.batch / (o.data_parallel * o.micro_batches);
   o.grid = tensor_parallel_shape(o.tensor_parallel);
+  if (o.sequence_parallel && o.grid.size() != 1)
+    usage("--sequence-parallel cuts the tokens of 1-D tensor parallelism; --tp " + o.tensor_parallel +
+          " cuts them already");
   if (o.fail_rank < 0) usage("--fail-rank must be a rank");
   if (const int blocks = row_blocks(o.grid); micro_batch % blocks != 0)
     usage("a micro-batch of " + std::to_string(micro_batch) + " samples does not split into the " +
@@ -309,9 +315,10 @@ void train(Communicator& world, const options& o) {
   double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
   world.broadcast(std::span<double>(&peak, 1), 0);
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s, %s %s update%s%s\n",
+  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s%s, %s %s update%s%s\n",
       sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
-      o.tensor_parallel.c_str(), o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
+      o.tensor_parallel.c_str(), o.sequence_parallel ? " (sequence-parallel)" : "",
+      o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
       o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
       std::string(sw::nn::describe(o.model.recompute)).c_str());
   say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
@@ -369,10 +376,11 @@ void train(Communicator& world, const options& o) {
               .c_str());
     }
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || step == o.steps))
-      sw::optim::save_model_checkpoint(o.checkpoint, update, data, world,
-                                       {{"data_parallel", std::to_string(o.data_parallel)},
-                                        {"tensor_parallel", o.tensor_parallel},
-                                        {"seed", std::to_string(o.seed)}});
+      sw::optim::save_model_checkpoint(
+          o.checkpoint, update, data, world,
+          {{"data_parallel", std::to_string(o.data_parallel)},
+           {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
+           {"seed", std::to_string(o.seed)}});
   }
 
   // 5. A few lines from the model: each tensor-parallel group samples together, the same bytes on
@@ -436,7 +444,9 @@ void run(Communicator& world, const options& o) {
     else
       with_mode.template operator()<sw::optim::sgd>();
   };
-  if (o.grid.size() == 1) with_optimizer.template operator()<sw::nn::tensor_parallel_1d<sw::padded>>();
+  if (o.sequence_parallel) with_optimizer.template operator()<sw::nn::sequence_parallel_1d<sw::padded>>();
+  else if (o.grid.size() == 1)
+    with_optimizer.template operator()<sw::nn::tensor_parallel_1d<sw::padded>>();
   else if (o.grid.size() == 2)
     with_optimizer.template operator()<sw::nn::tensor_parallel_2d<sw::padded>>();
   else

@@ -99,12 +99,21 @@ void expect_model_equals(family_mesh<Family>& mesh, backend::communicator_type& 
 }
 
 using gpt_family_1d = nn::tensor_parallel_1d<padded>;
+using gpt_family_sequence = nn::sequence_parallel_1d<padded>;
 using gpt_family_2d = nn::tensor_parallel_2d<padded>;
 using gpt_family_3d = nn::tensor_parallel_3d<directions<>, padded>;
 
 extern template void expect_model_equals<double, gpt_family_1d>(family_mesh<gpt_family_1d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
                                                                 const gpt_results<double>&, double, nn::recomputation);
+extern template void expect_model_equals<double, gpt_family_sequence>(family_mesh<gpt_family_sequence>&,
+                                                                      backend::communicator_type&, std::int64_t,
+                                                                      std::int64_t, const gpt_results<double>&, double,
+                                                                      nn::recomputation);
+extern template void expect_model_equals<float, gpt_family_sequence>(family_mesh<gpt_family_sequence>&,
+                                                                     backend::communicator_type&, std::int64_t,
+                                                                     std::int64_t, const gpt_results<float>&, double,
+                                                                     nn::recomputation);
 extern template void expect_model_equals<double, gpt_family_2d>(family_mesh<gpt_family_2d>&,
                                                                 backend::communicator_type&, std::int64_t, std::int64_t,
                                                                 const gpt_results<double>&, double, nn::recomputation);
@@ -134,7 +143,7 @@ gpt_results<T> serial_gpt() {
 
 // Every family on every data x tensor-parallel split of the world that it can use: rank = data
 // coordinate * group + tensor-parallel coordinate. With 2 replicas the blocks recompute in the backward
-// pass (gpt_config::recompute) attention's probabilities in 1-D, all their activations in 2-D and 3-D,
+// pass (gpt_config::recompute) attention's probabilities in 1-D, all their activations in the others,
 // which must change nothing.
 // `expected`: the model on one rank (serial_gpt).
 template <class T, class Communicator>
@@ -154,6 +163,9 @@ void check_every_mesh(Communicator& world, const gpt_results<T>& expected, doubl
       SCOPED_TRACE("1-D");
       expect_model_equals<T, gpt_family_1d>(mesh, data, first, count, expected, tolerance,
                                             recomputing(nn::recomputation::attention));
+      SCOPED_TRACE("sequence-parallel");
+      expect_model_equals<T, gpt_family_sequence>(mesh, data, first, count, expected, tolerance,
+                                                  recomputing(nn::recomputation::block));
     }
     if (group == 4 || group == 1) {  // SUMMA runs on square grids
       process_mesh mesh(tensor_parallel, group == 4 ? coordinates<2>{2, 2} : coordinates<2>{1, 1});

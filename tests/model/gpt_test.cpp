@@ -1,6 +1,6 @@
-// The GPT model on every backend: in the 1-D, 2-D and 3-D families, with 1 and 2 data-parallel
-// replicas (the latter with blocks that recompute in the backward pass: attention's probabilities in 1-D, all their
-// activations in 2-D and 3-D), vocabulary and widths that
+// The GPT model on every backend: in the 1-D (with and without sequence parallelism), 2-D and 3-D
+// families, with 1 and 2 data-parallel replicas (the latter with blocks that recompute in the backward pass:
+// attention's probabilities in 1-D, all their activations in the others), vocabulary and widths that
 // the tensor-parallel group does not divide, the loss and every parameter's gradient (averaged over the replicas) equal
 // those of the same model on one rank computed on the whole batch — in double to 1e-10, in float to 1e-4, relative. The
 // families' models compile in sources of their own (gpt_checks.hpp): gpt_float_test.cpp compares in float,

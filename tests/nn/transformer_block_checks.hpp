@@ -88,6 +88,9 @@ void check_family(family_mesh<Family>& mesh, const nn::block_options& options, s
   }
 }
 
+extern template void check_family<nn::sequence_parallel_1d<padded>>(family_mesh<nn::sequence_parallel_1d<padded>>&,
+                                                                    const nn::block_options&, std::int64_t,
+                                                                    const std::string&);
 extern template void check_family<nn::tensor_parallel_2d<>>(family_mesh<nn::tensor_parallel_2d<>>&,
                                                             const nn::block_options&, std::int64_t, const std::string&);
 extern template void check_family<nn::tensor_parallel_3d<>>(family_mesh<nn::tensor_parallel_3d<>>&,

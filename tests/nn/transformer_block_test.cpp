@@ -1,11 +1,10 @@
 // nn layers on every backend: a Transformer block (and so its layer norms, self-attention, MLP and
-// linears) in the 1-D, 2-D and 3-D families gives the output, input gradient and every parameter
-// gradient of the same block computed on one rank — the serial computation on the full tensors, with
-// the same initial weights (they are keyed by global index) — and the same bits when it recomputes
-// attention's probabilities or all its activations in the backward pass (block_options::recompute);
-// that serial block's backward
+// linears) in the 1-D (with and without sequence parallelism), 2-D and 3-D families gives the output, input gradient
+// and every parameter gradient of the same block computed on one rank — the serial computation on the full tensors,
+// with the same initial weights (they are keyed by global index) — and the same bits when it recomputes attention's
+// probabilities or all its activations in the backward pass (block_options::recompute); that serial block's backward
 // matches finite differences. The ops inside are checked against independent serial code in
-// tests/ops/. The 2-D and 3-D families' comparisons compile in sources of their own
+// tests/ops/. The sequence-parallel, 2-D and 3-D families' comparisons compile in sources of their own
 // (transformer_block_checks.hpp).
 #include <gtest/gtest.h>
 
@@ -54,6 +53,10 @@ TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
           process_mesh mesh(world, {ranks});
           check_family<nn::tensor_parallel_1d<>>(
               mesh, {.hidden = 4 * ranks, .heads = 2 * ranks, .sequence = 3, .expansion = 2, .causal = true}, 2, "1-D");
+          // Sequence parallelism: the 6 tokens cut over the ranks, unevenly (and none on some) from 4 up
+          check_family<nn::sequence_parallel_1d<padded>>(
+              mesh, {.hidden = 4 * ranks, .heads = 2 * ranks, .sequence = 3, .expansion = 2, .causal = true}, 2,
+              "1-D, sequence-parallel");
         }
         if (ranks == 4 || ranks == 9) {  // 2-D: samples over grid rows, heads over grid columns
           const int q = ranks == 4 ? 2 : 3;

@@ -72,4 +72,29 @@ TEST(shapes_only, what_a_block_keeps_for_its_backward) {
   });
 }
 
+// Sequence parallelism cuts by tokens what a 1-D block keeps whole: the two layer norms' normalised
+// inputs and the inputs of attention and the MLP, 4h floats a token, become 4h/T. On 2 GPUs, 8 tokens of
+// width 4: 4 * 4 * 8 / 2 floats, 256 bytes, fewer; the rest (queries, keys, values, probabilities, the
+// MLP's hidden activations) is cut by heads in both. Its backward gives back all it kept.
+TEST(shapes_only, a_sequence_parallel_block_keeps_its_activations_cut_by_tokens) {
+  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+    process_mesh mesh(world, {2});
+    const nn::block_options options{.hidden = 4, .heads = 2, .sequence = 4, .expansion = 2, .causal = true};
+    const auto kept_by = [&]<class Family>() {
+      nn::transformer_block<float, Family, decltype(mesh)> block(mesh, options, 7);
+      const dtensor<float, typename Family::input, decltype(mesh)> x(mesh, {8, 4});
+      const std::int64_t one = static_cast<std::int64_t>(x.data().size() * sizeof(float));  // x, y, dx: each
+      const std::int64_t before = memory.bytes_held();
+      const auto y = block.forward(x);
+      const std::int64_t kept = memory.bytes_held() - before - one;
+      const auto dx = block.backward(y);
+      EXPECT_EQ(memory.bytes_held() - before, 2 * one) << "y and dx alone";
+      return kept;
+    };
+    const std::int64_t whole = kept_by.template operator()<nn::tensor_parallel_1d<>>();
+    const std::int64_t cut = kept_by.template operator()<nn::sequence_parallel_1d<>>();
+    EXPECT_EQ(whole - cut, 4 * 4 * 8 / 2 * static_cast<std::int64_t>(sizeof(float)));
+  });
+}
+
 }  // namespace

@@ -6,12 +6,22 @@
 //
 //   family               input            first weight          hidden            second weight
 //   tensor_parallel_1d   replicated       row_1d (columns cut)  row_1d            col_1d (rows cut)   Megatron
+//   sequence_parallel_1d col_1d (rows cut) row_1d               row_1d            col_1d              Megatron-SP
 //   tensor_parallel_2d   block_2d         block_2d              block_2d          block_2d            SUMMA (Optimus)
 //   tensor_parallel_3d   cube::input      cube::weight          cube::output      cube::swapped::weight
 //
 // A language model's vocabulary (its embedding table, vocabulary x hidden) is cut by rows over the whole
 // tensor-parallel mesh, as Megatron's VocabParallelEmbedding: `vocabulary`, ragged so that any
 // vocabulary size works on any group (a rank may hold one row more than another).
+//
+// With sequence parallelism (Megatron-LM's; Korthikanti et al., "Reducing Activation Recomputation in
+// Large Transformer Models") the activations between the sub-blocks are cut by rows, tokens, over the
+// axis: layer norms, residuals and what they keep hold 1/P of the tokens. A family may name the layout
+// its first linears read, `first_input`, when it is not `input`: each sub-block keeps its input cut and
+// gathers it for all its first linears at once, in the forward and again in the backward, and sums their
+// input gradients before one reduction back into `input` (a reduce-scatter); the second linear
+// reduce-scatters its sum straight into `input`. A forward moves the bytes of tensor_parallel_1d's
+// all-reduces; a backward gathers the input again and the second linear's output gradient twice.
 //
 // In 3-D the hidden layout IS cube::swapped::input (the paper's exchange of the y and z directions
 // after the first linear), and the second linear, in the swapped cube, gives swapped::output, which IS
@@ -28,6 +38,17 @@ template <padding_rule Padding = exact>
 struct tensor_parallel_1d {
   static constexpr std::size_t mesh_dimensions = 1;
   using input = replicated<>;  // nothing is cut, so no padding rule applies: the products' sums give this
+  using first_weight = row_1d<Padding>;
+  using hidden = row_1d<Padding>;
+  using second_weight = col_1d<Padding>;
+  using vocabulary = split<rows_over<0>, cols_over<>, ragged>;
+};
+
+template <padding_rule Padding = exact>
+struct sequence_parallel_1d {
+  static constexpr std::size_t mesh_dimensions = 1;
+  using input = col_1d<Padding>;
+  using first_input = replicated<>;
   using first_weight = row_1d<Padding>;
   using hidden = row_1d<Padding>;
   using second_weight = col_1d<Padding>;
@@ -54,6 +75,21 @@ struct tensor_parallel_3d {
   using second_weight = typename cube::swapped::weight;
   using vocabulary = split<rows_over<0, 1, 2>, cols_over<>, ragged>;
 };
+
+namespace detail {
+template <class F>
+struct first_input_of {
+  using type = typename F::input;
+};
+template <class F>
+requires requires { typename F::first_input; } struct first_input_of<F> {
+  using type = typename F::first_input;
+};
+}  // namespace detail
+
+// What a family's first linears read: its first_input where it names one, else its input.
+template <class F>
+using first_input_t = typename detail::first_input_of<F>::type;
 
 // Family F describes a Transformer layer on meshes of D dimensions.
 template <class F, std::size_t D>

@@ -7,7 +7,8 @@
 //
 // Backward, from dy:  dx = dy·Wᵀ,  dW = xᵀ·dy,  db = column sums of dy  (the input is kept from forward
 // to backward: a copy of it, or the tensor itself when forward is given it to keep, by move or shared
-// with other layers that read it).
+// with other layers that read it; or the caller keeps it and gives it back, forward_without_keeping and
+// backward_before_sum).
 // Backward adds into the parameters' gradients (nn/parameter.hpp).
 //
 // Collective matmul (ops/collective_matmul.hpp), for 1-D tensor parallelism with sequence parallelism:
@@ -83,14 +84,15 @@ struct linear_product {
       return final_sum(matmul(transposed(x), dy, options));
     }
   }
+  // dy·Wᵀ as the product gives it: a partial sum where its inner dimension is cut and nothing sums it.
   template <class OutputGradient, class Weight>
-  static auto input_gradient(const OutputGradient& dy, const Weight& w, matmul_options options) {
+  static auto input_gradient_addends(const OutputGradient& dy, const Weight& w, matmul_options options) {
     if constexpr (gathers_input) {
       return matmul_reduce_scatter(dy, transposed(w));
     } else if constexpr (scatters_output) {
       return all_gather_matmul(dy, transposed(w));
     } else {
-      return final_sum(matmul(dy, transposed(w), options));
+      return matmul(dy, transposed(w), options);
     }
   }
 };
@@ -140,15 +142,25 @@ class linear {
     return output_of(*input_);
   }
 
+  // For a caller that keeps x itself and gives it back to backward_before_sum(dy, x): the sub-blocks,
+  // whose first linears share one input, and under sequence parallelism keep it cut by tokens and
+  // gather it again for the backward, as Megatron's do (nn/sub_block.hpp).
+  [[nodiscard]] output_type forward_without_keeping(const input_type& x) { return without_input(x); }
+
   [[nodiscard]] input_type backward(const output_type& output_gradient) try {
     const auto input =
         take_saved(input_, weight_.value.mesh().world().world_rank(), "nn::linear::backward", "its input");
-    // y = x·W + b: the product's gradient is dy itself (not a copy), the bias's dy's column sums.
-    bias_.add_gradient(column_sums(output_gradient));
-    weight_.add_gradient(product::weight_gradient(*input, output_gradient, options_));
-    return product::input_gradient(output_gradient, weight_.value, options_);
+    return detail::final_sum(gradients(output_gradient, *input));
   } catch (...) {
-    rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
+    rethrow_within_backward(output_gradient);
+  }
+  // After forward_without_keeping(input): the same, but the input gradient as the product gives it:
+  // where its sum is still pending (a 1-D column-parallel linear's, a partial sum over the axis), it is
+  // left so, for gradients that meet at a fork (x feeding Q, K and V) to be added first and reduced once.
+  [[nodiscard]] auto backward_before_sum(const output_type& output_gradient, const input_type& input) try {
+    return gradients(output_gradient, input);
+  } catch (...) {
+    rethrow_within_backward(output_gradient);
   }
 
   [[nodiscard]] weight_type& weight() noexcept { return weight_; }
@@ -166,7 +178,17 @@ class linear {
   } catch (...) {
     rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
   }
-  // Under no_grad: the last forward's input given back too, so a backward cannot pair with it.
+  // Adds the parameters' gradients; returns the input's addends.
+  [[nodiscard]] auto gradients(const output_type& output_gradient, const input_type& input) {
+    // y = x·W + b: the product's gradient is dy itself (not a copy), the bias's dy's column sums.
+    bias_.add_gradient(column_sums(output_gradient));
+    weight_.add_gradient(product::weight_gradient(input, output_gradient, options_));
+    return product::input_gradient_addends(output_gradient, weight_.value, options_);
+  }
+  [[noreturn]] static void rethrow_within_backward(const output_type& output_gradient) {
+    rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
+  }
+  // The last forward's input given back too, so a backward cannot pair with it.
   [[nodiscard]] output_type without_input(const input_type& x) {
     input_.reset();
     return output_of(x);

@@ -18,8 +18,9 @@ namespace shardwise::nn {
 
 template <class T, class Family, class Mesh>
 class mlp {
-  using first_linear = typename sub_block_linears<T, Family, Mesh>::first;
-  using second_linear = typename sub_block_linears<T, Family, Mesh>::second;
+  using linears = sub_block_linears<T, Family, Mesh>;
+  using first_linear = typename linears::first;
+  using second_linear = typename linears::second;
 
  public:
   using tensor_type = dtensor<T, typename Family::input, Mesh>;
@@ -32,24 +33,28 @@ class mlp {
         contract_(mesh, expanded, hidden, seed + 2, products),
         activation_(activation) {}
 
-  // The first linear keeps a copy of `x`, or `x` itself when given to keep.
+  // The layer keeps a copy of `x`, or `x` itself when given to keep; under sequence parallelism that is x
+  // cut by tokens, gathered for the first linear here and again in the backward.
   [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward(tensor_type(x)); }
   [[nodiscard]] tensor_type forward(tensor_type&& x) {
-    const auto input = std::make_shared<const tensor_type>(std::move(x));
+    auto given = std::make_shared<const tensor_type>(std::move(x));
     try {
-      pre_activation_.emplace(expand_.forward(input));
-      auto y = contract_.forward(gelu(*pre_activation_, activation_));
-      release_under_no_grad(pre_activation_);
+      kept_.reset();  // the last forward's, given back first
+      auto& kept =
+          kept_.emplace(kept_for_backward{given, expand_.forward_without_keeping(*linears::first_input(given))});
+      auto y = contract_.forward(gelu(kept.pre_activation, activation_));
+      release_under_no_grad(kept_);
       return y;
     } catch (...) {
-      rethrow_within_call(world_rank_of(*input), call_text("nn::mlp::forward", describe(*input)));
+      rethrow_within_call(world_rank_of(*given), call_text("nn::mlp::forward", describe(*given)));
     }
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
-    const auto pre_activation =
-        take_saved(pre_activation_, world_rank_of(output_gradient), "nn::mlp::backward", "its pre-activation");
-    return expand_.backward(gelu_backward(contract_.backward(output_gradient), pre_activation, activation_));
+    auto kept = take_saved(kept_, world_rank_of(output_gradient), "nn::mlp::backward", "its input and pre-activation");
+    const auto hidden_gradient = gelu_backward(contract_.backward(output_gradient), kept.pre_activation, activation_);
+    return linears::input_gradient(
+        expand_.backward_before_sum(hidden_gradient, *linears::first_input(std::move(kept.input))));
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::mlp::backward", describe(output_gradient)));
   }
@@ -64,7 +69,11 @@ class mlp {
   first_linear expand_;
   second_linear contract_;
   gelu_approximation activation_;
-  std::optional<typename first_linear::output_type> pre_activation_;
+  struct kept_for_backward {
+    std::shared_ptr<const tensor_type> input;
+    typename first_linear::output_type pre_activation;
+  };
+  std::optional<kept_for_backward> kept_;
 };
 
 }  // namespace shardwise::nn

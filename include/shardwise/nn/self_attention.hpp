@@ -34,8 +34,9 @@ struct attention_options {
 
 template <class T, class Family, class Mesh>
 class self_attention {
-  using first_linear = typename sub_block_linears<T, Family, Mesh>::first;
-  using second_linear = typename sub_block_linears<T, Family, Mesh>::second;
+  using linears = sub_block_linears<T, Family, Mesh>;
+  using first_linear = typename linears::first;
+  using second_linear = typename linears::second;
 
  public:
   using tensor_type = dtensor<T, typename Family::input, Mesh>;
@@ -49,33 +50,40 @@ class self_attention {
         value_(mesh, options.hidden, options.hidden, seed + 3, products),
         output_(mesh, options.hidden, options.hidden, seed + 4, products) {}
 
-  // The three projections keep their one input together: a copy of `x`, or `x` itself when given to keep.
+  // The layer keeps its input once for the three projections: a copy of `x`, or `x` itself when given to
+  // keep; under sequence parallelism that is x cut by tokens, gathered for the projections here and
+  // again in the backward.
   [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward(tensor_type(x)); }
   [[nodiscard]] tensor_type forward(tensor_type&& x) {
-    const auto input = std::make_shared<const tensor_type>(std::move(x));
+    auto given = std::make_shared<const tensor_type>(std::move(x));
     try {
       kept_.reset();  // the last forward's, given back first
-      auto& kept =
-          kept_.emplace(kept_for_backward{query_.forward(input), key_.forward(input), value_.forward(input), {}});
+      const auto input = linears::first_input(given);
+      auto& kept = kept_.emplace(kept_for_backward{given,
+                                                   query_.forward_without_keeping(*input),
+                                                   key_.forward_without_keeping(*input),
+                                                   value_.forward_without_keeping(*input),
+                                                   {}});
       auto heads = attention_forward(kept.q, kept.k, kept.v, shape_, kept.attention, probabilities_);
       release_under_no_grad(kept_);  // before the output projection: nothing after reads them
       return output_.forward(std::move(heads));
     } catch (...) {
-      rethrow_within_call(world_rank_of(*input), call_text("nn::self_attention::forward", describe(*input)));
+      rethrow_within_call(world_rank_of(*given), call_text("nn::self_attention::forward", describe(*given)));
     }
   }
 
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     auto kept = take_saved(kept_, world_rank_of(output_gradient), "nn::self_attention::backward",
-                           "its queries, keys, values and attention probabilities");
+                           "its input, queries, keys, values and attention probabilities");
     const auto heads_gradient = output_.backward(output_gradient);
     // The probabilities are given back as soon as attention's backward has read them.
     const auto g =
         attention_backward(kept.q, kept.k, kept.v, heads_gradient, shape_, std::exchange(kept.attention, {}));
-    auto input_gradient = query_.backward(g.q);
-    accumulate(input_gradient, key_.backward(g.k));
-    accumulate(input_gradient, value_.backward(g.v));
-    return input_gradient;
+    const auto input = linears::first_input(std::move(kept.input));
+    auto input_gradient = query_.backward_before_sum(g.q, *input);
+    accumulate(input_gradient, key_.backward_before_sum(g.k, *input));
+    accumulate(input_gradient, value_.backward_before_sum(g.v, *input));
+    return linears::input_gradient(std::move(input_gradient));
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient),
                         call_text("nn::self_attention::backward", describe(output_gradient)));
@@ -103,6 +111,7 @@ class self_attention {
   first_linear query_, key_, value_;
   second_linear output_;
   struct kept_for_backward {
+    std::shared_ptr<const tensor_type> input;
     typename first_linear::output_type q, k, v;
     attention_saved<T> attention;
   };
