@@ -5,12 +5,12 @@
 //   build/examples/08_plan_gpt --preset mi210 --devices 16 --layers 24 --hidden 2048 --heads 16
 //   build/examples/08_plan_gpt --check                            this machine: the plan against threads
 //
-// A mesh is data replicas x a tensor-parallel grid (1-D, 2-D or 3-D), with the optimizer's update
-// sharded across the replicas or replicated, and the replica's batch in 1, 2, 4 ... micro-batches; a
-// mesh over the device's memory is tried again with its blocks recomputing attention's probabilities
-// in the backward pass, and if it is still over, all their activations (gpt_config::recompute):
-// the first costs one more QKᵀ and softmax a block, the second one more forward pass and keeps one
-// block's activations at a time.
+// A mesh is data replicas x a tensor-parallel grid (1-D, with or without sequence parallelism, 2-D or
+// 3-D), with the optimizer's update sharded across the replicas or replicated, and the replica's batch
+// in 1, 2, 4 ... micro-batches; a mesh over the device's memory is tried again with its blocks
+// recomputing attention's probabilities in the backward pass, and if it is still over, all their
+// activations (gpt_config::recompute): the first costs one more QKᵀ and softmax a block, the second one
+// more forward pass and keeps one block's activations at a time.
 // Each is one training step of model::gpt (forward, backward, AdamW with clipping) run shapes only on
 // the simulated cluster (sim_gpu::execution::shapes_only: every kernel and transfer priced, no values
 // computed), whose report gives the step's time and each device's memory high-water mark: weights,
@@ -211,7 +211,7 @@ cluster cluster_of(const options& o) {
 
 // ---- the meshes
 
-enum class family { one_d, two_d, three_d };
+enum class family { one_d, one_d_sequence_parallel, two_d, three_d };
 
 struct mesh_choice {
   int data = 1;
@@ -226,10 +226,13 @@ struct mesh_choice {
     for (const int extent : grid) size *= extent;
     return size;
   }
-  // How many blocks of whole samples the family's activations cut a micro-batch's rows into.
+  // How many blocks of whole samples the family's activations cut a micro-batch's rows into (sequence
+  // parallelism cuts tokens, padded: any number).
   [[nodiscard]] int row_blocks() const { return grid.size() == 1 ? 1 : grid.size() == 2 ? grid[0] : grid[0] * grid[1]; }
   [[nodiscard]] std::string name() const {
-    std::string text = "data " + std::to_string(data) + " x " + std::to_string(grid.size()) + "d:";
+    std::string text =
+        "data " + std::to_string(data) + " x " +
+        (tensor_family == family::one_d_sequence_parallel ? "1d-sp" : std::to_string(grid.size()) + "d") + ":";
     for (std::size_t a = 0; a < grid.size(); ++a) text += (a ? "x" : "") + std::to_string(grid[a]);
     return text;
   }
@@ -240,10 +243,12 @@ struct mesh_choice {
   }
 };
 
-// Every grid of each family on t devices: 1-D t; 2-D q x q (SUMMA's square); 3-D p x q x q with q > 1
-// (the cube keeps its vectors on the diagonal of its last two axes).
+// Every grid of each family on t devices: 1-D t, and with sequence parallelism where t > 1; 2-D q x q
+// (SUMMA's square); 3-D p x q x q with q > 1 (the cube keeps its vectors on the diagonal of its last two
+// axes).
 std::vector<std::pair<family, std::vector<int>>> grids(int t) {
   std::vector<std::pair<family, std::vector<int>>> result{{family::one_d, {t}}};
+  if (t > 1) result.push_back({family::one_d_sequence_parallel, {t}});
   for (int q = 2; q * q <= t; ++q) {
     if (q * q == t) result.push_back({family::two_d, {q, q}});
     if (t % (q * q) == 0) result.push_back({family::three_d, {t / (q * q), q, q}});
@@ -320,6 +325,8 @@ auto with_types(const mesh_choice& m, Visit&& visit) {
   };
   switch (m.tensor_family) {
     case family::one_d: return by_update.template operator()<sw::nn::tensor_parallel_1d<>>();
+    case family::one_d_sequence_parallel:
+      return by_update.template operator()<sw::nn::sequence_parallel_1d<sw::padded>>();
     case family::two_d: return by_update.template operator()<sw::nn::tensor_parallel_2d<>>();
     case family::three_d: return by_update.template operator()<sw::nn::tensor_parallel_3d<>>();
   }
