@@ -1,10 +1,11 @@
 // bench/train_gpt: training steps of the main example's GPT (examples/07_train_gpt.cpp: 4 layers,
 // hidden 128, 4 heads, context 128, batch 8, sharded AdamW) on threads — one rank, two data-parallel
-// replicas, 1-D tensor parallelism over two ranks, without and with sequence parallelism — beside its peer in the same
-// run: the same model, data and hyper-parameters in PyTorch (bench/train_gpt_torch.py, CPU, as many threads as ranks).
-// On one rank also with the blocks recomputing attention's probabilities or all their activations in the backward pass
-// (gpt_config::recompute), beside PyTorch with torch.utils.checkpoint round the core of attention (as Megatron's
-// selective recompute) or round each block.
+// replicas, 1-D tensor parallelism over two ranks, without and with sequence parallelism — beside its
+// peer in the same run: the same model, data and hyper-parameters in PyTorch (bench/train_gpt_torch.py,
+// CPU, as many threads as ranks). On one rank also with the blocks recomputing attention's
+// probabilities or all their activations in the backward pass (gpt_config::recompute), beside PyTorch
+// with torch.utils.checkpoint round the core of attention (as Megatron's selective recompute) or round
+// each block.
 //
 // Each iteration is `steps` training steps (forward, backward, update) after two untimed ones; the
 // counters give tokens/s, MFU against the float GEMM rate measured at start-up per core, and this

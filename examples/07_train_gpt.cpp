@@ -83,12 +83,11 @@ struct options {
 
 constexpr const char* options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --sequence-parallel\n"
-    "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N  --recompute "
-    "attention|block\n"
-    "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X  --warmup N  --weight-decay X\n"
-    "         --clip X  --eval-every N  --eval-batches N  --checkpoint DIR  --checkpoint-every N\n"
-    "         --resume DIR  --data PATH  --seed N  --json FILE  --sample N\n"
-    "         --fail-at-step N  --fail-rank R  --help\n"
+    "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
+    "         --recompute attention|block  --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
+    "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
+    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
+    "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help\n"
     "(docs/training.md says what each does)\n";
 
 [[noreturn]] void usage(const std::string& problem) {
