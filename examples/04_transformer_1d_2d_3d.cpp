@@ -147,8 +147,9 @@ void sequence_parallel_mlp(Mesh& mesh) {
       forward_backward(plain_up, plain_down, x_everywhere, shardwise::redistribute<replicated<>>(dy));
 
   // 9. The same values up to the order of float sums, from 1/P of the activation rows per rank. Forward,
-  //    the two rings send what the plain path's one all-reduce does; backward, more, since the weight
-  //    gradients gather x and dy again instead of keeping them whole: memory traded for bytes.
+  //    the two rings send what the plain path's one all-reduce does; backward, half as much again, since
+  //    the first linear's weight gradient gathers x again instead of keeping it whole (memory traded for
+  //    bytes). The second linear gathers dy once, in one ring, for both its gradients.
   const float difference = std::max((y - plain_y).cwiseAbs().maxCoeff(), (dx - plain_dx).cwiseAbs().maxCoeff());
   if (mesh.world().rank() == 0) {
     std::printf(

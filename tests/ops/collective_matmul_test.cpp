@@ -4,10 +4,11 @@
 // matrices: bit for bit on small integers, where every order of summation is exact, and within
 // rounding on fractions; for every padding rule, shapes that do not divide, band counts that do not
 // divide, grids whose cuts of the product's rows differ, P = 1 and rings beside a second mesh axis.
-// The rings move what an all-gather or a reduce-scatter moves, the bands are separate all-gathers and
-// reduce-scatters moving what the plain product's collectives move, and the linear layers that use
-// them equal the serial layer. The bands and the linear layers compile in sources of their own
-// (collective_matmul_checks.hpp); the products in float (the traffic of rings and bands) compile here.
+// all_gather_matmul_both_sides gives each of its two rings' bits, gathering once. The rings move what an
+// all-gather or a reduce-scatter moves, the bands are separate all-gathers and reduce-scatters moving
+// what the plain product's collectives move, and the linear layers that use them equal the serial layer.
+// The bands and the linear layers compile in sources of their own (collective_matmul_checks.hpp); the
+// products in float (the traffic of rings and bands) compile here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +39,12 @@ std::vector<product_shape> shapes(std::int64_t p) { return {{1, 1, 1}, {13, 7, 1
 
 template <class Tensor, class Layout>
 constexpr bool has_layout = std::is_same_v<typename Tensor::layout_type, Layout>;
+
+template <class T, class Layout, class Mesh>
+void expect_same_bits(const dtensor<T, Layout, Mesh>& a, const dtensor<T, Layout, Mesh>& b) {
+  ASSERT_EQ(a.extents(), b.extents());
+  EXPECT_TRUE(std::ranges::equal(a.data(), b.data()));
+}
 
 // Both rings in each of their forms: sequence-parallel column-parallel (x rows cut, W columns cut) and
 // row-parallel (h columns cut, V rows cut, the sum's rows cut), each forward and both gradients.
@@ -77,6 +84,11 @@ void check_rings(Mesh& mesh, const product_shape& s, const operands& kind) {
   const auto dv = all_gather_matmul(transposed(h_columns), dz_rows);
   static_assert(has_layout<decltype(dv), col_1d<Padding>>);
   expect_equals_serial(dv, h.transpose() * dz, kind.tolerance);
+  // Both in one ring: the same bits as each ring alone.
+  const auto [dv_once, dh_once] = all_gather_matmul_both_sides(transposed(h_columns), dz_rows, transposed(v_rows));
+  static_assert(has_layout<decltype(dv_once), col_1d<Padding>> && has_layout<decltype(dh_once), row_1d<Padding>>);
+  expect_same_bits(dv_once, dv);
+  expect_same_bits(dh_once, dh);
 }
 
 TYPED_TEST(collective_matmul_test, rings_equal_serial_eigen) {
@@ -120,6 +132,9 @@ TYPED_TEST(collective_matmul_test, rings_move_what_the_collectives_move) {
         };
         expect_moved([&] { return all_gather_matmul(x, w); }, m / p * k * 4);
         expect_moved([&] { return matmul_reduce_scatter(h, v); }, m / p * n * 4);
+        // Gathered once for both products: what one all-gather of it moves.
+        const auto dz = distributed<col_1d<>, float>(mesh, serial({m, n}, 5));
+        expect_moved([&] { return all_gather_matmul_both_sides(transposed(h), dz, transposed(v)); }, m / p * n * 4);
       },
       {1, 3, 4, 8});
 }
@@ -234,6 +249,20 @@ TYPED_TEST(collective_matmul_test, misuse_throws_naming_rank_and_values) {
                                                     "] matmul_reduce_scatter(row_1d<padded> 6x5, col_1d<padded> 4x3): "
                                                     "A*B of a 6x5 A and a 4x3 B",
                                                 0),
+                    0U)
+              << e.what();
+        }
+        const auto dz = distributed<col_1d<padded>>(line, serial({6, 2}, 5));
+        try {
+          (void)all_gather_matmul_both_sides(transposed(h), dz, transposed(v));
+          FAIL() << "a 5x6 times 6x2 times 3x4 ring was accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          EXPECT_EQ(std::string(e.what()).rfind(
+                        "[rank " + std::to_string(world.world_rank()) +
+                            "] all_gather_matmul_both_sides(transposed(row_1d<padded> 6x5), col_1d<padded> 6x2, "
+                            "transposed(col_1d<padded> 4x3)): A*B^T of a 6x2 A and a 4x3 B",
+                        0),
                     0U)
               << e.what();
         }

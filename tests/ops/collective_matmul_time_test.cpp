@@ -6,7 +6,8 @@
 // and matmul_reduce_scatter's steps take as long, plus an addition a per sum received, where the
 // unfused sequence (the collective, then one GEMM, or the reverse) takes the sum of the two. Both are
 // checked where a piece's GEMM and transfer are alike and where transfers outlast two GEMMs (there a
-// ring one way round would take (P - 1) · t + g). The 3-D product pipelined in bands
+// ring one way round would take (P - 1) · t + g). all_gather_matmul_both_sides multiplies each piece
+// into two products, so its steps take max(both GEMMs, t). The 3-D product pipelined in bands
 // (matmul_options::chunks), each of its forms on a 2x2x2 cube of one node of 8, takes
 //   max(r, p) + n · g + s          (n bands; r: the right operand's all-gather, whole; p, g, s: one
 //                                   band's all-gather of the left operand, GEMMs, reduce-scatter)
@@ -246,6 +247,67 @@ TEST(collective_matmul_time, matmul_reduce_scatter_overlaps_each_transfer_with_a
           mesh.axis(0).reduce_scatter(addends.data(), sums.data());
           return sums;
         });
+  }
+}
+
+// all_gather_matmul_both_sides, the backward of the MLP's second linear: dz's pieces travel once, and
+// each step multiplies each piece it holds into both dh = gather(dz)·Vᵀ and dV = hᵀ·gather(dz) (the
+// first of dV's GEMMs writes, the others add), so a step takes max(both products' GEMMs, t); both rings
+// alone would pay their transfers twice.
+TEST(collective_matmul_time, all_gather_matmul_both_sides_gathers_once_for_two_products) {
+  const sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  for (const std::int64_t ffn : ffn_widths) {
+    SCOPED_TRACE("MLP width " + std::to_string(ffn));
+    const double rows = static_cast<double>(tokens) / ranks;
+    const double columns = static_cast<double>(ffn) / ranks;
+    const double transfer = transfer_time(machine, rows * hidden * element);
+    const double dh_gemm = gemm_time(machine, rows, columns, hidden);
+    const double dv_first = gemm_time(machine, columns, hidden, rows);
+    const double dv_gemm = gemm_time(machine, columns, hidden, rows, true);
+    const int behind = (ranks - 1) / 2;
+    // (A GEMM of 1: gemms(s) gives step s's GEMM time itself.)
+    const double predicted = two_way_ring_time(
+        ranks, 1, transfer, 0,
+        [&](int step) {
+          const int pieces = step == 0 ? 1 : 1 + (step <= behind ? 1 : 0);
+          return pieces * dh_gemm + (step == 0 ? dv_first : pieces * dv_gemm);
+        },
+        [&](int step) { return step < ranks / 2; }, [](int) { return 0; });
+    const double two_rings =
+        all_gather_ring_time(ranks, dh_gemm, transfer) + all_gather_ring_time(ranks, dv_gemm, transfer);
+
+    const matrix h = serial({tokens, ffn}, 3);
+    const matrix v = serial({ffn, hidden}, 4);
+    const matrix dz = serial({tokens, hidden}, 5);
+    std::vector<double> elapsed(ranks);
+    double both_sides = 0;
+    double one_by_one = 0;
+    on_one_node(ranks, [&](sim_gpu::communicator& world, auto& mesh) {
+      const auto h_columns = distributed<row_1d<>, float>(mesh, h);
+      const auto v_rows = distributed<col_1d<>, float>(mesh, v);
+      const auto dz_rows = distributed<col_1d<>, float>(mesh, dz);
+      const auto once = [&] {
+        return all_gather_matmul_both_sides(transposed(h_columns), dz_rows, transposed(v_rows));
+      };
+      (void)once();  // makes the mesh's private axis
+      const auto [dv, dh] = timed(world, elapsed, both_sides, once);
+      expect_equals_serial(dv, h.transpose() * dz, float_tolerance);
+      expect_equals_serial(dh, dz * v.transpose(), float_tolerance);
+      (void)timed(world, elapsed, one_by_one, [&] {
+        return std::pair(all_gather_matmul(transposed(h_columns), dz_rows),
+                         all_gather_matmul(dz_rows, transposed(v_rows)));
+      });
+    });
+    EXPECT_NEAR(both_sides, predicted, 1e-3 * predicted)
+        << "GEMMs " << dh_gemm << " + " << dv_gemm << " s, transfer " << transfer << " s";
+    // Where GEMMs set the pace a second gather costs nothing; where transfers do, it costs them again.
+    if (ffn == ffn_widths[1]) {
+      ASSERT_GT(transfer, dh_gemm + dv_gemm);
+      EXPECT_LT(both_sides, one_by_one);
+      EXPECT_LT(predicted, two_rings);
+    } else {
+      EXPECT_LE(both_sides, one_by_one * (1 + 1e-3));
+    }
   }
 }
 

@@ -76,23 +76,21 @@ struct linear_product {
       return final_sum(matmul(x, w, options));
     }
   }
-  template <class Input, class OutputGradient>
-  static auto weight_gradient(const Input& x, const OutputGradient& dy, matmul_options options) {
-    if constexpr (gathers_input || scatters_output) {
-      return all_gather_matmul(transposed(x), dy);
-    } else {
-      return final_sum(matmul(transposed(x), dy, options));
-    }
-  }
-  // dy·Wᵀ as the product gives it: a partial sum where its inner dimension is cut and nothing sums it.
-  template <class OutputGradient, class Weight>
-  static auto input_gradient_addends(const OutputGradient& dy, const Weight& w, matmul_options options) {
+  // Adds dW = xᵀ·dy into the weight's gradient and returns dx = dy·Wᵀ as the product gives it: a partial
+  // sum where its inner dimension is cut and nothing sums it. A reduce-scattered output's gradient is
+  // gathered once, in one ring, for both.
+  template <class Input, class OutputGradient, class Weight>
+  static auto backward(const Input& x, const OutputGradient& dy, Weight& weight, matmul_options options) {
     if constexpr (gathers_input) {
-      return matmul_reduce_scatter(dy, transposed(w));
+      weight.add_gradient(all_gather_matmul(transposed(x), dy));
+      return matmul_reduce_scatter(dy, transposed(weight.value));
     } else if constexpr (scatters_output) {
-      return all_gather_matmul(dy, transposed(w));
+      auto both = all_gather_matmul_both_sides(transposed(x), dy, transposed(weight.value));
+      weight.add_gradient(both.first);
+      return std::move(both.second);
     } else {
-      return matmul(dy, transposed(w), options);
+      weight.add_gradient(final_sum(matmul(transposed(x), dy, options)));
+      return matmul(dy, transposed(weight.value), options);
     }
   }
 };
@@ -182,8 +180,7 @@ class linear {
   [[nodiscard]] auto gradients(const output_type& output_gradient, const input_type& input) {
     // y = x·W + b: the product's gradient is dy itself (not a copy), the bias's dy's column sums.
     bias_.add_gradient(column_sums(output_gradient));
-    weight_.add_gradient(product::weight_gradient(input, output_gradient, options_));
-    return product::input_gradient_addends(output_gradient, weight_.value, options_);
+    return product::backward(input, output_gradient, weight_, options_);
   }
   [[noreturn]] static void rethrow_within_backward(const output_type& output_gradient) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));

@@ -17,6 +17,9 @@
 //   y = all_gather_matmul(x, w)    matmul_reduce_scatter(dy, transposed(w))  all_gather_matmul(transposed(x), dy)
 //   z = matmul_reduce_scatter(h,v) all_gather_matmul(dz, transposed(v))      all_gather_matmul(transposed(h), dz)
 //
+// The last row's two gradients gather the same dz: all_gather_matmul_both_sides(transposed(h), dz,
+// transposed(v)) gathers it once, in one ring, for both.
+//
 // all_gather_matmul(A, B): one operand has its rows cut over axis 0 and its columns whole (col_1d, any
 // padding rule) — the left one when that works, else the right — and with that operand replicated the
 // pair is a 1-D product (ops/matmul_1d.hpp) that sums nothing; the result is that product's. At step s
@@ -55,7 +58,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
@@ -168,24 +174,69 @@ struct pieces_of {
 // Way w of the two goes in directions[w]; its messages carry tag w, and its buffers are its own.
 inline constexpr std::array<int, 2> directions{+1, -1};
 
+// One product op(left) · op(right) whose operand with rows cut over axis 0 a ring passes round in
+// pieces: each piece multiplies into the rows of the result it makes or, when the gathered rows are the
+// product's inner dimension, adds its share of the sum.
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
-[[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
-                                          const dtensor<T, RightLayout, Mesh>& right) {
+class gathered_product {
   using rule = all_gather_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>;
+
+ public:
   using gathered_layout = std::conditional_t<rule::gathers_left, LeftLayout, RightLayout>;
-  using padding = typename gathered_layout::padding;
-  dtensor<T, typename rule::result, Mesh> result(
-      left.mesh(), product_extents<TransposeLeft, TransposeRight>(left, right, "all_gather_matmul"));
-  const auto& gathered = [&]() -> const dtensor<T, gathered_layout, Mesh>& {
+  using result_type = dtensor<T, typename rule::result, Mesh>;
+
+  gathered_product(const dtensor<T, LeftLayout, Mesh>& left, const dtensor<T, RightLayout, Mesh>& right,
+                   std::string_view call)
+      : left_(left),
+        right_(right),
+        result_(left.mesh(), product_extents<TransposeLeft, TransposeRight>(left, right, call)) {}
+
+  [[nodiscard]] const dtensor<T, gathered_layout, Mesh>& gathered() const {
     if constexpr (rule::gathers_left) {
-      return left;
+      return left_;
     } else {
-      return right;
+      return right_;
     }
-  }();
-  auto& axis = left.mesh().private_axis(0);
+  }
+
+  template <class Axis>
+  void multiply_piece(Axis& axis, const piece current, const std::span<const T> data) {
+    const std::int64_t width = gathered().cols();
+    const strided_map<const T> rows(data.data(), current.extent, width, Eigen::OuterStride<>(width));
+    auto result_local = result_.local();
+    if constexpr (!rule::gathers_inner) {
+      multiply<false, TransposeRight>(axis, result_local.middleRows(current.offset, current.extent), rows,
+                                      right_.local(), false);
+    } else if constexpr (rule::gathers_left) {
+      multiply<true, TransposeRight>(axis, result_local, rows,
+                                     rows_of<TransposeRight>(right_.local(), current.offset, current.extent),
+                                     !first_product_);
+    } else {
+      multiply<TransposeLeft, false>(axis, result_local,
+                                     rows_of<!TransposeLeft>(left_.local(), current.offset, current.extent), rows,
+                                     !first_product_);
+    }
+    first_product_ = false;
+  }
+
+  [[nodiscard]] result_type take_result() { return std::move(result_); }
+
+ private:
+  const dtensor<T, LeftLayout, Mesh>& left_;
+  const dtensor<T, RightLayout, Mesh>& right_;
+  result_type result_;
+  bool first_product_ = true;
+};
+
+// Passes `gathered`'s pieces round the two-way ring over axis 0 and gives each piece, this rank's own
+// first, to every one of `products`, which multiply it while the next pieces travel. At step s this
+// rank holds the pieces of ranks r + s (arrived from r + 1) and r - s (from r - 1, from step 1 on) and
+// passes each on to the neighbour that needs it next.
+template <class T, class Layout, class Mesh, class... Products>
+void ring_all_gather(const dtensor<T, Layout, Mesh>& gathered, Products&... products) {
+  auto& axis = gathered.mesh().private_axis(0);
   const two_way_ring ring{axis.size(), axis.rank()};
-  const pieces_of<padding> pieces{gathered.rows(), ring};
+  const pieces_of<typename Layout::padding> pieces{gathered.rows(), ring};
   const std::int64_t width = gathered.cols();  // whole on every rank
   const std::int64_t largest = pieces.largest();
   // Each way, two pieces in flight: the one being multiplied (and sent on) and the next (arriving).
@@ -195,29 +246,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     return held.subspan(static_cast<std::size_t>(index * largest * width), static_cast<std::size_t>(rows * width));
   };
   const std::span<const T> own = gathered.data().first(static_cast<std::size_t>(pieces.at(0).extent * width));
-  const auto left_local = left.local();
-  const auto right_local = right.local();
-  auto result_local = result.local();
-  bool first_product = true;
-  const auto multiply_piece = [&](const piece current, const std::span<const T> data) {
-    const strided_map<const T> rows(data.data(), current.extent, width, Eigen::OuterStride<>(width));
-    if constexpr (!rule::gathers_inner) {
-      multiply<false, TransposeRight>(axis, result_local.middleRows(current.offset, current.extent), rows, right_local,
-                                      false);
-    } else if constexpr (rule::gathers_left) {
-      multiply<true, TransposeRight>(axis, result_local, rows,
-                                     rows_of<TransposeRight>(right_local, current.offset, current.extent),
-                                     !first_product);
-    } else {
-      multiply<TransposeLeft, false>(axis, result_local,
-                                     rows_of<!TransposeLeft>(left_local, current.offset, current.extent), rows,
-                                     !first_product);
-    }
-    first_product = false;
-  };
 
-  // At step s this rank holds the pieces of ranks r + s (arrived from r + 1) and r - s (from r - 1, from
-  // step 1 on), passes each on to the neighbour that needs it next and multiplies them while they travel.
   using request = typename std::remove_reference_t<decltype(axis)>::request;
   for (std::int64_t step = 0; step <= ring.ahead(); ++step) {
     std::array<request, 4> transfers;
@@ -237,10 +266,18 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
       }
     }
     for (std::size_t way = 0; way < 2; ++way)
-      if (multiplies[way]) multiply_piece(pieces.at(directions[way] * step), data[way]);
+      if (multiplies[way]) (products.multiply_piece(axis, pieces.at(directions[way] * step), data[way]), ...);
     for (request& transfer : transfers) transfer.wait();
   }
-  return result;
+}
+
+template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
+[[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
+                                          const dtensor<T, RightLayout, Mesh>& right) {
+  gathered_product<TransposeLeft, TransposeRight, T, LeftLayout, RightLayout, Mesh> product(left, right,
+                                                                                            "all_gather_matmul");
+  ring_all_gather(product.gathered(), product);
+  return product.take_result();
 }
 
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
@@ -358,6 +395,41 @@ template <matmul_operand Left, matmul_operand Right>
   }
 } catch (...) {
   detail::rethrow_within_product("all_gather_matmul", left_operand, right_operand);
+}
+
+// a · gather(g) and gather(g) · b, with g (rows cut over axis 0, col_1d) gathered once, in one ring,
+// for both products: what a row-parallel linear whose output is reduce-scattered needs in its backward,
+//   auto [dv, dh] = all_gather_matmul_both_sides(transposed(h), dz, transposed(v));  // hᵀ·gather(dz), gather(dz)·Vᵀ
+// where two all_gather_matmul calls would gather dz twice. Each result equals all_gather_matmul's, bit
+// for bit.
+template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand Right>
+[[nodiscard]] auto all_gather_matmul_both_sides(const Left& a, const dtensor<T, Layout, Mesh>& g, const Right& b) try {
+  using gathered_tensor = dtensor<T, Layout, Mesh>;
+  using on_the_left = detail::product_pair<Left, gathered_tensor>;
+  using on_the_right = detail::product_pair<gathered_tensor, Right>;
+  constexpr bool tl = on_the_left::transpose_left;
+  constexpr bool tr = on_the_right::transpose_right;
+  using A = typename on_the_left::left_layout;
+  using B = typename on_the_right::right_layout;
+  if constexpr (detail::all_gather_product<A, Layout, tl, false>::gathers_right &&
+                detail::all_gather_product<Layout, B, false, tr>::gathers_left) {
+    constexpr std::string_view name = "all_gather_matmul_both_sides";
+    detail::gathered_product<tl, false, T, A, Layout, Mesh> times_gathered(detail::product_operand<Left>::tensor(a), g,
+                                                                           name);
+    detail::gathered_product<false, tr, T, Layout, B, Mesh> gathered_times(g, detail::product_operand<Right>::tensor(b),
+                                                                           name);
+    detail::ring_all_gather(g, times_gathered, gathered_times);
+    return std::pair{times_gathered.take_result(), gathered_times.take_result()};
+  } else {
+    static_assert(detail::no_collective_rule<Layout>,
+                  "shardwise::all_gather_matmul_both_sides: g does not have its rows cut over axis 0 (col_1d), or "
+                  "a·gather(g) or gather(g)·b is not a 1-D product that sums nothing (A, Layout and B in the "
+                  "instantiation above; see docs/tensor-parallel.md, Collective matmul)");
+  }
+} catch (...) {
+  rethrow_within_call(world_rank_of(g), call_text("all_gather_matmul_both_sides",
+                                                  detail::product_operand<Left>::describe(a) + ", " + describe(g) +
+                                                      ", " + detail::product_operand<Right>::describe(b)));
 }
 
 // op(A) · op(B), whose inner dimension both cut over axis 0, with the sum reduce-scattered over the
