@@ -12,6 +12,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardwise/layout/layout.hpp"
@@ -21,6 +23,7 @@
 #include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/exchange.hpp"
+#include "shardwise/tensor/reduce_into.hpp"
 #include "support/backends.hpp"
 #include "support/counting_communicator.hpp"
 
@@ -141,6 +144,27 @@ void check_sum(Mesh& mesh, const matrix_extents& shape, const std::optional<coll
   const double total = sum_factor<Partial>(mesh);
   EXPECT_EQ(storage(sums), storage(from_function<To>(
                                mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * total; })));
+}
+
+// reduce_into<To> of addends of the whole matrix on every rank (value(i, j) times the rank's number + 1,
+// in whole_addend_layout) holds the serial sum, padding zero, and issues `expected`; into replicated<>
+// it sums in the addends' own storage.
+template <class To, class Mesh>
+void check_reduce_into(Mesh& mesh, const matrix_extents& shape, const collective_calls& expected) {
+  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
+               std::to_string(shape.cols) + ", whole addends → " + layout_name<To>());
+  const double mine = mesh.world().rank() + 1;
+  auto addends = from_function<whole_addend_layout<To, Mesh::dimensions>>(
+      mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * mine; });
+  const double* const storage_of_addends = addends.data().data();
+  reset_counts(mesh);
+  const auto sums = reduce_into<To>(std::move(addends));
+  expect_calls(mesh, expected);
+  EXPECT_EQ(sums.data().data() == storage_of_addends, (std::is_same_v<To, replicated<>>));
+  const double p = mesh.world().size();
+  EXPECT_EQ(storage(sums), storage(from_function<To>(mesh, shape, [&](std::int64_t i, std::int64_t j) {
+              return value(i, j) * p * (p + 1) / 2;
+            })));
 }
 
 // One reduce_scatter along `axis`, an all_reduce along each of `summed`.

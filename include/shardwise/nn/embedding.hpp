@@ -4,9 +4,10 @@
 //   x.row(t) = token.row(tokens[t]) + position.row(t mod sequence)
 // The token table (vocabulary x hidden) has its rows cut over the whole mesh (Family::vocabulary, as
 // Megatron's VocabParallelEmbedding): each rank looks up the rows it owns, and a sum over the mesh
-// completes them (ops/embedding_lookup.hpp). The position table (context x hidden) is small and
-// replicated: every rank adds it, and its gradient, computed from the gathered input gradient, is the
-// same on every rank. The output is cut into the family's input layout without communication.
+// completes them (ops/embedding_lookup.hpp) in the family's input layout (tensor/reduce_into.hpp): an
+// all-reduce where that is replicated, else a reduce-scatter into its blocks. The position table
+// (context x hidden) is small and replicated: one rank adds it before the sum, and its gradient,
+// computed from the gathered input gradient, is the same on every rank.
 //
 // Parameters: "token.weight" and "position.weight", uniform in ±0.02·√3 (standard deviation 0.02, as
 // GPT-2) from the seed. The token table is also the tied output head's (nn/language_model_loss.hpp).
@@ -29,6 +30,8 @@
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+#include "shardwise/tensor/reduce_into.hpp"
 
 namespace shardwise::nn {
 
@@ -59,16 +62,20 @@ class embedding {
     } else {
       kept_.reset();
     }
-    whole_matrix<T> x(static_cast<Eigen::Index>(tokens.size()), token_.value.cols());
-    const double elements = static_cast<double>(x.size());
-    run_kernel(mesh.world(), fill_work(sizeof(T) * elements), "embedding zero", [&] { x.setZero(); });
-    add_owned_rows(token_.value, tokens, x);
-    mesh.world().all_reduce(std::span<T>(x.data(), static_cast<std::size_t>(x.size())), op::sum);
-    run_kernel(mesh.world(), {elements, 3 * sizeof(T) * elements}, "position embedding", [&] {
-      const auto positions = position_.value.local();
-      for (Eigen::Index t = 0; t < x.rows(); ++t) x.row(t) += positions.row(t % sequence);
-    });
-    return slice<typename Family::input>(mesh, x);
+    using addend_layout = whole_addend_layout<typename Family::input, Mesh::dimensions>;
+    dtensor<T, addend_layout, Mesh> x(mesh, {static_cast<std::int64_t>(tokens.size()), token_.value.cols()});
+    auto addend = x.local();
+    add_owned_rows(token_.value, tokens, addend);
+    // One rank adds the positions: each element's sum then has two addends besides zeros, its token's
+    // and its position's, which every order of the sum adds alike.
+    if (mesh.world().rank() == 0) {
+      const double elements = static_cast<double>(addend.size());
+      run_kernel(mesh.world(), {elements, 3 * sizeof(T) * elements}, "position embedding", [&] {
+        const auto positions = position_.value.local();
+        for (Eigen::Index t = 0; t < addend.rows(); ++t) addend.row(t) += positions.row(t % sequence);
+      });
+    }
+    return reduce_into<typename Family::input>(std::move(x));
   } catch (...) {
     rethrow_within_call(world_rank_of(token_.value),
                         call_text("nn::embedding::forward", std::to_string(tokens.size()) + " tokens",

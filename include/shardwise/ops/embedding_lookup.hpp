@@ -3,9 +3,9 @@
 // backward, as Megatron's VocabParallelEmbedding: every rank sees every token id, contributes the rows
 // it owns and zeros for the others, and a sum over the mesh completes each row.
 //
-//   Eigen whole = zero (tokens x hidden);
+//   whole = zero (tokens x hidden);
 //   add_owned_rows(table, tokens, whole);           // this rank's rows; the rest stay zero
-//   table.mesh().world().all_reduce(whole);         // every row complete, on every rank
+//   sum whole over the mesh                         // every row complete (nn/embedding.hpp)
 //   ...
 //   add_to_owned_rows(table_gradient, tokens, dx);  // backward: dx whole on every rank
 #include <Eigen/Core>
@@ -54,10 +54,10 @@ template <class T, class Layout, class Mesh>
 
 }  // namespace detail
 
-// whole.row(t) += table row tokens[t], for the rows this rank owns. `whole` is tokens x hidden.
-template <class T, class Layout, class Mesh>
-void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens,
-                    whole_matrix<T>& whole) {
+// whole.row(t) += table row tokens[t], for the rows this rank owns. `whole` is tokens x hidden (an Eigen
+// matrix or a block of a dtensor).
+template <class T, class Layout, class Mesh, class Whole>
+void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens, Whole& whole) {
   const char* const operation = "embedding lookup";
   run_kernel(
       table.mesh().world(), [&] { return detail::owned_rows_work(table, tokens, operation); }, operation,

@@ -35,6 +35,7 @@
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
+#include "shardwise/tensor/reduce_into.hpp"
 
 namespace shardwise {
 
@@ -161,20 +162,14 @@ template <class AddendLayout, class T, split_layout Layout, class Mesh>
 // Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
 // gradient in HiddenLayout. Each rank's logits give an addend of the whole gradient: summed in place
 // when HiddenLayout is replicated (the 1-D family's activations), otherwise straight into HiddenLayout's
-// blocks, by one reduce-scatter over the mesh when they tile the matrix (tensor/exchange_sum.hpp), so no
+// blocks, by one reduce-scatter over the mesh when they tile the matrix (tensor/reduce_into.hpp), so no
 // rank holds the whole sum. Collective over the table's mesh.
 template <class HiddenLayout, class T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, HiddenLayout, Mesh> vocabulary_cross_entropy_backward(
     const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
     dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
-  if constexpr (std::is_same_v<HiddenLayout, replicated<>>) {
-    auto hidden_gradient = detail::hidden_gradient_addend<replicated<>>(saved, table, table_gradient, scale);
-    table.mesh().world().all_reduce(hidden_gradient.data(), op::sum);
-    return hidden_gradient;
-  } else {
-    using addends = partial_sum_over_all<replicated<>, Mesh::dimensions>;
-    return redistribute<HiddenLayout>(detail::hidden_gradient_addend<addends>(saved, table, table_gradient, scale));
-  }
+  using addends = whole_addend_layout<HiddenLayout, Mesh::dimensions>;
+  return reduce_into<HiddenLayout>(detail::hidden_gradient_addend<addends>(saved, table, table_gradient, scale));
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));
 }
