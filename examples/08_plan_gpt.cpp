@@ -60,12 +60,14 @@ struct options {
   double memory_gib = 0;  // per device; 0: the preset's
   int top = 0;            // rows of the table; 0: all
   bool check = false;     // plan on this machine's model, then measure each mesh on threads
-  int check_steps = 10;   // measured steps per mesh, after one to warm up
+  int check_steps = 10;   // measured steps per mesh and round, after one to warm up
+  int check_rounds = 3;   // every mesh measured once a round; its time is the median of its rounds'
 };
 
 constexpr const char* options_text =
     "options: --preset v100|mi210|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
-    "         --vocabulary N  --batch N  --memory-gib X  --top N  --check  --check-steps N  --help\n"
+    "         --vocabulary N  --batch N  --memory-gib X  --top N  --check  --check-steps N  --check-rounds N\n"
+    "         --help\n"
     "(--check: the cpu preset, a device per core but at least 4, and a small model unless given; docs/planner.md)\n";
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -119,6 +121,8 @@ options parse(int argc, char** argv) {
       o.top = static_cast<int>(number());
     else if (flag == "--check-steps")
       o.check_steps = static_cast<int>(number());
+    else if (flag == "--check-rounds")
+      o.check_rounds = static_cast<int>(number());
     else
       usage("unknown option " + std::string(flag));
   }
@@ -361,9 +365,15 @@ simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c
   return result;
 }
 
+// The middle value (the upper of the two middle ones of an even count).
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 // The median of `steps` steps on threads, after one to warm up.
 double measure(const mesh_choice& m, const options& o) {
-  double median = 0;
+  double step_median = 0;
   sw::threads::run(o.devices, [&](sw::threads::communicator& world) {
     const auto wall_now = [](sw::threads::communicator& w) {
       w.barrier();
@@ -373,10 +383,9 @@ double measure(const mesh_choice& m, const options& o) {
       return train_steps<Family, Mode>(world, m, o, o.check_steps + 1, wall_now);
     });
     times.erase(times.begin());
-    std::sort(times.begin(), times.end());
-    if (world.rank() == 0) median = times[times.size() / 2];
+    if (world.rank() == 0) step_median = median(times);
   });
-  return median;
+  return step_median;
 }
 
 struct planned {
@@ -459,16 +468,22 @@ int main(int argc, char** argv) try {
   // from step to step, as a framework's caching allocator does; glibc would instead hand buffers over
   // 128 KB back to the system when freed and fault their pages in again at every step (it doubled the
   // measured step of the largest micro-batches here). The first run in the process also pays for
-  // growing the heap: one more run, unrecorded, goes before them.
+  // growing the heap: one more run, unrecorded, goes before them. The meshes are measured in rounds,
+  // every mesh once a round, so that the machine's drift over the minutes of a check falls on all of
+  // them alike rather than on the meshes measured last.
   if (o.check && !fitting.empty()) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     measure(fitting.front().mesh, o);
-    for (auto& row : fitting) {
-      row.measured_seconds = measure(row.mesh, o);
-      std::printf("measured %s: %.2f ms\n", row.mesh.label().c_str(), row.measured_seconds * 1e3);
-      std::fflush(stdout);
-    }
+    std::vector<std::vector<double>> rounds(fitting.size());
+    for (int round = 1; round <= o.check_rounds; ++round)
+      for (std::size_t i = 0; i < fitting.size(); ++i) {
+        rounds[i].push_back(measure(fitting[i].mesh, o));
+        std::printf("measured %s, round %d of %d: %.2f ms\n", fitting[i].mesh.label().c_str(), round, o.check_rounds,
+                    rounds[i].back() * 1e3);
+        std::fflush(stdout);
+      }
+    for (std::size_t i = 0; i < fitting.size(); ++i) fitting[i].measured_seconds = median(rounds[i]);
   }
 
   // 3. The table, fastest first.
