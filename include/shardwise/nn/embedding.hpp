@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/work.hpp"

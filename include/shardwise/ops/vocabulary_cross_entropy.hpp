@@ -19,7 +19,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -27,13 +26,11 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
-#include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
-#include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/reduce_into.hpp"
 
