@@ -50,7 +50,6 @@
 #include "shardwise/tensor/exchange.hpp"
 #include "shardwise/tensor/norm.hpp"
 #include "shardwise/tensor/reduce.hpp"
-#include "shardwise/tensor/reduce_into.hpp"
 // ---- simulated GPUs: the sim_gpu backend, its models, virtual time and timelines
 #include "shardwise/sim/algorithm_choice.hpp"
 #include "shardwise/sim/collective_cost.hpp"

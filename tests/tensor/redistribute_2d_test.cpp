@@ -67,7 +67,6 @@ TYPED_TEST(redistribute_test, two_dimensional_partial_sums) {
           // the one the new layout cuts when it replicates along the other; else two all-reduces.
           using both = partial_sum<replicated<>, 0, 1>;
           check_sum<both, block_2d<>>(mesh, divisible, reduce_scatter_over_the_world());
-          check_reduce_into<block_2d<>>(mesh, divisible, reduce_scatter_over_the_world());
           check_sum<both, col_1d<>>(mesh, divisible, reduce_scatter_along(0, {1}));
           check_sum<both, split<rows_over<>, cols_over<1>>>(mesh, divisible, reduce_scatter_along(1, {0}));
           check_sum<both, block_2d<ragged>>(mesh, {7, 2 * p - 1}, all_reduce_along({0, 1}));  // stored unequally

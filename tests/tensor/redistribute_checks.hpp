@@ -23,7 +23,6 @@
 #include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/exchange.hpp"
-#include "shardwise/tensor/reduce_into.hpp"
 #include "support/backends.hpp"
 #include "support/counting_communicator.hpp"
 
@@ -130,41 +129,36 @@ double sum_factor(Mesh& mesh) {
 }
 
 // redistribute<To>(addends of Partial) holds the serial sum, padding zero, and issues `expected` (when
-// given; shapes whose path depends on the grid leave it out).
+// given; shapes whose path depends on the grid leave it out), of addends the caller keeps (which it leaves
+// as they were) and of a temporary; into the addends' final layout, the temporary's sum is taken in its
+// own storage, which the result keeps.
 template <class Partial, class To, class Mesh>
 void check_sum(Mesh& mesh, const matrix_extents& shape, const std::optional<collective_calls>& expected) {
   SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
                std::to_string(shape.cols) + ", " + layout_name<Partial>() + " → " + layout_name<To>());
   const double mine = addend_factor<Partial>(mesh);
-  const auto addends =
-      from_function<Partial>(mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * mine; });
-  reset_counts(mesh);
-  const auto sums = redistribute<To>(addends);
-  if (expected) expect_calls(mesh, *expected);
+  const auto make_addends = [&] {
+    return from_function<Partial>(mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * mine; });
+  };
   const double total = sum_factor<Partial>(mesh);
-  EXPECT_EQ(storage(sums), storage(from_function<To>(
-                               mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * total; })));
-}
+  const auto serial_sums =
+      storage(from_function<To>(mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * total; }));
 
-// reduce_into<To> of addends of the whole matrix on every rank (value(i, j) times the rank's number + 1,
-// in whole_addend_layout) holds the serial sum, padding zero, and issues `expected`; into replicated<>
-// it sums in the addends' own storage.
-template <class To, class Mesh>
-void check_reduce_into(Mesh& mesh, const matrix_extents& shape, const collective_calls& expected) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
-               std::to_string(shape.cols) + ", whole addends → " + layout_name<To>());
-  const double mine = mesh.world().rank() + 1;
-  auto addends = from_function<whole_addend_layout<To, Mesh::dimensions>>(
-      mesh, shape, [&](std::int64_t i, std::int64_t j) { return value(i, j) * mine; });
-  const double* const storage_of_addends = addends.data().data();
+  const auto kept = make_addends();
   reset_counts(mesh);
-  const auto sums = reduce_into<To>(std::move(addends));
-  expect_calls(mesh, expected);
-  EXPECT_EQ(sums.data().data() == storage_of_addends, (std::is_same_v<To, replicated<>>));
-  const double p = mesh.world().size();
-  EXPECT_EQ(storage(sums), storage(from_function<To>(mesh, shape, [&](std::int64_t i, std::int64_t j) {
-              return value(i, j) * p * (p + 1) / 2;
-            })));
+  const auto sums = redistribute<To>(kept);
+  if (expected) expect_calls(mesh, *expected);
+  EXPECT_EQ(storage(sums), serial_sums);
+  EXPECT_EQ(storage(kept), storage(make_addends())) << "the addends the caller keeps changed";
+
+  auto temporary = make_addends();
+  const auto* const storage_of_addends = temporary.data().data();
+  reset_counts(mesh);
+  const auto sums_of_temporary = redistribute<To>(std::move(temporary));
+  if (expected) expect_calls(mesh, *expected);
+  EXPECT_EQ(storage(sums_of_temporary), serial_sums);
+  EXPECT_EQ(sums_of_temporary.data().data() == storage_of_addends, (std::is_same_v<To, typename Partial::final_layout>))
+      << "the sum of a temporary in its final layout is taken in the addends' storage, and only there";
 }
 
 // One reduce_scatter along `axis`, an all_reduce along each of `summed`.

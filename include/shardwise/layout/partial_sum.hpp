@@ -53,4 +53,16 @@ inline constexpr bool is_partial_sum_v = false;
 template <class Layout, std::size_t... Axes>
 inline constexpr bool is_partial_sum_v<partial_sum<Layout, Axes...>> = true;
 
+// The layout a tensor of Layout has once summed: Layout itself when it is no partial sum.
+template <class Layout>
+struct summed_layout {
+  using type = Layout;
+};
+template <class Layout, std::size_t... Axes>
+struct summed_layout<partial_sum<Layout, Axes...>> {
+  using type = Layout;
+};
+template <class Layout>
+using summed_layout_t = typename summed_layout<Layout>::type;
+
 }  // namespace shardwise

@@ -4,8 +4,9 @@
 //   x.row(t) = token.row(tokens[t]) + position.row(t mod sequence)
 // The token table (vocabulary x hidden) has its rows cut over the whole mesh (Family::vocabulary, as
 // Megatron's VocabParallelEmbedding): each rank looks up the rows it owns, and a sum over the mesh
-// completes them (ops/embedding_lookup.hpp) in the family's input layout (tensor/reduce_into.hpp): an
-// all-reduce where that is replicated, else a reduce-scatter into its blocks. The position table
+// completes them (ops/embedding_lookup.hpp) in the family's input layout (redistribute of a partial sum,
+// tensor/distribute.hpp): an all-reduce in place where that is replicated, else a reduce-scatter into its
+// blocks. The position table
 // (context x hidden) is small and replicated: one rank adds it before the sum, and its gradient,
 // computed from the gathered input gradient, is the same on every rank.
 //
@@ -21,6 +22,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/work.hpp"
+#include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/no_grad.hpp"
@@ -30,7 +32,6 @@
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
-#include "shardwise/tensor/reduce_into.hpp"
 
 namespace shardwise::nn {
 
@@ -61,8 +62,8 @@ class embedding {
     } else {
       kept_.reset();
     }
-    using addend_layout = whole_addend_layout<typename Family::input, Mesh::dimensions>;
-    dtensor<T, addend_layout, Mesh> x(mesh, {static_cast<std::int64_t>(tokens.size()), token_.value.cols()});
+    dtensor<T, partial_sum_over_all<replicated<>, Mesh::dimensions>, Mesh> x(
+        mesh, {static_cast<std::int64_t>(tokens.size()), token_.value.cols()});
     auto addend = x.local();
     add_owned_rows(token_.value, tokens, addend);
     // One rank adds the positions: each element's sum then has two addends besides zeros, its token's
@@ -74,7 +75,7 @@ class embedding {
         for (Eigen::Index t = 0; t < addend.rows(); ++t) addend.row(t) += positions.row(t % sequence);
       });
     }
-    return reduce_into<typename Family::input>(std::move(x));
+    return redistribute<typename Family::input>(std::move(x));
   } catch (...) {
     rethrow_within_call(world_rank_of(token_.value),
                         call_text("nn::embedding::forward", std::to_string(tokens.size()) + " tokens",

@@ -44,7 +44,7 @@ namespace detail {
 template <class Tensor>
 auto final_sum(Tensor&& t) {
   if constexpr (std::remove_cvref_t<Tensor>::is_partial_sum) {
-    return reduce(t);
+    return reduce(std::forward<Tensor>(t));
   } else {
     return std::forward<Tensor>(t);
   }

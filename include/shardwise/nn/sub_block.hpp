@@ -7,11 +7,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/linear.hpp"
 #include "shardwise/tensor/distribute.hpp"
-#include "shardwise/tensor/reduce.hpp"
 
 namespace shardwise::nn {
 
@@ -47,14 +45,7 @@ struct sub_block_linears {
   // parallelism); nothing where the products sum inside them (2-D, 3-D).
   template <class Addends>
   [[nodiscard]] static input_type input_gradient(Addends&& gradient) {
-    using layout = typename std::remove_cvref_t<Addends>::layout_type;
-    if constexpr (std::is_same_v<layout, input_layout>) {
-      return std::forward<Addends>(gradient);
-    } else if constexpr (is_partial_sum_v<layout> && std::is_same_v<typename layout::final_layout, input_layout>) {
-      return reduce(gradient);
-    } else {
-      return redistribute<input_layout>(gradient);
-    }
+    return redistribute<input_layout>(std::forward<Addends>(gradient));
   }
 };
 

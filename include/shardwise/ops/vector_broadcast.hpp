@@ -140,10 +140,10 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   if constexpr (!is_partial_sum_v<column_sums_layout_t<Layout>>) {
     return sums;  // the rows are not cut: every rank summed whole columns
   } else if constexpr (std::is_same_v<storage, broadcast_vector_layout_t<Layout>>) {
-    return reduce(sums);
+    return reduce(std::move(sums));
   } else {
     using axes = detail::diagonal_axes<Layout>;
-    if (!axes::nests(mesh, matrix.cols())) return redistribute<storage>(reduce(sums));
+    if (!axes::nests(mesh, matrix.cols())) return redistribute<storage>(reduce(std::move(sums)));
     // Algorithm 8: reduce-scatter in x, then reduce in y (or z) onto the diagonal rank.
     dtensor<T, storage, Mesh> gradient(mesh, sums.extents());
     const auto piece = shared_buffer<T>::scratch(static_cast<std::size_t>(axes::piece_size(mesh, matrix.cols())));

@@ -26,13 +26,14 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/embedding_lookup.hpp"
 #include "shardwise/ops/gemm.hpp"
 #include "shardwise/tensor/describe.hpp"
+#include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
-#include "shardwise/tensor/reduce_into.hpp"
 
 namespace shardwise {
 
@@ -123,11 +124,12 @@ template <class T, split_layout Layout, class Mesh>
 
 namespace detail {
 // Adds the table's gradient (times `scale`) into `table_gradient` and returns this rank's addend of the
-// hidden states' gradient, whole, in AddendLayout; the logits' gradient is given back on return.
-template <class AddendLayout, class T, split_layout Layout, class Mesh>
-[[nodiscard]] dtensor<T, AddendLayout, Mesh> hidden_gradient_addend(const cross_entropy_saved<T, Mesh>& saved,
-                                                                    const dtensor<T, Layout, Mesh>& table,
-                                                                    dtensor<T, Layout, Mesh>& table_gradient, T scale) {
+// hidden states' gradient, whole, pending a sum over the mesh; the logits' gradient is given back on
+// return.
+template <class T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, partial_sum_over_all<replicated<>, Mesh::dimensions>, Mesh> hidden_gradient_addend(
+    const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
+    dtensor<T, Layout, Mesh>& table_gradient, T scale) {
   auto& world = table.mesh().world();
   const auto probabilities = saved.probability_matrix();
   const auto tokens = static_cast<double>(probabilities.rows());
@@ -149,7 +151,7 @@ template <class AddendLayout, class T, split_layout Layout, class Mesh>
                gemm(destination(table_gradient.local(0)), operand(logits_gradient).transposed(),
                     operand(saved.hidden.local(0)), true);
              });
-  dtensor<T, AddendLayout, Mesh> addend(table.mesh(), saved.hidden.extents());
+  dtensor<T, partial_sum_over_all<replicated<>, Mesh::dimensions>, Mesh> addend(table.mesh(), saved.hidden.extents());
   run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient",
              [&] { gemm(destination(addend.local(0)), operand(logits_gradient), operand(table.local(0))); });
   return addend;
@@ -159,14 +161,13 @@ template <class AddendLayout, class T, split_layout Layout, class Mesh>
 // Adds the table's gradient (times `scale`) into `table_gradient` and returns the hidden states'
 // gradient in HiddenLayout. Each rank's logits give an addend of the whole gradient: summed in place
 // when HiddenLayout is replicated (the 1-D family's activations), otherwise straight into HiddenLayout's
-// blocks, by one reduce-scatter over the mesh when they tile the matrix (tensor/reduce_into.hpp), so no
-// rank holds the whole sum. Collective over the table's mesh.
+// blocks, by one reduce-scatter over the mesh when they tile the matrix (redistribute of a temporary
+// partial sum, tensor/distribute.hpp), so no rank holds the whole sum. Collective over the table's mesh.
 template <class HiddenLayout, class T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, HiddenLayout, Mesh> vocabulary_cross_entropy_backward(
     const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
     dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
-  using addends = whole_addend_layout<HiddenLayout, Mesh::dimensions>;
-  return reduce_into<HiddenLayout>(detail::hidden_gradient_addend<addends>(saved, table, table_gradient, scale));
+  return redistribute<HiddenLayout>(detail::hidden_gradient_addend(saved, table, table_gradient, scale));
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));
 }

@@ -15,9 +15,12 @@
 // Results are exact: elements are copied, never combined — except that redistribute sums a partial-sum
 // tensor (layout/partial_sum.hpp) into the new layout (tensor/exchange_sum.hpp): by one reduce-scatter
 // along a pending axis when the new layout cuts the addends' block along it (partial_sum<replicated<>,
-// 0> -> col_1d), otherwise by an all-reduce along each pending axis, then the move:
+// 0> -> col_1d), otherwise by an all-reduce along each pending axis, then the move; into its own final
+// layout it is reduce(t) (tensor/reduce.hpp). A temporary partial sum is summed in its own storage, with
+// no copy, and into its final layout the result keeps that storage:
 //
-//   auto y = redistribute<col_1d<>>(matmul(h, v));   // h row_1d, v col_1d: the sum, its rows cut
+//   auto y = redistribute<col_1d<>>(matmul(h, v));     // h row_1d, v col_1d: the sum, its rows cut
+//   auto z = redistribute<replicated<>>(matmul(h, v));  // the sum on every rank, where the addends were
 //
 // scatter, gather and all_gather refuse partial sums at compile time (gathering one addend would pass
 // for the sum): reduce or redistribute them first (tensor/reduce.hpp); so does redistribute into a
@@ -40,6 +43,7 @@
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/exchange.hpp"
 #include "shardwise/tensor/exchange_sum.hpp"
+#include "shardwise/tensor/reduce.hpp"
 
 namespace shardwise {
 
@@ -51,6 +55,13 @@ void check_root(Communicator& world, int root, std::string_view operation) {
     throw argument_error(
         world.world_rank(), operation,
         "root " + std::to_string(root) + " is not a rank of the mesh's " + std::to_string(world.size()) + " ranks");
+}
+
+// How an error in redistribute names the call.
+template <class NewLayout, class T, class Layout, class Mesh>
+[[nodiscard]] std::string redistribute_call(const dtensor<T, Layout, Mesh>& tensor) {
+  return call_text("redistribute", layout_name<Layout>() + " → " + layout_name<NewLayout>(),
+                   extents_string(tensor.extents()));
 }
 
 }  // namespace detail
@@ -124,6 +135,8 @@ template <class NewLayout, class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(const dtensor<T, Layout, Mesh>& tensor) try {
   if constexpr (std::is_same_v<NewLayout, Layout> && is_partial_sum_v<Layout>) {
     return tensor;  // the addends as they are
+  } else if constexpr (is_partial_sum_v<Layout> && std::is_same_v<NewLayout, summed_layout_t<Layout>>) {
+    return reduce(tensor);
   } else {
     // Into the same layout too: a copy of the blocks, priced as every copy is.
     dtensor<T, NewLayout, Mesh> moved(tensor.mesh(), tensor.extents());
@@ -138,9 +151,7 @@ template <class NewLayout, class T, class Layout, class Mesh>
     return moved;
   }
 } catch (...) {
-  rethrow_within_call(world_rank_of(tensor),
-                      call_text("redistribute", layout_name<Layout>() + " → " + layout_name<NewLayout>(),
-                                extents_string(tensor.extents())));
+  rethrow_within_call(world_rank_of(tensor), detail::redistribute_call<NewLayout>(tensor));
 }
 
 // A temporary already in NewLayout is the result itself, not a copy of it.
@@ -148,6 +159,27 @@ template <class NewLayout, class T, class Layout, class Mesh>
 requires std::is_same_v<NewLayout, Layout>
 [[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(dtensor<T, Layout, Mesh>&& tensor) noexcept {
   return std::move(tensor);
+}
+
+// A temporary partial sum is summed in its own storage: kept as the result in its final layout
+// (reduce), else moved from there into NewLayout's blocks, unless one reduce-scatter does both.
+template <class NewLayout, class T, class Layout, class Mesh>
+requires(is_partial_sum_v<Layout> && !is_partial_sum_v<NewLayout>)
+[[nodiscard]] dtensor<T, NewLayout, Mesh> redistribute(dtensor<T, Layout, Mesh>&& tensor) try {
+  if constexpr (std::is_same_v<NewLayout, summed_layout_t<Layout>>) {
+    return reduce(std::move(tensor));
+  } else {
+    // A bound tensor's storage is an update's buffer, which the sum must leave as it is.
+    if (tensor.is_bound()) return redistribute<NewLayout>(std::as_const(tensor));
+    static_assert(detail::summable<T, Mesh::dimensions>(Layout::pending_axes),
+                  "shardwise::redistribute: the pending sum names a mesh axis the mesh does not have");
+    dtensor<T, NewLayout, Mesh> moved(tensor.mesh(), tensor.extents());
+    detail::exchange_spent_sum(tensor.mesh(), tensor.mapping(), tensor.data(), Layout::pending_axes, moved.mapping(),
+                               moved.data(), "redistribute");
+    return moved;
+  }
+} catch (...) {
+  rethrow_within_call(world_rank_of(tensor), detail::redistribute_call<NewLayout>(tensor));
 }
 
 // Partial sums: the blocks are addends still to be summed over a mesh axis.

@@ -72,6 +72,8 @@ mapping_t<Layout, D> make_mapping(const matrix_extents& extents, const coordinat
   });
 }
 
+struct summed_in_place;
+
 }  // namespace detail
 
 template <class T, class Layout, class Mesh>
@@ -205,6 +207,24 @@ class dtensor {
   [[nodiscard]] std::span<const T> data() const noexcept { return storage_.span(); }
 
  private:
+  template <class, class, class>
+  friend class dtensor;
+  friend struct detail::summed_in_place;
+
+  // The blocks and storage of `addends`, a partial sum of this layout that has just been summed in that
+  // storage: the same elements, now final.
+  template <class Partial>
+  explicit dtensor(dtensor<T, Partial, Mesh>&& addends)
+      : mesh_(addends.mesh_),
+        mapping_(std::move(addends.mapping_)),
+        rank_(addends.rank_),
+        blocks_(std::move(addends.blocks_)),
+        offsets_(std::move(addends.offsets_)),
+        storage_(std::move(addends.storage_)) {
+    static_assert(std::is_same_v<typename Partial::final_layout, Layout> &&
+                  std::is_same_v<typename dtensor<T, Partial, Mesh>::mapping_type, mapping_type>);
+  }
+
   // Copies `other` into this tensor: into the same storage when bound (same shape required), else into
   // a fresh copy.
   void assign(const dtensor& other, const char* operation) {
@@ -241,6 +261,19 @@ class dtensor {
   shared_buffer<T> storage_;
   bool bound_ = false;
 };
+
+namespace detail {
+// The one way a partial sum's storage becomes its final layout's: reduce of a temporary
+// (tensor/reduce.hpp), after summing the addends where they are. Anywhere else it would pass an addend
+// off as the sum.
+struct summed_in_place {
+  template <class T, class Partial, class Mesh>
+  [[nodiscard]] static dtensor<T, typename Partial::final_layout, Mesh> final_tensor(
+      dtensor<T, Partial, Mesh>&& summed) {
+    return dtensor<T, typename Partial::final_layout, Mesh>(std::move(summed));
+  }
+};
+}  // namespace detail
 
 // A tensor whose element (i, j) is f(i, j); each rank evaluates f on its own elements only.
 template <class Layout, class Mesh, class F>

@@ -18,7 +18,8 @@
 //    all_gather or one all_to_all_v otherwise).
 //
 // Per rank, path 1 sends and receives (p - 1)/p of the addend, p the group's size, path 2 twice that for
-// each pending axis, then what the exchange moves.
+// each pending axis, then what the exchange moves. Path 2 sums in a copy of the addends, or in the
+// addends themselves when the caller is done with them (a temporary partial sum).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -112,23 +113,41 @@ template <class T, class Mesh>
   return parts;
 }
 
-// Collective over `mesh`: fills `target` (this rank's blocks under `to`) with the sums over the mesh axes
-// `pending` of the addends `addends` (this rank's blocks under `from`), by the cheaper path that applies.
-// Padding in `target` is left untouched by path 2 and summed from zeros by path 1.
+// Path 1 over `mesh`, when the mappings allow it: fills `target` (this rank's blocks under `to`) with the
+// sums over the mesh axes `pending` of the addends `addends` (this rank's blocks under `from`), padding
+// summed from zeros. Returns whether it did.
+template <class T, class Mesh, std::size_t N>
+bool reduce_scatter_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends,
+                        const std::array<std::size_t, N>& pending, mapping_ref to, std::span<T> target,
+                        std::string_view operation) {
+  const mesh_axes axes = scattering_axes(from, to, mesh.shape(), pending);
+  if (axes.empty()) return false;
+  const auto parts = parts_in_group(mesh, axes, from, addends, to, target.size(), operation);
+  sum_along(mesh, pending, parts.span(), axes);
+  group_along(mesh, axes).reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
+  return true;
+}
+
+// Collective over `mesh`: fills `target` with the sums of `addends` as reduce_scatter_sum does, by path 1
+// when it applies, else by path 2 on a copy of the addends. Padding in `target` is left untouched by path 2.
 template <class T, class Mesh, std::size_t N>
 void exchange_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
                   mapping_ref to, std::span<T> target, std::string_view operation) {
-  if (const mesh_axes axes = scattering_axes(from, to, mesh.shape(), pending); !axes.empty()) {
-    const auto parts = parts_in_group(mesh, axes, from, addends, to, target.size(), operation);
-    sum_along(mesh, pending, parts.span(), axes);
-    group_along(mesh, axes).reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
-  } else {
-    const auto sums = shared_buffer<T>::scratch(addends.size());
-    run_copy<T>(mesh.world(), static_cast<std::int64_t>(addends.size()), operation,
-                [&] { std::ranges::copy(addends, sums.data()); });
-    sum_along(mesh, pending, sums.span());
-    exchange(mesh, from, std::span<const T>(sums.span()), to, target, operation);
-  }
+  if (reduce_scatter_sum(mesh, from, addends, pending, to, target, operation)) return;
+  const auto sums = shared_buffer<T>::scratch(addends.size());
+  run_copy<T>(mesh.world(), static_cast<std::int64_t>(addends.size()), operation,
+              [&] { std::ranges::copy(addends, sums.data()); });
+  sum_along(mesh, pending, sums.span());
+  exchange(mesh, from, std::span<const T>(sums.span()), to, target, operation);
+}
+
+// exchange_sum of addends the caller no longer needs: path 2 sums them where they are, with no copy.
+template <class T, class Mesh, std::size_t N>
+void exchange_spent_sum(Mesh& mesh, mapping_ref from, std::span<T> addends, const std::array<std::size_t, N>& pending,
+                        mapping_ref to, std::span<T> target, std::string_view operation) {
+  if (reduce_scatter_sum(mesh, from, std::span<const T>(addends), pending, to, target, operation)) return;
+  sum_along(mesh, pending, addends);
+  exchange(mesh, from, std::span<const T>(addends), to, target, operation);
 }
 
 }  // namespace shardwise::detail
