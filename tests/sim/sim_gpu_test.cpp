@@ -121,6 +121,35 @@ TEST(sim_gpu, an_operations_kernel_holds_the_messages_sent_after_it) {
   });
 }
 
+// Every communicator's collectives and messages wait for an operation's kernel launched before them,
+// whichever communicator launched it (the copy of a reduction launched over the world, then the
+// all-reduce along a mesh axis).
+TEST(sim_gpu, an_operations_kernel_holds_every_communicators_collectives_and_messages) {
+  const auto m = fully_connected(2);
+  sim_gpu::run(2, m, [&](sim_gpu::communicator& world) {
+    world.use_stream(world.device().create_stream("communication"));
+    auto axis = world.split(0, world.rank());
+    EXPECT_NE(&axis.stream(), &world.stream()) << "split off a stream of its own, the axis gets one";
+    const double kernel = gpu.duration({1e10, 0});
+    std::vector<float> data(1 << 18, 1.0F);
+    const double bytes = static_cast<double>(data.size() * sizeof(float));
+
+    double before = world.synchronized_now();
+    (void)world.launch({1e10, 0}, [] {}, "copy");
+    axis.all_reduce(data);
+    EXPECT_NEAR(world.now(), before + kernel + duration_of(m, 2, {sim::collective::all_reduce, bytes, 0}), 1e-12);
+
+    before = world.synchronized_now();
+    (void)world.launch({1e10, 0}, [] {}, "copy");
+    if (axis.rank() == 0) {
+      axis.send(data, 1);
+    } else {
+      axis.recv(data, 0);
+    }
+    EXPECT_NEAR(world.now(), before + kernel + link.latency + bytes / link.bandwidth, 1e-12) << "rank " << world.rank();
+  });
+}
+
 // Each message's transfer is drawn on the links of its route, once, by its sender.
 TEST(sim_gpu, a_message_is_drawn_on_its_links) {
   auto m = fully_connected(2);

@@ -117,6 +117,11 @@ class device {
     for (auto& s : streams_) s.synchronize();
   }
 
+  // The end of the latest kernel a library operation launched (sim_gpu::communicator::launch), which
+  // every communicator's collectives and messages on this device wait for.
+  [[nodiscard]] event operations_done() const noexcept { return operations_done_; }
+  void operation_launched(double end) noexcept { operations_done_.time = std::max(operations_done_.time, end); }
+
   [[nodiscard]] stream& default_stream() noexcept { return streams_.front(); }
   // Streams live as long as the device (references stay valid).
   stream& create_stream(std::string name = {}) {
@@ -132,6 +137,7 @@ class device {
   device_model model_;
   timeline* trace_;
   double host_time_ = 0;
+  event operations_done_;
   std::deque<stream> streams_;
 };
 

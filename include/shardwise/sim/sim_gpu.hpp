@@ -288,10 +288,16 @@ class rank_clock {
   [[nodiscard]] const std::shared_ptr<machine_state>& machine() const noexcept { return machine_; }
   [[nodiscard]] const std::shared_ptr<group>& members() const noexcept { return members_; }
 
+  // When a collective or a message issued now could leave: once the stream is free and every operation's
+  // kernel launched before it has ended, over whichever communicator, since it may carry that kernel's
+  // result (as PyTorch makes a process group's stream wait for the compute stream before each collective
+  // and send). Kernels a program puts on streams itself are ordered by its own events.
+  [[nodiscard]] double departure() const { return std::max(stream_->available(), device_->operations_done().time); }
+
   // Numbers a collective and posts this rank's arrival; the data movement comes next.
   std::uint64_t issue(const sim::collective_shape& shape, std::string name, std::vector<double> sent_bytes) {
     const std::uint64_t sequence = next_++;
-    members_->post(sequence, rank_, stream_->available(), std::move(sent_bytes));
+    members_->post(sequence, rank_, departure(), std::move(sent_bytes));
     unsettled_.emplace(sequence, entry{shape, std::move(name), stream_});
     return sequence;
   }
@@ -475,9 +481,10 @@ class communicator : public communicator_interface<communicator> {
   [[nodiscard]] threads::communicator& untimed() noexcept { return data_; }
 
   // A kernel of an operation over this communicator (the local GEMMs of ops/local_product.hpp): on the
-  // compute stream (the device's default stream) doing `w`, with `compute` run now for its result. This
-  // communicator's stream waits for it: what it sends or reduces later may be that result. Returns the
-  // kernel's end in virtual time.
+  // compute stream (the device's default stream) doing `w`, with `compute` run now for its result. What
+  // this communicator's stream runs later, and every collective and message of the device's other
+  // communicators, waits for it: it may read that result (a reduction's copy launched over the world,
+  // then its all-reduce along a mesh axis). Returns the kernel's end in virtual time.
   template <class Compute>
   double launch(const work& w, Compute&& compute, const std::string& name) {
     sim::stream& compute_stream = device().default_stream();
@@ -485,6 +492,7 @@ class communicator : public communicator_interface<communicator> {
                            ? compute_stream.launch(w, std::forward<Compute>(compute), name)
                            : compute_stream.launch(w, name);
     if (&stream() != &compute_stream) stream().wait(compute_stream.record());
+    device().operation_launched(end);
     return end;
   }
 
@@ -588,7 +596,7 @@ class communicator : public communicator_interface<communicator> {
   template <class T>
   double depart(const calls::send<T>& call) {
     count(call);
-    const double leaves = stream().available();
+    const double leaves = clock_->departure();
     clock_->members()->depart(
         {rank(), call.destination, call.tag, clock_->next_message(true, call.destination, call.tag)}, leaves);
     return leaves +
