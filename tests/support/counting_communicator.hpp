@@ -1,7 +1,9 @@
 #pragma once
 // A communicator that counts the collectives issued through it, by name, and forwards each to the
-// communicator it wraps (any backend). For tests that promise a number of calls, e.g. that many small
-// tensors share one collective.
+// communicator it wraps (any backend); and the kernels launched through it (core/kernel.hpp), which it
+// runs, or launches on the communicator it wraps where that launches kernels. For tests that promise a
+// number of calls, e.g. that many small tensors share one collective, or that a collective reads a
+// tensor where it is, with no copy.
 #include <map>
 #include <string>
 #include <string_view>
@@ -9,6 +11,8 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/backend_hooks.hpp"
+#include "shardwise/core/kernel.hpp"
+#include "shardwise/core/work.hpp"
 
 namespace shardwise::testing {
 
@@ -36,7 +40,25 @@ class counting_communicator : public communicator_interface<counting_communicato
     for (const auto& [name, count] : calls_) total += count;
     return total;
   }
-  void reset() { calls_.clear(); }
+  // Kernels named `name` ("redistribute copy", …) launched so far.
+  [[nodiscard]] int kernels(std::string_view name) const {
+    const auto found = kernels_.find(std::string(name));
+    return found == kernels_.end() ? 0 : found->second;
+  }
+  void reset() {
+    calls_.clear();
+    kernels_.clear();
+  }
+
+  template <class Compute>
+  void launch(const work& w, Compute&& compute, const std::string& name) {
+    ++kernels_[name];
+    if constexpr (launches_kernels<Inner>) {
+      inner_.launch(w, std::forward<Compute>(compute), name);
+    } else {
+      std::forward<Compute>(compute)();
+    }
+  }
 
  private:
   // Backend hooks: the interface has checked the arguments already, so they go straight to the inner
@@ -55,6 +77,7 @@ class counting_communicator : public communicator_interface<counting_communicato
 
   Inner inner_;
   std::map<std::string, int> calls_;
+  std::map<std::string, int> kernels_;
 };
 
 }  // namespace shardwise::testing

@@ -64,18 +64,40 @@ TYPED_TEST(redistribute_test, two_dimensional_partial_sums) {
           check_sum<rows_cut, col_1d<>>(mesh, divisible, all_reduce_along({1}));  // what reduce(t) gives
           // Two pending axes: one reduce-scatter over both when the new layout's blocks tile the matrix
           // over the grid (a language model head's hidden-state gradient in 2-D); a reduce-scatter along
-          // the one the new layout cuts when it replicates along the other; else two all-reduces.
+          // the one the new layout cuts when it replicates along the other; else one all-reduce over both.
           using both = partial_sum<replicated<>, 0, 1>;
           check_sum<both, block_2d<>>(mesh, divisible, reduce_scatter_over_the_world());
           check_sum<both, col_1d<>>(mesh, divisible, reduce_scatter_along(0, {1}));
           check_sum<both, split<rows_over<>, cols_over<1>>>(mesh, divisible, reduce_scatter_along(1, {0}));
-          check_sum<both, block_2d<ragged>>(mesh, {7, 2 * p - 1}, all_reduce_along({0, 1}));  // stored unequally
+          check_sum<both, block_2d<ragged>>(mesh, {7, 2 * p - 1}, all_reduce_over_the_world());  // stored unequally
           using block_2d_padded = block_2d<padded>;
           check_sum<partial_sum<col_1d<padded>, 1>, block_2d_padded>(mesh, {2 * p + 1, 5}, std::nullopt);
           check_sum<partial_sum<col_1d<ragged>, 1>, block_2d<ragged>>(mesh, {7, 2 * p - 1}, std::nullopt);
         });
       },
       {4, 6, 9});
+}
+
+// The 2-D cases of one_dimensional_rows_are_gathered_and_summed_where_they_are (redistribute_test.cpp):
+// rows over both axes gathered along the last; addends reduce-scattered along one axis while summed over
+// the other, which a kept tensor needs a copy for and a temporary does in its own storage.
+TYPED_TEST(redistribute_test, two_dimensional_rows_are_gathered_and_summed_where_they_are) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        on_counted_mesh<2>(world, [](auto& mesh, const matrix_extents& divisible) {
+          using rows_over_both = split<rows_over<0, 1>, cols_over<>>;
+          EXPECT_EQ(copies<col_1d<>>(mesh, from_function<rows_over_both>(mesh, divisible, value)), 0);
+          EXPECT_EQ(copies<replicated<>>(mesh, from_function<block_2d<>>(mesh, divisible, value)), 1);
+
+          using both = partial_sum<replicated<>, 0, 1>;
+          const auto kept = from_function<both>(mesh, divisible, value);
+          EXPECT_EQ(copies<col_1d<>>(mesh, kept), 1);
+          EXPECT_EQ(copies<col_1d<>>(mesh, from_function<both>(mesh, divisible, value)), 0);
+          EXPECT_EQ(copies<rows_over_both>(mesh, kept), 0);
+          EXPECT_EQ(copies<block_2d<>>(mesh, kept), 1);
+        });
+      },
+      {4, 6});
 }
 
 }  // namespace

@@ -161,6 +161,16 @@ void check_sum(Mesh& mesh, const matrix_extents& shape, const std::optional<coll
       << "the sum of a temporary in its final layout is taken in the addends' storage, and only there";
 }
 
+// The copies redistribute<To>(tensor) makes on this rank between the tensors' storage and its
+// collectives' buffers (kernels named "redistribute copy"): none when the collectives read and write
+// the tensors' storage where it is.
+template <class To, class Mesh, class Tensor>
+int copies(Mesh& mesh, Tensor&& tensor) {
+  reset_counts(mesh);
+  (void)redistribute<To>(std::forward<Tensor>(tensor));
+  return mesh.world().kernels("redistribute copy");
+}
+
 // One reduce_scatter along `axis`, an all_reduce along each of `summed`.
 inline collective_calls reduce_scatter_along(std::size_t axis, const std::vector<std::size_t>& summed = {}) {
   collective_calls calls{{}, std::vector<std::map<std::string, int>>(3)};
@@ -172,6 +182,12 @@ inline collective_calls reduce_scatter_along(std::size_t axis, const std::vector
 inline collective_calls reduce_scatter_over_the_world() {
   collective_calls calls{{}, std::vector<std::map<std::string, int>>(3)};
   calls.world["reduce_scatter"] = 1;
+  return calls;
+}
+// One all_reduce over all the mesh's axes at once, on the world, then a local move.
+inline collective_calls all_reduce_over_the_world() {
+  collective_calls calls{{}, std::vector<std::map<std::string, int>>(3)};
+  calls.world["all_reduce"] = 1;
   return calls;
 }
 // An all_reduce along each of `summed`, then the move's collective: none, an all_gather along

@@ -11,8 +11,8 @@
 // Partial sums (partial_sum<L, axes...>) of 1-D, 2-D and 3-D layouts come out as the serial sum, in
 // their split counterparts by one reduce_scatter along the pending axis the new layout cuts (an
 // all_reduce along any other), and otherwise — into replicated, into L itself, pieces that do not tile —
-// by an all_reduce along each pending axis and then the move; of a temporary, into its final layout, in
-// the addends' own storage. The tests on 2-D and 3-D
+// by one all_reduce over the pending axes and then the move; of a temporary, into its final layout, in
+// the addends' own storage. Rows gathered or summed in the group's order are not copied. The tests on 2-D and 3-D
 // meshes compile in sources of their own (redistribute_2d_test.cpp, redistribute_3d_test.cpp; what they
 // share is in redistribute_checks.hpp); this source has the 1-D meshes'.
 #include <gtest/gtest.h>
@@ -67,6 +67,30 @@ TYPED_TEST(redistribute_test, one_dimensional_partial_sums) {
         });
       },
       {2, 3, 4, 8});
+}
+
+// Where the pieces of a gather are the destination's rows in the group's order (unpadded), the
+// all_gather writes the destination itself, and where the destination blocks of a sum are the addends'
+// rows, the reduce_scatter reads the addends themselves: no copy. The others copy once, into the
+// group's order or out of it.
+TYPED_TEST(redistribute_test, one_dimensional_rows_are_gathered_and_summed_where_they_are) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        on_counted_mesh<1>(world, [](auto& mesh, const matrix_extents& divisible) {
+          const auto rows = from_function<col_1d<>>(mesh, divisible, value);
+          EXPECT_EQ(copies<replicated<>>(mesh, rows), 0);
+          EXPECT_EQ(copies<replicated<>>(mesh, from_function<row_1d<>>(mesh, divisible, value)), 1);
+          EXPECT_EQ(copies<replicated<>>(mesh, from_function<col_1d<padded>>(mesh, {7, 5}, value)), 1);
+
+          using addends = partial_sum<replicated<>, 0>;
+          const auto kept = from_function<addends>(mesh, divisible, value);
+          EXPECT_EQ(copies<col_1d<>>(mesh, kept), 0);
+          EXPECT_EQ(copies<col_1d<>>(mesh, from_function<addends>(mesh, divisible, value)), 0);
+          EXPECT_EQ(copies<row_1d<>>(mesh, kept), 1);
+          EXPECT_EQ(copies<col_1d<padded>>(mesh, from_function<addends>(mesh, {7, 5}, value)), 1);
+        });
+      },
+      {2, 3, 4});
 }
 
 }  // namespace

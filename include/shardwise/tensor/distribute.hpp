@@ -15,7 +15,7 @@
 // Results are exact: elements are copied, never combined — except that redistribute sums a partial-sum
 // tensor (layout/partial_sum.hpp) into the new layout (tensor/exchange_sum.hpp): by one reduce-scatter
 // along a pending axis when the new layout cuts the addends' block along it (partial_sum<replicated<>,
-// 0> -> col_1d), otherwise by an all-reduce along each pending axis, then the move; into its own final
+// 0> -> col_1d), otherwise by one all-reduce over the pending axes, then the move; into its own final
 // layout it is reduce(t) (tensor/reduce.hpp). A temporary partial sum is summed in its own storage, with
 // no copy, and into its final layout the result keeps that storage:
 //

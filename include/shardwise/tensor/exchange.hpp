@@ -23,7 +23,9 @@
 //    fine for the few blocks per rank of split layouts.
 // A rank's copies between its blocks and the collectives' buffers are one kernel per path
 // (core/kernel.hpp), priced as memory traffic where the backend models time; the buffers are working
-// memory (shared_buffer::scratch), so a shapes-only run neither fills nor copies them.
+// memory (shared_buffer::scratch), so a shapes-only run neither fills nor copies them. Path 2 gathers
+// straight into the destination, with no buffer and no copy, when the pieces are its rows in the
+// group's order (col_1d -> replicated, rows_over<0, 1> -> rows_over<0>, unpadded).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -209,6 +211,26 @@ void for_each_in_group(Mesh& mesh, const mesh_axes& axes, mapping_ref mapping, V
   return (row - block.row_offset) * block.stored_cols + (col - block.col_offset);
 }
 
+// Whether the blocks under `pieces` of this rank's group along `axes` lie in the storage of `whole` (of
+// `whole_size` elements) one after the other in the group's order, each `piece_size` elements of whole,
+// unpadded rows: row cuts of an unpadded row-major block. Then the group's all_gather writes `whole` as
+// it is stored and its reduce_scatter reads it so, with no copy into or out of the group's order.
+template <class Mesh>
+[[nodiscard]] bool stored_in_group_order(Mesh& mesh, const mesh_axes& axes, mapping_ref pieces, const block_info& whole,
+                                         std::size_t piece_size, std::size_t whole_size) {
+  const auto members = static_cast<std::size_t>(group_size(mesh.shape(), axes));
+  if (piece_size == 0 || piece_size * members != whole_size || whole.stored_cols != whole.cols) return false;
+  bool in_order = true;
+  for_each_in_group(mesh, axes, pieces, [&](int k, const block_info& piece) {
+    in_order = in_order && piece.col_offset == whole.col_offset && piece.cols == whole.cols &&
+               piece.stored_cols == piece.cols && piece.stored_rows == piece.rows &&
+               static_cast<std::size_t>(piece.elements()) == piece_size &&
+               offset_in(whole, piece.row_offset, piece.col_offset) ==
+                   static_cast<std::int64_t>(static_cast<std::size_t>(k) * piece_size);
+  });
+  return in_order;
+}
+
 // Copies a rows x cols rectangle between row-major storages of the given row strides.
 template <class T>
 void copy_rectangle(const T* in, std::int64_t in_stride, T* out, std::int64_t out_stride, std::int64_t rows,
@@ -247,9 +269,13 @@ template <class T, class Mesh>
 void gather_over(Mesh& mesh, const mesh_axes& axes, mapping_ref from, std::span<const T> source, mapping_ref to,
                  std::span<T> target, std::string_view operation) {
   auto& group = group_along(mesh, axes);
+  const block_info wanted = to.block(mesh.world().rank(), 0);
+  if (stored_in_group_order(mesh, axes, from, wanted, source.size(), target.size())) {
+    group.all_gather(source, target);
+    return;
+  }
   const auto pieces = shared_buffer<T>::scratch(source.size() * static_cast<std::size_t>(group.size()));
   group.all_gather(source, pieces.span());
-  const block_info wanted = to.block(mesh.world().rank(), 0);
   run_copy<T>(mesh.world(), wanted.elements(), operation, [&] {
     for_each_in_group(mesh, axes, from, [&](int k, const block_info& held) {
       if (held.elements() == 0) return;

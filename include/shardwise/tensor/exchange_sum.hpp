@@ -12,14 +12,16 @@
 //    list — partial_sum<replicated, 0> -> col_1d or row_1d, the 3-D product's local result -> its cube
 //    layout. Each rank cuts its addend into the destination blocks of its group, each as its owner
 //    stores it (padding zero), and the reduce-scatter leaves every rank the sum of its own block. Other
-//    pending axes are all-reduced first.
-// 2. Otherwise an all_reduce along each pending axis, then the exchange of the sums into the destination
+//    pending axes are all-reduced first. Where the destination blocks are the addend's rows in the
+//    group's order (partial_sum<replicated<>, 0> -> col_1d), the addend is already cut, and the
+//    reduce-scatter reads it where it is.
+// 2. Otherwise one all_reduce over the pending axes, then the exchange of the sums into the destination
 //    (tensor/exchange.hpp: a local copy when the destination is the addends' layout or replicated, one
 //    all_gather or one all_to_all_v otherwise).
 //
-// Per rank, path 1 sends and receives (p - 1)/p of the addend, p the group's size, path 2 twice that for
-// each pending axis, then what the exchange moves. Path 2 sums in a copy of the addends, or in the
-// addends themselves when the caller is done with them (a temporary partial sum).
+// Per rank, path 1 sends and receives (p - 1)/p of the addend, p the group's size, path 2 twice that
+// (p the ranks along the pending axes), then what the exchange moves. Path 2 sums in a copy of the
+// addends, or in the addends themselves when the caller is done with them (a temporary partial sum).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -48,13 +50,16 @@ consteval bool summable(const std::array<std::size_t, N>& pending) {
   return std::ranges::all_of(pending, [](std::size_t a) { return a < D; });
 }
 
-// Every element of `values` summed over each of the mesh axes `axes` but those in `except` (an
-// all_reduce along each), in place.
+// Every element of `values` summed over the mesh axes `axes` but those in `except`, in place: one
+// all_reduce over the group of ranks along them (the world when they are all the mesh's axes). A rank
+// sends 2(p - 1)/p of the values, p the group's size, where an all_reduce along each axis in turn sends
+// about that for each axis.
 template <class T, class Mesh, std::size_t N>
 void sum_along(Mesh& mesh, const std::array<std::size_t, N>& axes, std::span<T> values, const mesh_axes& except = {}) {
+  mesh_axes summed;
   for (const std::size_t a : axes)
-    if (std::ranges::find(except, static_cast<int>(a)) == except.end())
-      mesh.axis(static_cast<int>(a)).all_reduce(values, op::sum);
+    if (std::ranges::find(except, static_cast<int>(a)) == except.end()) summed.push_back(static_cast<int>(a));
+  if (!summed.empty()) group_along(mesh, summed).all_reduce(values, op::sum);
 }
 
 // Whether every rank holds, under `mapping`, the blocks of the rank at coordinate 0 of its line along
@@ -115,16 +120,28 @@ template <class T, class Mesh>
 
 // Path 1 over `mesh`, when the mappings allow it: fills `target` (this rank's blocks under `to`) with the
 // sums over the mesh axes `pending` of the addends `addends` (this rank's blocks under `from`), padding
-// summed from zeros. Returns whether it did.
+// summed from zeros. Returns whether it did. The reduce-scatter reads the addends where they are when
+// they already lie in the group's order (the destination cuts their rows) and nothing is to be summed
+// into them first, or `spent` (the addends' own storage, when the caller no longer needs them; else
+// empty) may take those sums.
 template <class T, class Mesh, std::size_t N>
-bool reduce_scatter_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends,
+bool reduce_scatter_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends, std::span<T> spent,
                         const std::array<std::size_t, N>& pending, mapping_ref to, std::span<T> target,
                         std::string_view operation) {
   const mesh_axes axes = scattering_axes(from, to, mesh.shape(), pending);
   if (axes.empty()) return false;
+  auto& group = group_along(mesh, axes);
+  const bool summed_over_the_group_alone = std::ranges::all_of(
+      pending, [&](std::size_t a) { return std::ranges::find(axes, static_cast<int>(a)) != axes.end(); });
+  if ((summed_over_the_group_alone || !spent.empty()) &&
+      stored_in_group_order(mesh, axes, to, from.block(mesh.world().rank(), 0), target.size(), addends.size())) {
+    if (!spent.empty()) sum_along(mesh, pending, spent, axes);
+    group.reduce_scatter(addends, target, op::sum);
+    return true;
+  }
   const auto parts = parts_in_group(mesh, axes, from, addends, to, target.size(), operation);
   sum_along(mesh, pending, parts.span(), axes);
-  group_along(mesh, axes).reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
+  group.reduce_scatter(std::span<const T>(parts.span()), target, op::sum);
   return true;
 }
 
@@ -133,7 +150,7 @@ bool reduce_scatter_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends
 template <class T, class Mesh, std::size_t N>
 void exchange_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends, const std::array<std::size_t, N>& pending,
                   mapping_ref to, std::span<T> target, std::string_view operation) {
-  if (reduce_scatter_sum(mesh, from, addends, pending, to, target, operation)) return;
+  if (reduce_scatter_sum(mesh, from, addends, std::span<T>{}, pending, to, target, operation)) return;
   const auto sums = shared_buffer<T>::scratch(addends.size());
   run_copy<T>(mesh.world(), static_cast<std::int64_t>(addends.size()), operation,
               [&] { std::ranges::copy(addends, sums.data()); });
@@ -145,7 +162,7 @@ void exchange_sum(Mesh& mesh, mapping_ref from, std::span<const T> addends, cons
 template <class T, class Mesh, std::size_t N>
 void exchange_spent_sum(Mesh& mesh, mapping_ref from, std::span<T> addends, const std::array<std::size_t, N>& pending,
                         mapping_ref to, std::span<T> target, std::string_view operation) {
-  if (reduce_scatter_sum(mesh, from, std::span<const T>(addends), pending, to, target, operation)) return;
+  if (reduce_scatter_sum(mesh, from, std::span<const T>(addends), addends, pending, to, target, operation)) return;
   sum_along(mesh, pending, addends);
   exchange(mesh, from, std::span<const T>(addends), to, target, operation);
 }

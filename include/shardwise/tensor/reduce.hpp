@@ -1,6 +1,6 @@
 #pragma once
 // reduce(t): sums a partial-sum tensor (layout/partial_sum.hpp) over its pending mesh axes, giving the
-// final tensor of the underlying layout on every rank of those axes (an all_reduce along each). Of a
+// final tensor of the underlying layout on every rank of those axes (one all_reduce over them). Of a
 // temporary, the sum is taken in the addends' own storage, which the result keeps; of a tensor the
 // caller keeps, in a copy. redistribute<L>(t) into the final layout is reduce(t); into another layout
 // it sums and moves at once (tensor/distribute.hpp).
