@@ -10,6 +10,9 @@
 //                                                   --recompute: the 3-D paper's layers recompute
 //                                                   attention's probabilities or all their
 //                                                   activations in the backward pass
+//                   [--timeline DIRECTORY]          writes each 3-D paper configuration's timeline
+//                                                   there, a Chrome trace per configuration
+//                                                   (scripts/trace-summary tells where its time goes)
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
@@ -53,6 +56,7 @@
 //   other 1-D rows' batch = 240 / sqrt(P) at 16 GPUs, which is taken; 8 GPUs is printed as well,
 //   marked alternative.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -60,6 +64,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -175,16 +180,20 @@ struct step_times {
 
 // One step of `layers` blocks (forward, then backward) on the family's mesh, shapes only. Forward and
 // backward are each timed from a barrier to the next, after every rank's streams have drained, as a
-// synchronized wall clock times them on a real machine.
+// synchronized wall clock times them on a real machine. With a `trace` path, the run's timeline is
+// written there (Chrome trace-event JSON, sim/timeline.hpp).
 template <class Family, std::size_t Dimensions>
-step_times simulate(const std::vector<int>& shape, const nn::block_options& options, std::int64_t batch, int layers) {
+step_times simulate(const std::vector<int>& shape, const nn::block_options& options, std::int64_t batch, int layers,
+                    const std::string& trace) {
   coordinates<Dimensions> grid_shape{};
   for (std::size_t a = 0; a < Dimensions; ++a) grid_shape[a] = shape[a];
   int ranks = 1;
   for (const int extent : shape) ranks *= extent;
   step_times times;
+  sim::machine machine = sim::presets::v100_nodes(ranks);
+  machine.record_timeline = !trace.empty();
   const auto report = sim_gpu::run(
-      ranks, sim::presets::v100_nodes(ranks),
+      ranks, machine,
       [&](sim_gpu::communicator& world) {
         world.use_stream(world.device().create_stream("communication"));  // before the mesh: its axes get their own
         process_mesh mesh(world, grid_shape);
@@ -209,14 +218,19 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
       sim_gpu::execution::shapes_only);
   times.makespan = report.makespan();
   times.storage_high_water = report.largest_memory_high_water();
+  if (!trace.empty()) {
+    report.timeline->write_chrome_trace(trace);
+    std::fprintf(stderr, "timeline: %s\n", trace.c_str());
+  }
   return times;
 }
 
-step_times simulate(parallelism f, const grid& g, const nn::block_options& options, std::int64_t batch, int layers) {
+step_times simulate(parallelism f, const grid& g, const nn::block_options& options, std::int64_t batch, int layers,
+                    const std::string& trace) {
   switch (f) {
-    case parallelism::one_d: return simulate<nn::tensor_parallel_1d<>, 1>(g.shape, options, batch, layers);
-    case parallelism::two_d: return simulate<nn::tensor_parallel_2d<>, 2>(g.shape, options, batch, layers);
-    case parallelism::three_d: return simulate<nn::tensor_parallel_3d<>, 3>(g.shape, options, batch, layers);
+    case parallelism::one_d: return simulate<nn::tensor_parallel_1d<>, 1>(g.shape, options, batch, layers, trace);
+    case parallelism::two_d: return simulate<nn::tensor_parallel_2d<>, 2>(g.shape, options, batch, layers, trace);
+    case parallelism::three_d: return simulate<nn::tensor_parallel_3d<>, 3>(g.shape, options, batch, layers, trace);
   }
   throw std::logic_error("unknown family");
 }
@@ -604,6 +618,7 @@ struct arguments {
   std::vector<std::string> only;                          // row labels must contain one of these, when any is given
   std::size_t buckets_during_backward = 0;                // elements a bucket, for the weight-update rows; 0: off
   nn::recomputation recompute = nn::recomputation::none;  // in the 3-D paper's layers
+  std::string timelines;                                  // a directory for the 3-D paper's timelines; empty: none
 };
 
 arguments parse(int argc, char** argv) {
@@ -627,10 +642,12 @@ arguments parse(int argc, char** argv) {
         std::exit(2);
       }
       parsed.recompute = *what;
+    } else if (std::strcmp(argv[i], "--timeline") == 0 && i + 1 < argc) {
+      parsed.timelines = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
-                   "[--recompute none|attention|block]\n",
+                   "[--recompute none|attention|block] [--timeline DIRECTORY]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -640,6 +657,18 @@ arguments parse(int argc, char** argv) {
     std::exit(2);
   }
   return parsed;
+}
+
+// Where the timeline of a 3-D paper configuration goes: "<directory>/table-1-3-d-8-gpus-batch-192-hidden-
+// 2048.json", at the batch simulated (two of them where a row's batch is interpolated); empty when
+// timelines are not asked for.
+std::string timeline_path(const std::string& directory, const published_row& source, std::int64_t batch) {
+  if (directory.empty()) return {};
+  std::string name = std::string(source.table) + " " + family_name(source.family) + " " + std::to_string(source.gpus) +
+                     " gpus batch " + std::to_string(batch) + " hidden " + std::to_string(source.hidden);
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
+  std::filesystem::create_directories(directory);
+  return directory + "/" + name + ".json";
 }
 
 }  // namespace
@@ -677,13 +706,16 @@ int main(int argc, char** argv) {
 
     step_times times;
     if (source.batch % g.row_ranks == 0) {
-      times = simulate(source.family, g, options, source.batch, given.layers);
+      times = simulate(source.family, g, options, source.batch, given.layers,
+                       timeline_path(given.timelines, source, source.batch));
     } else {
       // Whole samples per rank: interpolate between the nearest batches that split.
       const std::int64_t lower = source.batch / g.row_ranks * g.row_ranks;
       const std::int64_t upper = lower + g.row_ranks;
-      const step_times low = simulate(source.family, g, options, lower, given.layers);
-      const step_times high = simulate(source.family, g, options, upper, given.layers);
+      const step_times low =
+          simulate(source.family, g, options, lower, given.layers, timeline_path(given.timelines, source, lower));
+      const step_times high =
+          simulate(source.family, g, options, upper, given.layers, timeline_path(given.timelines, source, upper));
       const double t = static_cast<double>(source.batch - lower) / static_cast<double>(upper - lower);
       times.forward = low.forward + t * (high.forward - low.forward);
       times.backward = low.backward + t * (high.backward - low.backward);

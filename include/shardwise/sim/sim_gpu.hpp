@@ -510,9 +510,11 @@ class communicator : public communicator_interface<communicator> {
     const int mine = world_rank();
     part.all_gather(std::span<const int>(&mine, 1), members);
     auto made = clock_->machine()->split_group({clock_->members()->serial, sequence, color}, members);
+    // Named by the split's place among this communicator's collectives, which every run of the program
+    // gives alike (the group's serial depends on which rank got there first), so timelines compare.
     sim::stream& on = &stream() == &device().default_stream()
                           ? stream()
-                          : device().create_stream(stream().name() + " " + std::to_string(made->serial));
+                          : device().create_stream(stream().name() + " " + std::to_string(sequence));
     auto clock = std::make_shared<detail::rank_clock>(clock_->machine(), std::move(made), part.rank(), on);
     return communicator(std::move(part), std::move(clock));
   }
