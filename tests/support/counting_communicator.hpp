@@ -31,20 +31,14 @@ class counting_communicator : public communicator_interface<counting_communicato
   }
 
   // Collectives named `name` ("all_reduce", "reduce_scatter", …) issued so far.
-  [[nodiscard]] int calls(std::string_view name) const {
-    const auto found = calls_.find(std::string(name));
-    return found == calls_.end() ? 0 : found->second;
-  }
+  [[nodiscard]] int calls(std::string_view name) const { return count_of(calls_, name); }
   [[nodiscard]] int total_calls() const {
     int total = 0;
     for (const auto& [name, count] : calls_) total += count;
     return total;
   }
   // Kernels named `name` ("redistribute copy", …) launched so far.
-  [[nodiscard]] int kernels(std::string_view name) const {
-    const auto found = kernels_.find(std::string(name));
-    return found == kernels_.end() ? 0 : found->second;
-  }
+  [[nodiscard]] int kernels(std::string_view name) const { return count_of(kernels_, name); }
   void reset() {
     calls_.clear();
     kernels_.clear();
@@ -61,6 +55,11 @@ class counting_communicator : public communicator_interface<counting_communicato
   }
 
  private:
+  static int count_of(const std::map<std::string, int>& counts, std::string_view name) {
+    const auto found = counts.find(std::string(name));
+    return found == counts.end() ? 0 : found->second;
+  }
+
   // Backend hooks: the interface has checked the arguments already, so they go straight to the inner
   // communicator's hooks (comm/detail/backend_hooks.hpp).
   friend struct shardwise::detail::backend_hooks;
