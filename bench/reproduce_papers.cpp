@@ -282,7 +282,7 @@ std::string format_row(const output_row& r) {
 //   device per core, the two cores of a chip sharing its links, each with half its rate and memory
 //   bandwidth; a replica is a device.
 // - Batch and optimizer: Transformer, 2048 cores, batch 2048, ADAM (Table 1): one sequence a core.
-//   Adam without weight decay or clipping (optim::adam), float32 weights and state.
+//   Adam without weight decay or clipping (optim::adam), float32 master weights and state.
 // - The model: "based on the same configuration as in the MLPerf 0.6 submission" (Section 6), which the
 //   paper does not spell out; the MLPerf Transformer is Transformer big (Vaswani et al.): width 1024,
 //   16 heads, MLP 4096, 6 encoder and 6 decoder layers, a shared vocabulary of 33708 subwords, and
@@ -293,8 +293,10 @@ std::string format_row(const output_row& r) {
 // - Partial sharding: at large scale the replicas shard "in 64 ways" within groups and all-reduce across
 //   groups (Section 5.2: rows of the device array shard, columns all-reduce); 64 cores are 32 chips, a
 //   row of the 32 x 32 torus. Sharding in all 2048 cores is simulated as well, as another reading.
-// - Precision: the library's layers are float; the device model prices products at the TPU's bf16
-//   matrix rate, and every byte at float's size (the paper gathers the weights in bf16, Figure 7).
+// - Precision: mixed, as tensor2tensor's transformer_mlperf_tpu runs (activation_dtype bfloat16, float32
+//   variables): model::gpt<bf16> keeps bf16 weights and activations with float32 gradients, and the
+//   update float32 master weights (optim::*_update<adam, bf16>), so the sharded update gathers bf16
+//   weights as the paper does (Figure 7). Products are priced at the TPU's bf16 matrix rate.
 constexpr const char* weight_update_paper = "Sharded weight update (Xu et al.)";
 constexpr const char* weight_update_table = "Section 6.1";
 constexpr int pod_rows = 32, pod_cols = 32;          // 1024 chips, the paper's large scale (Section 6)
@@ -339,8 +341,8 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
         if (during_backward) world.use_stream(world.device().create_stream("communication"));
         data_parallel_mesh mesh(world, replicas, coordinates<1>{1});
         using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
-        model::gpt<float, nn::tensor_parallel_1d<>, tensor_parallel_mesh> transformer(mesh.tensor_parallel(),
-                                                                                      transformer_big);
+        model::gpt<bf16, nn::tensor_parallel_1d<>, tensor_parallel_mesh> transformer(mesh.tensor_parallel(),
+                                                                                     transformer_big);
         // Token ids only steer which vocabulary rows are read; their values cost nothing.
         std::vector<std::int32_t> tokens(static_cast<std::size_t>(sequences_per_core * transformer_big.context));
         for (std::size_t t = 0; t < tokens.size(); ++t)
@@ -365,17 +367,17 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
         };
         const optim::update_options buckets{buckets_during_backward};
         if (variant == update_variant::replicated) {
-          optim::replicated_update<optim::adam> update(transformer, mesh.data(), {}, buckets);
+          optim::replicated_update<optim::adam, bf16> update(transformer, mesh.data(), {}, buckets);
           timed_step(update, mesh.data(), [&] { update.step(mesh.data(), learning_rate); });
         } else if (variant == update_variant::sharded_in_all) {
-          optim::sharded_update<optim::adam> update(transformer, mesh.data(), {}, buckets);
+          optim::sharded_update<optim::adam, bf16> update(transformer, mesh.data(), {}, buckets);
           timed_step(update, mesh.data(), [&] { update.step(mesh.data(), learning_rate); });
         } else {
           // A row of the torus shards (ranks row-major, torus_2d), its column all-reduces the blocks.
           const int group_size = std::min(sharding_group, replicas);
           auto group = mesh.data().split(mesh.replica() / group_size, mesh.replica());
           auto across = mesh.data().split(mesh.replica() % group_size, mesh.replica());
-          optim::sharded_update<optim::adam> update(transformer, group, {}, buckets);
+          optim::sharded_update<optim::adam, bf16> update(transformer, group, {}, buckets);
           timed_step(update, group, [&] { update.step(group, across, learning_rate); });
         }
         if (world.rank() == 0) {
@@ -397,7 +399,8 @@ void weight_update_rows(const std::vector<std::string>& only, std::size_t bucket
   };
   std::string model_note =
       "14 decoder blocks of width 1024, 16 heads, MLP 4096, vocabulary 33708, a sequence of 256 "
-      "a core, a device a core (2 a chip), Adam, float";
+      "a core, a device a core (2 a chip), Adam; bf16 weights and activations, float32 gradients, master "
+      "weights and Adam state";
   if (buckets_during_backward != 0)
     model_note += "; gradients reduced during the backward pass, in buckets of " +
                   std::to_string(buckets_during_backward * sizeof(float) >> 20) + " MiB";

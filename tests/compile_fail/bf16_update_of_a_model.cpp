@@ -1,5 +1,6 @@
-// Misuse: an update with bf16 stored weights built from a model, whose layers compute in float. The
-// compiler must say which update a model takes (EXPECT in tests/CMakeLists.txt).
+// Misuse: an update with bf16 stored weights built from a model of float parameters, whose flat
+// buffers it cannot keep. The compiler must say which update a model takes (EXPECT in
+// tests/CMakeLists.txt): a bf16 model's (model::gpt<bf16, ...>) takes this one.
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/mesh/process_mesh.hpp"

@@ -41,7 +41,7 @@ template <class T>
 struct gpt_results {
   double loss = 0;
   std::vector<std::string> names;
-  std::vector<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> gradients;
+  std::vector<Eigen::Matrix<nn::gradient_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> gradients;
 };
 
 // Samples [first, first + count) of the batch through the model; gradients summed over `data`'s replicas
@@ -66,13 +66,13 @@ gpt_results<T> run_model(Mesh& mesh, Communicator& data, std::int64_t first, std
   gpt.for_each_parameter([&](const std::string& name, auto& p) {
     data.all_reduce(p.gradient.data());
     r.names.push_back(name);
-    r.gradients.push_back(all_gather(p.gradient) / static_cast<T>(data.size()));
+    r.gradients.push_back(all_gather(p.gradient) / static_cast<nn::gradient_t<T>>(data.size()));
   });
   return r;
 }
 
-template <class T>
-void expect_equal(const gpt_results<T>& got, const gpt_results<T>& expected, double tolerance) {
+template <class T, class U>
+void expect_equal(const gpt_results<T>& got, const gpt_results<U>& expected, double tolerance) {
   EXPECT_NEAR(got.loss, expected.loss, tolerance * std::abs(expected.loss)) << "loss";
   ASSERT_EQ(got.names, expected.names);
   for (std::size_t p = 0; p < got.gradients.size(); ++p) {
@@ -81,7 +81,8 @@ void expect_equal(const gpt_results<T>& got, const gpt_results<T>& expected, dou
     ASSERT_EQ(got.gradients[p].cols(), e.cols()) << got.names[p];
     // Relative, but not to a gradient that is zero in exact arithmetic (the keys' bias: softmax does
     // not change when every score of a row moves alike), where both sides are rounding only.
-    EXPECT_LE((got.gradients[p] - e).norm(), tolerance * std::max<double>(e.norm(), 1e-3))
+    EXPECT_LE((got.gradients[p].template cast<double>() - e.template cast<double>()).norm(),
+              tolerance * std::max<double>(e.norm(), 1e-3))
         << "gradient of " << got.names[p];
   }
 }
@@ -129,6 +130,19 @@ extern template void expect_model_equals<float, gpt_family_2d>(family_mesh<gpt_f
 extern template void expect_model_equals<float, gpt_family_3d>(family_mesh<gpt_family_3d>&, backend::communicator_type&,
                                                                std::int64_t, std::int64_t, const gpt_results<float>&,
                                                                double, nn::recomputation);
+extern template void expect_model_equals<bf16, gpt_family_1d>(family_mesh<gpt_family_1d>&, backend::communicator_type&,
+                                                              std::int64_t, std::int64_t, const gpt_results<bf16>&,
+                                                              double, nn::recomputation);
+extern template void expect_model_equals<bf16, gpt_family_sequence>(family_mesh<gpt_family_sequence>&,
+                                                                    backend::communicator_type&, std::int64_t,
+                                                                    std::int64_t, const gpt_results<bf16>&, double,
+                                                                    nn::recomputation);
+extern template void expect_model_equals<bf16, gpt_family_2d>(family_mesh<gpt_family_2d>&, backend::communicator_type&,
+                                                              std::int64_t, std::int64_t, const gpt_results<bf16>&,
+                                                              double, nn::recomputation);
+extern template void expect_model_equals<bf16, gpt_family_3d>(family_mesh<gpt_family_3d>&, backend::communicator_type&,
+                                                              std::int64_t, std::int64_t, const gpt_results<bf16>&,
+                                                              double, nn::recomputation);
 
 // The model on one rank, the whole batch (threads).
 template <class T>

@@ -1,10 +1,13 @@
 // The local GEMM every product runs (ops/gemm.hpp): each of its four forms, into a block of a larger
 // matrix and accumulating or not, equals Eigen's product of the same expressions; operands given as
-// transposes, blocks or maps are read as what they are.
+// transposes, blocks or maps are read as what they are. bf16 operands are multiplied in float and
+// their product rounded once, into bf16 or into float.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <cmath>
 
+#include "shardwise/core/bf16.hpp"
 #include "shardwise/ops/gemm.hpp"
 
 namespace shardwise {
@@ -44,6 +47,34 @@ TEST(local_gemm, every_form_equals_eigens_product) {
           detail::operand(b_block));
     check(a_block, b_block, detail::operand(a_block.transpose()).transposed(), detail::operand(b_block));
   }
+}
+
+// 1024 products of ones: summed in bf16, the sum would stop at 256 (256 + 1 rounds to 256).
+TEST(local_gemm, bf16_products_accumulate_in_float) {
+  constexpr int k = 1024;
+  const detail::row_major<bf16> ones = detail::row_major<bf16>::Constant(1, k, bf16(1.0f));
+  detail::row_major<bf16> product(1, 1);
+  detail::gemm(detail::destination(product), detail::operand(ones), detail::operand(ones).transposed());
+  EXPECT_EQ(static_cast<float>(product(0, 0)), 1024.0f);
+  // Into a float gradient, accumulating: 0.5 + 1024 is kept whole, as bf16 could not keep it.
+  detail::row_major<float> gradient = detail::row_major<float>::Constant(1, 1, 0.5f);
+  detail::gemm(detail::destination(gradient), detail::operand(ones), detail::operand(ones).transposed(), true);
+  EXPECT_EQ(gradient(0, 0), 1024.5f);
+}
+
+TEST(local_gemm, bf16_product_is_the_float_product_rounded) {
+  const detail::row_major<float> a = detail::row_major<float>::Random(5, 64),
+                                 b = detail::row_major<float>::Random(64, 3);
+  const detail::row_major<bf16> a16 = a.cast<bf16>(), b16 = b.cast<bf16>();
+  detail::row_major<bf16> product(5, 3);
+  detail::gemm(detail::destination(product), detail::operand(a16), detail::operand(b16));
+  const detail::row_major<double> exact = a16.cast<double>() * b16.cast<double>();
+  const detail::row_major<double> bound = a16.cast<double>().cwiseAbs() * b16.cast<double>().cwiseAbs();
+  for (Eigen::Index i = 0; i < exact.rows(); ++i)
+    for (Eigen::Index j = 0; j < exact.cols(); ++j)  // one rounding to bf16 (2^-9), and the float sum's
+      EXPECT_LE(std::abs(static_cast<double>(product(i, j)) - exact(i, j)),
+                0x1p-9 * std::abs(exact(i, j)) + 1e-5 * bound(i, j))
+          << i << ", " << j;
 }
 
 }  // namespace

@@ -37,15 +37,17 @@ inline const model::gpt_config config{
     .vocabulary = 13, .context = 4, .hidden = 16, .heads = 8, .layers = 1, .expansion = 2, .seed = 5};
 inline constexpr std::int64_t samples = 8;
 
-// Every parameter and each of its state variables, whole, by name.
+// Every parameter, its float32 weights (a bf16 model's master weights) and each of its state
+// variables, whole, by name.
 using global_state = std::map<std::string, matrix>;
 
-// The model, its sharded AdamW update and the global batch of each step, on data `replicas` x `grid`.
-template <class Family, class Communicator, std::size_t D>
+// The model, its sharded AdamW update and the global batch of each step, on data `replicas` x `grid`,
+// in float or in mixed precision (T = bf16).
+template <class Family, class Communicator, std::size_t D, class T = float>
 struct training {
   data_parallel_mesh<Communicator, D> mesh;
-  model::gpt<float, Family, typename data_parallel_mesh<Communicator, D>::tensor_parallel_mesh_type> gpt;
-  optim::sharded_update<optim::adamw> update;
+  model::gpt<T, Family, typename data_parallel_mesh<Communicator, D>::tensor_parallel_mesh_type> gpt;
+  optim::sharded_update<optim::adamw, T> update;
 
   training(Communicator& world, int replicas, const coordinates<D>& grid)
       : mesh(world, replicas, grid), gpt(mesh.tensor_parallel(), config), update(gpt, mesh.data(), optim::adamw{}) {}
@@ -67,9 +69,13 @@ struct training {
     global_state whole;
     std::size_t t = 0;
     gpt.for_each_parameter([&](const std::string& name, auto& p) {
-      whole[name] = all_gather(p.value);
+      whole[name] = all_gather(p.value).template cast<float>();
+      auto master = p.gradient;  // float, in the values' layout; its own storage
+      const auto gathered_master = update.gather_master_weights(mesh.data(), t);
+      std::copy(gathered_master.begin(), gathered_master.end(), master.data().begin());
+      whole[name + "/master"] = all_gather(master);
       for (std::size_t k = 0; k < optim::adamw::state_names.size(); ++k) {
-        auto values = p.value;  // the same layout; its own storage
+        auto values = p.gradient;  // likewise
         const auto gathered = update.gather_state(mesh.data(), k, t);
         std::copy(gathered.begin(), gathered.end(), values.data().begin());
         whole[name + "/" + std::string(optim::adamw::state_names[k])] = all_gather(values);

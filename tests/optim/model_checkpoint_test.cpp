@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "optim/model_checkpoint_checks.hpp"
+#include "shardwise/core/bf16.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
 #include "shardwise/model/gpt.hpp"
@@ -74,6 +75,37 @@ TYPED_TEST(model_checkpoint, resumes_bitwise_on_the_same_mesh_and_within_roundin
         if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 2, 4, 8});
+}
+
+// A bf16 model's checkpoint keeps its float32 master weights: loaded on the same mesh, the next step is
+// the uninterrupted run's, bit for bit (its bf16 weights alone would restart the master weights from
+// their rounding).
+TYPED_TEST(model_checkpoint, a_bf16_model_resumes_bitwise_from_its_master_weights) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        using C = std::remove_cvref_t<decltype(world)>;
+        using run_type = training<nn::tensor_parallel_1d<padded>, C, 1, bf16>;
+        const fs::path folder = shardwise::testing::shared_folder(world, "model-checkpoint-bf16");
+        const int replicas = world.size() >= 2 ? 2 : 1;
+        global_state after;
+        {
+          run_type run(world, replicas, {world.size() / replicas});
+          run.step(1);
+          run.step(2);
+          optim::save_model_checkpoint(folder, run.update, run.mesh.data(), world);
+          run.step(3);
+          after = run.state();
+        }
+        {
+          run_type run(world, replicas, {world.size() / replicas});
+          (void)optim::load_model_checkpoint(folder, run.update, world);
+          run.step(3);
+          expect_equal(run.state(), after, 0, "resumed on the same mesh");
+        }
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
+      },
+      {1, 2, 4});
 }
 
 TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_does_not_fit) {

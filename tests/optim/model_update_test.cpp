@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "optim/model_update_checks.hpp"
+#include "shardwise/core/bf16.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -136,6 +138,46 @@ TYPED_TEST(model_update, parameters_live_in_the_update_and_are_found_by_name) {
             << "a replicated bias counts on the lowest rank only";
         EXPECT_TRUE(update.parameters()[update.parameter_index("expand.weight")].counted);
         EXPECT_THROW((void)update.parameter_index("expand.wieght"), argument_error);
+      },
+      {1, 2, 4});
+}
+
+// A bf16 model's update keeps float32 master weights: step after step they are bit for bit those of a
+// float update given the same weights and gradients, and the model's bf16 weights are their rounding.
+TYPED_TEST(model_update, a_bf16_models_update_keeps_float32_master_weights) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        auto self = world.split(world.rank(), 0);
+        process_mesh mesh(self, {1});
+        nn::mlp<bf16, nn::tensor_parallel_1d<>, decltype(mesh)> model(mesh, hidden, expanded, 5);
+        optim::sharded_update<optim::adamw> reference(world, optim::detail::local_shapes(model));
+        std::vector<std::vector<bf16>> initial;
+        model.for_each_parameter([&](const std::string&, auto& p) {
+          const auto values = p.value.data();
+          initial.emplace_back(values.begin(), values.end());
+          reference.set_weights(initial.size() - 1, std::vector<float>(values.begin(), values.end()));
+        });
+        optim::sharded_update<optim::adamw, bf16> update(model, world);
+        for (int step = 0; step < 3; ++step) {
+          for (std::size_t t = 0; t < initial.size(); ++t) {
+            const auto mine = update.gradients(t), theirs = reference.gradients(t);
+            for (std::size_t i = 0; i < mine.size(); ++i)
+              mine[i] = theirs[i] = input_value(step, world.rank(), static_cast<std::int64_t>(i));
+          }
+          update.step(world, 1e-2f);
+          reference.step(world, 1e-2f);
+          std::size_t t = 0;
+          model.for_each_parameter([&](const std::string& name, auto& p) {
+            const auto values = p.value.data();
+            const auto expected = reference.weights(t++);
+            for (std::size_t i = 0; i < values.size(); ++i)
+              ASSERT_EQ(values[i], bf16(expected[i])) << name << " element " << i << ", step " << step;
+          });
+        }
+        std::size_t t = 0;
+        model.for_each_parameter([&](const std::string& name, auto& p) {
+          EXPECT_FALSE(std::ranges::equal(p.value.data(), initial[t++])) << name << " did not move";
+        });
       },
       {1, 2, 4});
 }

@@ -91,7 +91,8 @@ class embedding {
     run_kernel(output_gradient.mesh().world(), {elements, 3 * sizeof(T) * elements}, "position embedding backward",
                [&] {
                  auto positions = position_.gradient.local();
-                 for (Eigen::Index t = 0; t < gradient.rows(); ++t) positions.row(t % kept.sequence) += gradient.row(t);
+                 for (Eigen::Index t = 0; t < gradient.rows(); ++t)
+                   positions.row(t % kept.sequence) += gradient.row(t).template cast<gradient_t<T>>();
                });
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient),

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "shardwise/core/counter_random.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/tensor/accumulate.hpp"
@@ -20,10 +21,16 @@
 
 namespace shardwise::nn {
 
+// The element type of a parameter's gradient: float for bf16 weights, whose gradients are added up
+// and reduced in float (as Megatron-LM does for bf16 models, and as XLA's float variables get them),
+// the weights' own type otherwise.
+template <class T>
+using gradient_t = accumulator_t<T>;
+
 template <class T, class Layout, class Mesh>
 struct parameter {
   dtensor<T, Layout, Mesh> value;
-  dtensor<T, Layout, Mesh> gradient;
+  dtensor<gradient_t<T>, Layout, Mesh> gradient;
 
   // Zero gradient, value uniform in [-bound, bound) from `seed`.
   parameter(Mesh& mesh, matrix_extents extents, std::uint64_t seed, T bound)
@@ -39,12 +46,12 @@ struct parameter {
   void add_gradient(const dtensor<T, Layout, Mesh>& addend) { accumulate(gradient, addend); }
   void zero_gradient() {
     const auto elements = static_cast<double>(gradient.data().size());
-    run_kernel(gradient.mesh().world(), {0, sizeof(T) * elements}, "zero gradient",
-               [&] { std::ranges::fill(gradient.data(), T{}); });
+    run_kernel(gradient.mesh().world(), {0, sizeof(gradient_t<T>) * elements}, "zero gradient",
+               [&] { std::ranges::fill(gradient.data(), gradient_t<T>{}); });
   }
 
   // value -= rate * gradient on this rank's blocks; padding, zero in both, stays zero.
-  void descend(T rate) {
+  void descend(gradient_t<T> rate) {
     auto v = value.data();
     const auto g = gradient.data();
     for (std::size_t i = 0; i < v.size(); ++i) v[i] -= rate * g[i];

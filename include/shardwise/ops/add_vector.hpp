@@ -11,6 +11,7 @@
 #include <concepts>
 #include <utility>
 
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/vector_layout.hpp"
@@ -20,7 +21,7 @@
 
 namespace shardwise {
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> add_vector(const dtensor<T, Layout, Mesh>& matrix,
                                                   const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "add_vector");
@@ -34,7 +35,7 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 }
 
 // dC passes through to A unchanged (moved in, moved out: no copy for an rvalue).
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] matrix_vector_gradients<T, Layout, Mesh> add_vector_backward(dtensor<T, Layout, Mesh> output_gradient) {
   auto vector_gradient = column_sums(output_gradient);
   return {std::move(output_gradient), std::move(vector_gradient)};

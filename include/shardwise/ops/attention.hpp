@@ -128,17 +128,18 @@ template <class T>
 // same bits both times.
 template <class T, class Q, class K>
 void tile_probabilities(strided_map<T> p, const Q& q_tile, const K& k_tile, const attention_shape& shape) {
-  const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
+  using A = accumulator_t<T>;  // the softmax's arithmetic: float for bf16 elements
+  const A scale = A(1) / std::sqrt(static_cast<A>(shape.head_dim));
   const std::int64_t n = shape.sequence;
   gemm(destination(p), operand(q_tile), operand(k_tile).transposed());
-  p *= scale;
+  p = (p.template cast<A>() * scale).template cast<T>();
   for (std::int64_t i = 0; i < n; ++i) {
     // Masked positions get exactly 0, not exp(-inf): vectorised exp clamps its argument and returns a
     // denormal there, which would slow every product that reads P several times over.
     const std::int64_t seen = shape.causal ? i + 1 : n;
     auto row = p.row(i).head(seen);
-    row = (row.array() - row.maxCoeff()).exp();
-    row /= row.sum();
+    row = (row.template cast<A>().array() - A(row.maxCoeff())).exp().template cast<T>();
+    row = (row.template cast<A>() / row.template cast<A>().sum()).template cast<T>();
     p.row(i).tail(n - seen).setZero();
   }
 }
@@ -220,7 +221,8 @@ template <class T, class Layout, class Mesh>
     const dtensor<T, Layout, Mesh>& d_out, const attention_shape& shape, const attention_saved<T>& saved) try {
   detail::check_attention_blocks(q, shape, "attention_backward");
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const T scale = T(1) / std::sqrt(static_cast<T>(shape.head_dim));
+  using A = accumulator_t<T>;
+  const A scale = A(1) / std::sqrt(static_cast<A>(shape.head_dim));
   const std::int64_t n = shape.sequence;
   const std::int64_t d = shape.head_dim;
   const auto tile_elements = static_cast<std::size_t>(n * n);
@@ -245,8 +247,12 @@ template <class T, class Layout, class Mesh>
           detail::gemm(detail::destination(grad.v.local(b).block(r, c, n, d)), detail::operand(p).transposed(), d_o);
           matrix d_p(n, n);
           detail::gemm(detail::destination(d_p), d_o, detail::operand(v.local(b).block(r, c, n, d)).transposed());
-          const Eigen::Matrix<T, Eigen::Dynamic, 1> row_dot = (d_p.array() * p.array()).rowwise().sum();
-          const matrix d_s = (p.array() * (d_p.array().colwise() - row_dot.array())).matrix() * scale;
+          const Eigen::Matrix<A, Eigen::Dynamic, 1> row_dot =
+              (d_p.array() * p.array()).template cast<A>().rowwise().sum();
+          const matrix d_s =
+              ((p.template cast<A>().array() * (d_p.template cast<A>().array().colwise() - row_dot.array())).matrix() *
+               scale)
+                  .template cast<T>();
           detail::gemm(detail::destination(grad.q.local(b).block(r, c, n, d)), detail::operand(d_s),
                        detail::operand(k.local(b).block(r, c, n, d)));
           detail::gemm(detail::destination(grad.k.local(b).block(r, c, n, d)), detail::operand(d_s).transposed(),

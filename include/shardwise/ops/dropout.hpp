@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "shardwise/core/counter_random.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/vector_layout.hpp"
@@ -32,7 +33,7 @@ inline constexpr double dropout_operations = 16;
   return uniform_at(seed, row, column) >= rate;
 }
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> dropout(const dtensor<T, Layout, Mesh>& input, double rate,
                                                std::uint64_t seed) try {
   if (!(rate >= 0 && rate < 1))
@@ -54,7 +55,7 @@ template <std::floating_point T, split_layout Layout, class Mesh>
 }
 
 // The backward pass is the same linear map: the same mask, the same scale.
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> dropout_backward(const dtensor<T, Layout, Mesh>& output_gradient, double rate,
                                                         std::uint64_t seed) {
   return dropout(output_gradient, rate, seed);

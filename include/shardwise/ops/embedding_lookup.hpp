@@ -70,8 +70,8 @@ void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::
 
 // The backward of the lookup: table_gradient row tokens[t] += gradient.row(t), for the rows this rank
 // owns (a token seen twice adds twice).
-template <class T, class Layout, class Mesh>
-void add_to_owned_rows(dtensor<T, Layout, Mesh>& table_gradient, std::span<const std::int32_t> tokens,
+template <class G, class T, class Layout, class Mesh>
+void add_to_owned_rows(dtensor<G, Layout, Mesh>& table_gradient, std::span<const std::int32_t> tokens,
                        const whole_matrix<T>& gradient) {
   const char* const operation = "embedding lookup backward";
   run_kernel(
@@ -79,7 +79,7 @@ void add_to_owned_rows(dtensor<T, Layout, Mesh>& table_gradient, std::span<const
       operation,
       [&] {
         detail::for_each_owned_token(table_gradient, tokens, operation, [&](std::size_t t, int b, std::int64_t row) {
-          table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t));
+          table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t)).template cast<G>();
         });
       });
 }

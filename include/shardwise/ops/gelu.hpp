@@ -12,6 +12,7 @@
 #include <numbers>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/binary_transform.hpp"
@@ -25,7 +26,7 @@ namespace detail {
 
 // Written on Eigen arrays, whole blocks at a time (transform_arrays), so that Eigen evaluates erf and exp
 // a vector at a time: in float within 1e-6 of the exact formulas, in double as std::erf and std::exp.
-template <std::floating_point T>
+template <value_element T>
 struct gelu_exact {
   static constexpr T inverse_sqrt2 = T(std::numbers::sqrt2 / 2);
   static constexpr T inverse_sqrt_2pi = T(std::numbers::inv_sqrtpi * std::numbers::sqrt2 / 2);  // 1/√(2π)
@@ -44,7 +45,7 @@ struct gelu_exact {
 // 1 + t and 1 - t² are differences of nearly equal numbers, which turn Eigen's float tanh (3e-7 off)
 // into errors of 4e-6 in the derivative, where e keeps its relative accuracy. 2u is held within ±80,
 // where e stays finite and σ a normal number.
-template <std::floating_point T>
+template <value_element T>
 struct gelu_tanh {
   static constexpr T cubic = T(0.044715);
   static constexpr T slope = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // √(2/π)
@@ -74,31 +75,43 @@ inline constexpr elementwise_cost gelu_backward_cost{24, "GeLU backward"};
 
 enum class gelu_approximation { tanh, none };
 
-template <std::floating_point T, class Layout, class Mesh>
+template <value_element T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
 [[nodiscard]] dtensor<T, Layout, Mesh> gelu(const dtensor<T, Layout, Mesh>& input,
                                             gelu_approximation approximation = gelu_approximation::tanh) try {
+  using A = accumulator_t<T>;  // computed in float for bf16 elements
   return approximation == gelu_approximation::tanh
              ? transform_arrays(
-                   input, [](const auto& x) { return detail::gelu_tanh<T>::value(x); }, detail::gelu_cost)
+                   input,
+                   [](const auto& x) { return detail::gelu_tanh<A>::value(x.template cast<A>()).template cast<T>(); },
+                   detail::gelu_cost)
              : transform_arrays(
-                   input, [](const auto& x) { return detail::gelu_exact<T>::value(x); }, detail::gelu_cost);
+                   input,
+                   [](const auto& x) { return detail::gelu_exact<A>::value(x.template cast<A>()).template cast<T>(); },
+                   detail::gelu_cost);
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("gelu", describe(input)));
 }
 
 // dx from dy and the forward's input x.
-template <std::floating_point T, class Layout, class Mesh>
+template <value_element T, class Layout, class Mesh>
 requires(!is_partial_sum_v<Layout>)
 [[nodiscard]] dtensor<T, Layout, Mesh> gelu_backward(const dtensor<T, Layout, Mesh>& output_gradient,
                                                      const dtensor<T, Layout, Mesh>& input,
                                                      gelu_approximation approximation = gelu_approximation::tanh) try {
+  using A = accumulator_t<T>;
   if (approximation == gelu_approximation::tanh)
     return transform_arrays(
-        output_gradient, input, [](const auto& dy, const auto& x) { return dy * detail::gelu_tanh<T>::derivative(x); },
+        output_gradient, input,
+        [](const auto& dy, const auto& x) {
+          return (dy.template cast<A>() * detail::gelu_tanh<A>::derivative(x.template cast<A>())).template cast<T>();
+        },
         detail::gelu_backward_cost);
   return transform_arrays(
-      output_gradient, input, [](const auto& dy, const auto& x) { return dy * detail::gelu_exact<T>::derivative(x); },
+      output_gradient, input,
+      [](const auto& dy, const auto& x) {
+        return (dy.template cast<A>() * detail::gelu_exact<A>::derivative(x.template cast<A>())).template cast<T>();
+      },
       detail::gelu_backward_cost);
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("gelu_backward", describe(output_gradient), describe(input)));

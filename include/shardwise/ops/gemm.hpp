@@ -9,6 +9,8 @@
 #include <Eigen/Core>
 #include <type_traits>
 
+#include "shardwise/core/bf16_eigen.hpp"
+
 namespace shardwise::detail {
 
 template <class T>
@@ -80,12 +82,24 @@ template <class Expression>
 }
 
 // out = op(left)·op(right), or out += it when `accumulate`. `out` must not overlap the operands.
-// Only += is instantiated: Eigen's = zeroes the destination and accumulates into it too.
-template <class T, bool TransposeLeft, bool TransposeRight>
-void gemm(strided_map<T> out, const gemm_operand<T, TransposeLeft>& left, const gemm_operand<T, TransposeRight>& right,
+// Only += is instantiated: Eigen's = zeroes the destination and accumulates into it too. bf16 operands
+// are multiplied in float, their product rounded once into `out`, which may be float (a bf16 weight's
+// float gradient).
+template <class Out, class T, bool TransposeLeft, bool TransposeRight>
+void gemm(Eigen::Map<row_major<Out>, Eigen::Unaligned, Eigen::OuterStride<>> out,  // strided_map<Out>
+          const gemm_operand<T, TransposeLeft>& left, const gemm_operand<T, TransposeRight>& right,
           bool accumulate = false) {
-  if (!accumulate) out.setZero();
-  out.noalias() += left.read() * right.read();
+  if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, bf16>) {
+    if (!accumulate) out.setZero();
+    out.noalias() += left.read() * right.read();
+  } else {
+    static_assert(std::is_same_v<T, bf16> && (std::is_same_v<Out, bf16> || std::is_same_v<Out, float>),
+                  "shardwise: a product of bf16 operands goes into bf16 or float; others into their own type");
+    const row_major<float> product = left.read().template cast<float>() * right.read().template cast<float>();
+    if (accumulate) out = (out.template cast<float>() + product).template cast<Out>();
+    else
+      out = product.template cast<Out>();
+  }
 }
 
 }  // namespace shardwise::detail

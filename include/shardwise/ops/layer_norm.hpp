@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
@@ -36,8 +37,8 @@ namespace shardwise {
 // What the backward pass needs from the forward one.
 template <class T, class Layout, class Mesh>
 struct layer_norm_saved {
-  dtensor<T, Layout, Mesh> normalized;                    // x̂
-  Eigen::Matrix<T, Eigen::Dynamic, 1> inverse_deviation;  // 1 / √(var + ε), one per local row
+  dtensor<T, Layout, Mesh> normalized;                                   // x̂
+  Eigen::Matrix<accumulator_t<T>, Eigen::Dynamic, 1> inverse_deviation;  // 1 / √(var + ε), one per local row
 };
 
 template <class T, class Layout, class Mesh>
@@ -53,7 +54,7 @@ struct layer_norm_gradients {
   dtensor<T, vector_layout_t<Layout>, Mesh> beta;
 };
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] layer_norm_result<T, Layout, Mesh> layer_norm(const dtensor<T, Layout, Mesh>& input,
                                                             const dtensor<T, vector_layout_t<Layout>, Mesh>& gamma,
                                                             const dtensor<T, vector_layout_t<Layout>, Mesh>& beta,
@@ -62,23 +63,27 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   if (!(epsilon > 0))
     throw argument_error(mesh.world().world_rank(), "layer_norm",
                          "epsilon " + std::to_string(epsilon) + " must be positive");
-  const T columns = T(input.cols());
+  using A = accumulator_t<T>;  // the statistics and the arithmetic: float for bf16 elements
+  const A columns = A(input.cols());
   const auto x = input.local();
-  const Eigen::Matrix<T, Eigen::Dynamic, 1> means = row_sums<Layout>(mesh, x) / columns;
+  const Eigen::Matrix<A, Eigen::Dynamic, 1> means = row_sums<Layout>(mesh, x) / columns;
   dtensor<T, Layout, Mesh> normalized(mesh, input.extents());
   auto centred = normalized.local();
   const work pass{static_cast<double>(x.size()), 2 * sizeof(T) * static_cast<double>(x.size())};
-  run_kernel(mesh.world(), pass, "layer norm centre", [&] { centred = x.colwise() - means; });
-  const Eigen::Matrix<T, Eigen::Dynamic, 1> variances = row_sums<Layout>(mesh, centred.array().square()) / columns;
-  Eigen::Matrix<T, Eigen::Dynamic, 1> inverse_deviation = (variances.array() + epsilon).rsqrt().matrix();
-  run_kernel(mesh.world(), pass, "layer norm scale", [&] { centred.array().colwise() *= inverse_deviation.array(); });
+  run_kernel(mesh.world(), pass, "layer norm centre",
+             [&] { centred = (x.template cast<A>().colwise() - means).template cast<T>(); });
+  const Eigen::Matrix<A, Eigen::Dynamic, 1> variances = row_sums<Layout>(mesh, centred.array().square()) / columns;
+  Eigen::Matrix<A, Eigen::Dynamic, 1> inverse_deviation = (variances.array() + A(epsilon)).rsqrt().matrix();
+  run_kernel(mesh.world(), pass, "layer norm scale", [&] {
+    centred = (centred.template cast<A>().array().colwise() * inverse_deviation.array()).matrix().template cast<T>();
+  });
   auto output = add_vector(multiply_vector(normalized, gamma), beta);
   return {std::move(output), {std::move(normalized), std::move(inverse_deviation)}};
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("layer_norm", describe(input), describe(gamma), describe(beta)));
 }
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] layer_norm_gradients<T, Layout, Mesh> layer_norm_backward(
     const dtensor<T, Layout, Mesh>& output_gradient, const layer_norm_saved<T, Layout, Mesh>& saved,
     const dtensor<T, vector_layout_t<Layout>, Mesh>& gamma) try {
@@ -87,20 +92,23 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   const auto g = normalized_gradient.local();
   const auto x_hat = saved.normalized.local();
   // Both row means in one all-reduce: column 0 sums g, column 1 sums g ∘ x̂.
-  row_values<T> means(g.rows(), 2);
+  using A = accumulator_t<T>;
+  row_values<A> means(g.rows(), 2);
   const auto elements = static_cast<double>(g.size());
   run_kernel(mesh.world(), {3 * elements, 2 * sizeof(T) * elements}, "layer norm backward row means", [&] {
-    means.col(0) = g.rowwise().sum();
-    means.col(1) = g.cwiseProduct(x_hat).rowwise().sum();
+    means.col(0) = g.template cast<A>().rowwise().sum();
+    means.col(1) = g.cwiseProduct(x_hat).template cast<A>().rowwise().sum();
   });
   combine_across_row<Layout>(mesh, means, op::sum);
-  means /= T(output_gradient.cols());
+  means /= A(output_gradient.cols());
   dtensor<T, Layout, Mesh> input_gradient(mesh, output_gradient.extents());
   run_kernel(mesh.world(), {4 * elements, 3 * sizeof(T) * elements}, "layer norm backward", [&] {
-    input_gradient.local() =
-        (((g.array().colwise() - means.col(0).array()) - x_hat.array().colwise() * means.col(1).array()).colwise() *
-         saved.inverse_deviation.array())
-            .matrix();
+    input_gradient.local() = (((g.template cast<A>().array().colwise() - means.col(0).array()) -
+                               x_hat.template cast<A>().array().colwise() * means.col(1).array())
+                                  .colwise() *
+                              saved.inverse_deviation.array())
+                                 .matrix()
+                                 .template cast<T>();
   });
   return {std::move(input_gradient), std::move(gamma_gradient), column_sums(output_gradient)};
 } catch (...) {

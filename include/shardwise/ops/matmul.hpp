@@ -87,8 +87,7 @@ struct product_pair {
   static constexpr bool transpose_right = product_operand<Right>::transposed;
   static_assert(std::is_same_v<value_type, typename right_tensor::value_type>,
                 "shardwise: both operands of a product must have the same element type");
-  static_assert(std::is_same_v<value_type, float> || std::is_same_v<value_type, double>,
-                "shardwise: products are computed on float or double matrices");
+  static_assert(value_element<value_type>, "shardwise: products are computed on float, double or bf16 matrices");
   static_assert(std::is_same_v<mesh_type, typename right_tensor::mesh_type>,
                 "shardwise: both operands of a product must live on the same process_mesh");
   static_assert(!(transpose_left && transpose_right),

@@ -9,6 +9,7 @@
 #include <concepts>
 #include <functional>
 
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
@@ -18,7 +19,7 @@
 
 namespace shardwise {
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> multiply_vector(const dtensor<T, Layout, Mesh>& matrix,
                                                        const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "multiply_vector");
@@ -31,12 +32,12 @@ template <std::floating_point T, split_layout Layout, class Mesh>
   rethrow_within_call(world_rank_of(matrix), call_text("multiply_vector", describe(matrix), describe(vector)));
 }
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] matrix_vector_gradients<T, Layout, Mesh> multiply_vector_backward(
     const dtensor<T, Layout, Mesh>& output_gradient, const dtensor<T, Layout, Mesh>& matrix,
     const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) {
   return {multiply_vector(output_gradient, vector),
-          column_sums(transform(output_gradient, matrix, std::multiplies<>{}))};
+          column_sums(transform(output_gradient, matrix, std::multiplies<T>{}))};
 }
 
 }  // namespace shardwise

@@ -17,6 +17,7 @@
 #include <span>
 
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 
@@ -43,13 +44,15 @@ template <class Derived>
 }
 }  // namespace detail
 
+// The sums are of the elements' accumulator type (float for bf16 elements).
 template <split_layout Layout, class Mesh, class Derived>
-[[nodiscard]] Eigen::Matrix<typename Derived::Scalar, Eigen::Dynamic, 1> row_sums(
+[[nodiscard]] Eigen::Matrix<accumulator_t<typename Derived::Scalar>, Eigen::Dynamic, 1> row_sums(
     Mesh& mesh, const Eigen::DenseBase<Derived>& local, int tensors_read = 1) {
+  using Sum = accumulator_t<typename Derived::Scalar>;
   // Sized before the kernel, which may not run (shapes-only simulation): the size is what moves on.
-  row_values<typename Derived::Scalar> sums(local.rows(), 1);
+  row_values<Sum> sums(local.rows(), 1);
   run_kernel(mesh.world(), detail::row_reduction_work(local, tensors_read), "row sums",
-             [&] { sums = local.rowwise().sum(); });
+             [&] { sums = local.template cast<Sum>().rowwise().sum(); });
   combine_across_row<Layout>(mesh, sums, op::sum);
   return sums;
 }

@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <concepts>
 
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
@@ -19,37 +20,43 @@
 
 namespace shardwise {
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows(const dtensor<T, Layout, Mesh>& input) try {
   Mesh& mesh = input.mesh();
   const auto x = input.local();
+  using A = accumulator_t<T>;  // what the arithmetic is done in: float for bf16
   const auto maxima = row_maxima<Layout>(mesh, x);
   dtensor<T, Layout, Mesh> output(mesh, input.extents());
   auto y = output.local();
   const auto elements = static_cast<double>(x.size());
-  run_kernel(mesh.world(), {9 * elements, 2 * sizeof(T) * elements}, "softmax exp",
-             [&] { y = (x.colwise() - maxima).array().exp().matrix(); });
+  run_kernel(mesh.world(), {9 * elements, 2 * sizeof(T) * elements}, "softmax exp", [&] {
+    y = (x.template cast<A>().colwise() - maxima.template cast<A>()).array().exp().matrix().template cast<T>();
+  });
   const auto sums = row_sums<Layout>(mesh, y);
   run_kernel(mesh.world(), {elements, 2 * sizeof(T) * elements}, "softmax normalise",
-             [&] { y.array().colwise() /= sums.array(); });
+             [&] { y = (y.template cast<A>().array().colwise() / sums.array()).matrix().template cast<T>(); });
   return output;
 } catch (...) {
   rethrow_within_call(world_rank_of(input), call_text("softmax_rows", describe(input)));
 }
 
 // dx from dy and the forward's output y.
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> softmax_rows_backward(const dtensor<T, Layout, Mesh>& output_gradient,
                                                              const dtensor<T, Layout, Mesh>& output) try {
   Mesh& mesh = output.mesh();
   detail::check_same_shape(output_gradient, output, "softmax_rows_backward");
   const auto dy = output_gradient.local();
   const auto y = output.local();
+  using A = accumulator_t<T>;
   const auto dots = row_sums<Layout>(mesh, dy.cwiseProduct(y), 2);
   dtensor<T, Layout, Mesh> input_gradient(mesh, output.extents());
   const auto elements = static_cast<double>(y.size());
-  run_kernel(mesh.world(), {2 * elements, 3 * sizeof(T) * elements}, "softmax backward",
-             [&] { input_gradient.local() = (y.array() * (dy.array().colwise() - dots.array())).matrix(); });
+  run_kernel(mesh.world(), {2 * elements, 3 * sizeof(T) * elements}, "softmax backward", [&] {
+    input_gradient.local() = (y.template cast<A>().array() * (dy.template cast<A>().array().colwise() - dots.array()))
+                                 .matrix()
+                                 .template cast<T>();
+  });
   return input_gradient;
 } catch (...) {
   rethrow_within_call(world_rank_of(output),

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
@@ -96,7 +97,7 @@ struct diagonal_axes {
 // Returns a const reference to `vector` itself where its layout is already the broadcast one (1-D,
 // 2-D), a new tensor otherwise: callers bind the result to `const auto&`, and keep `vector` alive.
 // (A temporary `vector` takes the overload below.)
-template <split_layout MatrixLayout, std::floating_point T, class Mesh>
+template <split_layout MatrixLayout, value_element T, class Mesh>
 [[nodiscard]] decltype(auto) broadcast_vector(const dtensor<T, vector_layout_t<MatrixLayout>, Mesh>& vector) {
   using broadcast = broadcast_vector_layout_t<MatrixLayout>;
   if constexpr (std::is_same_v<broadcast, vector_layout_t<MatrixLayout>>) {
@@ -119,7 +120,7 @@ template <split_layout MatrixLayout, std::floating_point T, class Mesh>
 }
 
 // A temporary is returned as a tensor, never as a reference to it, so `const auto&` cannot outlive it.
-template <split_layout MatrixLayout, std::floating_point T, class Mesh>
+template <split_layout MatrixLayout, value_element T, class Mesh>
 [[nodiscard]] dtensor<T, broadcast_vector_layout_t<MatrixLayout>, Mesh> broadcast_vector(
     dtensor<T, vector_layout_t<MatrixLayout>, Mesh>&& vector) {
   if constexpr (std::is_same_v<broadcast_vector_layout_t<MatrixLayout>, vector_layout_t<MatrixLayout>>)
@@ -128,15 +129,16 @@ template <split_layout MatrixLayout, std::floating_point T, class Mesh>
     return broadcast_vector<MatrixLayout>(std::as_const(vector));
 }
 
-template <std::floating_point T, split_layout Layout, class Mesh>
+template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, vector_layout_t<Layout>, Mesh> column_sums(const dtensor<T, Layout, Mesh>& matrix) {
   using storage = vector_layout_t<Layout>;
   Mesh& mesh = matrix.mesh();
   dtensor<T, column_sums_layout_t<Layout>, Mesh> sums(mesh, {1, matrix.cols()});
   const auto elements = static_cast<double>(matrix.local().size());
   const work summing{elements, sizeof(T) * (elements + static_cast<double>(sums.local().size()))};
-  run_kernel(mesh.world(), summing, "column sums",
-             [&] { sums.local() = matrix.local().colwise().sum(); });  // zero where this rank owns no rows
+  run_kernel(mesh.world(), summing, "column sums", [&] {
+    sums.local() = matrix.local().template cast<accumulator_t<T>>().colwise().sum().template cast<T>();
+  });  // zero where this rank owns no rows
   if constexpr (!is_partial_sum_v<column_sums_layout_t<Layout>>) {
     return sums;  // the rows are not cut: every rank summed whole columns
   } else if constexpr (std::is_same_v<storage, broadcast_vector_layout_t<Layout>>) {

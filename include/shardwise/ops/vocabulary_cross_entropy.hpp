@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
@@ -87,32 +88,34 @@ template <class T, split_layout Layout, class Mesh>
                             detail::operand(table.local(0)).transposed());
              });
 
-  std::vector<T> maximum(tokens, -std::numeric_limits<T>::infinity());
+  using A = accumulator_t<T>;  // the maxima, sums and arithmetic: float for bf16 logits
+  std::vector<A> maximum(tokens, -std::numeric_limits<A>::infinity());
   run_kernel(world, {logit_count, sizeof(T) * logit_count}, "logit maxima", [&] {
     if (rows.rows > 0)
       for (std::size_t t = 0; t < tokens; ++t) maximum[t] = logits.row(static_cast<Eigen::Index>(t)).maxCoeff();
   });
-  world.all_reduce(std::span<T>(maximum), op::max);
+  world.all_reduce(std::span<A>(maximum), op::max);
 
   // Target logits (read before the exponentials overwrite them), then sums of exponentials: one reduction.
-  std::vector<T> sums(2 * tokens, T(0));
+  std::vector<A> sums(2 * tokens, A(0));
   run_kernel(world, {10 * logit_count, 2 * sizeof(T) * logit_count}, "logit exponentials", [&] {
     detail::for_each_owned_token(table, targets, "vocabulary cross-entropy", [&](std::size_t t, int, std::int64_t row) {
       sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row);
     });
     for (std::size_t t = 0; t < tokens; ++t) {
       const auto row = static_cast<Eigen::Index>(t);
-      logits.row(row) = (logits.row(row).array() - maximum[t]).exp().matrix();
-      sums[t] = logits.row(row).sum();
+      logits.row(row) = (logits.row(row).template cast<A>().array() - maximum[t]).exp().matrix().template cast<T>();
+      sums[t] = logits.row(row).template cast<A>().sum();
     }
   });
-  world.all_reduce(std::span<T>(sums), op::sum);
+  world.all_reduce(std::span<A>(sums), op::sum);
 
   double loss = 0;
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "probabilities", [&] {
     for (std::size_t t = 0; t < tokens; ++t) {
       loss += std::log(static_cast<double>(sums[t])) + maximum[t] - sums[tokens + t];
-      logits.row(static_cast<Eigen::Index>(t)) /= sums[t];
+      const auto row = static_cast<Eigen::Index>(t);
+      logits.row(row) = (logits.row(row).template cast<A>() / sums[t]).template cast<T>();
     }
   });
   saved.emplace(cross_entropy_saved<T, Mesh>{std::move(hidden), std::move(probabilities), rows.rows,
@@ -126,10 +129,10 @@ namespace detail {
 // Adds the table's gradient (times `scale`) into `table_gradient` and returns this rank's addend of the
 // hidden states' gradient, whole, pending a sum over the mesh; the logits' gradient is given back on
 // return.
-template <class T, split_layout Layout, class Mesh>
+template <class T, class G, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, partial_sum_over_all<replicated<>, Mesh::dimensions>, Mesh> hidden_gradient_addend(
     const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
-    dtensor<T, Layout, Mesh>& table_gradient, T scale) {
+    dtensor<G, Layout, Mesh>& table_gradient, T scale) {
   auto& world = table.mesh().world();
   const auto probabilities = saved.probability_matrix();
   const auto tokens = static_cast<double>(probabilities.rows());
@@ -163,10 +166,10 @@ template <class T, split_layout Layout, class Mesh>
 // when HiddenLayout is replicated (the 1-D family's activations), otherwise straight into HiddenLayout's
 // blocks, by one reduce-scatter over the mesh when they tile the matrix (redistribute of a temporary
 // partial sum, tensor/distribute.hpp), so no rank holds the whole sum. Collective over the table's mesh.
-template <class HiddenLayout, class T, split_layout Layout, class Mesh>
+template <class HiddenLayout, class T, class G, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, HiddenLayout, Mesh> vocabulary_cross_entropy_backward(
     const cross_entropy_saved<T, Mesh>& saved, const dtensor<T, Layout, Mesh>& table,
-    dtensor<T, Layout, Mesh>& table_gradient, T scale) try {
+    dtensor<G, Layout, Mesh>& table_gradient, T scale) try {
   return redistribute<HiddenLayout>(detail::hidden_gradient_addend(saved, table, table_gradient, scale));
 } catch (...) {
   rethrow_within_call(world_rank_of(table), call_text("vocabulary_cross_entropy_backward", describe(table)));

@@ -1,8 +1,8 @@
 #pragma once
-// Checkpoints of a model's training state that any mesh can load: every parameter and each of its
-// optimizer state variables saved as a global named tensor ("blocks.0.mlp.expand.weight",
-// "blocks.0.mlp.expand.weight/exp_avg"), in blocks that carry their global offsets, as PyTorch's
-// distributed checkpoint does.
+// Checkpoints of a model's training state that any mesh can load: every parameter (its float32
+// weights: a bf16 model's master weights) and each of its optimizer state variables saved as a global
+// named tensor ("blocks.0.mlp.expand.weight", "blocks.0.mlp.expand.weight/exp_avg"), in blocks that
+// carry their global offsets, as PyTorch's distributed checkpoint does.
 //
 //   save_model_checkpoint(dir, update, mesh.data(), mesh.tensor_parallel().world(), world, {{"seed", "1"}});
 //   auto metadata = load_model_checkpoint(dir, update, world);     // on this run's mesh, any other's save
@@ -149,15 +149,19 @@ void save_model_checkpoint(const std::filesystem::path& directory,
     description += std::string(detail::manifest_word(key, "a metadata key", call)) + " " + value + "\n";
   }
 
-  // Every rank of every replica takes part in gathering the state; replica 0's counted copies write.
+  // Every rank of every replica takes part in gathering the float32 weights (a bf16 model's master
+  // weights) and the state; replica 0's counted copies write.
+  std::vector<std::vector<float>> weights(records.size());
   std::vector<std::vector<std::vector<float>>> states(records.size());
-  for (std::size_t t = 0; t < records.size(); ++t)
+  for (std::size_t t = 0; t < records.size(); ++t) {
+    weights[t] = update.gather_master_weights(data, t);
     for (std::size_t k = 0; k < state_names.size(); ++k) states[t].push_back(update.gather_state(data, k, t));
+  }
   std::vector<std::byte> bytes;
   if (data.rank() == 0)
     for (std::size_t t = 0; t < records.size(); ++t) {
       if (!records[t].counted) continue;
-      detail::append_blocks(bytes, records[t].name, records[t], update.weights(t));
+      detail::append_blocks(bytes, records[t].name, records[t], weights[t]);
       for (std::size_t k = 0; k < state_names.size(); ++k)
         detail::append_blocks(bytes, detail::state_tensor_name(records[t].name, state_names[k]), records[t],
                               states[t][k]);

@@ -203,9 +203,6 @@ class data_parallel_update {
   template <parameterised Model, communicator C>
   data_parallel_update(Model& model, const C& comm, Optimizer hyper_parameters = {}, update_options options = {})
       : data_parallel_update(unallocated{}, comm, detail::local_shapes(model), hyper_parameters, options) {
-    static_assert(!has_master,
-                  "shardwise: an update built from a model keeps float weights, as its layers compute in float: "
-                  "bf16 stored weights (Weight = bf16) are for an update built from shapes");
     // Each flat buffer is allocated after the storage it replaces is given back: the gradients first
     // (zero, so nothing is copied), the weights once bound. The rank then never holds more than the
     // update keeps, as it would if the model had been built into the flat buffers.
@@ -222,8 +219,10 @@ class data_parallel_update {
       allocate_weights();
       model.for_each_parameter([&](const std::string& parameter_name, auto& p) {
         using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
-        static_assert(std::is_same_v<element, float>,
-                      "shardwise: an update built from a model needs float parameters, whose flat buffers it keeps");
+        static_assert(std::is_same_v<element, Weight>,
+                      "shardwise: an update built from a model keeps the model's weights in its flat buffers, so "
+                      "its Weight is the parameters' element type: float parameters take Weight = float, bf16 "
+                      "parameters (with float gradients and float32 master weights) Weight = bf16");
         const std::size_t t = records_.size();
         std::vector<block_info> blocks;
         blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
@@ -236,6 +235,7 @@ class data_parallel_update {
       std::size_t t = 0;
       model.for_each_parameter([&](const std::string&, auto& p) { p.gradient.bind(gradient_storage(t++)); });
       allocate_state();
+      if constexpr (has_master) load_master_weights();
     } catch (...) {
       // The model keeps working: gradients not yet bound get their zeros back.
       model.for_each_parameter([](const std::string&, auto& p) {
@@ -370,18 +370,21 @@ class data_parallel_update {
       throw argument_error(world_rank_, std::string(name) + "::gather_state",
                            "state variable " + std::to_string(state_variable) +
                                " does not exist; the optimizer keeps " + std::to_string(K));
-    const auto state = std::span<const float>(state_.span()).subspan(state_variable * state_length_, state_length_);
-    const std::size_t begin = layout_.offset(tensor);
-    const std::size_t size = layout_.shape(tensor).size();
-    if constexpr (sharded) {
-      const auto& b = layout_.bucket_of(tensor);
-      std::vector<float> bucket(b.padded);
-      comm.all_gather(state.subspan(b.shard_offset, b.shard), bucket);
-      const auto first = bucket.begin() + static_cast<std::ptrdiff_t>(begin - b.begin);
-      return {first, first + static_cast<std::ptrdiff_t>(size)};
+    return gather_laid_out_like_state(
+        comm, std::span<const float>(state_.span()).subspan(state_variable * state_length_, state_length_), tensor);
+  }
+
+  // The float32 weights of one tensor, whole: the master weights when the stored weights are narrower
+  // (a collective when sharded), the weights themselves otherwise. What a checkpoint keeps.
+  template <communicator C>
+  [[nodiscard]] std::vector<float> gather_master_weights(C& comm, std::size_t tensor) const {
+    check_communicator(comm, "gather_master_weights");
+    checked(tensor, "gather_master_weights");
+    if constexpr (has_master) {
+      return gather_laid_out_like_state(comm, std::span<const float>(master_.span()), tensor);
     } else {
-      const auto first = state.begin() + static_cast<std::ptrdiff_t>(begin);
-      return {first, first + static_cast<std::ptrdiff_t>(size)};
+      const auto whole = weights(tensor);
+      return {whole.begin(), whole.end()};
     }
   }
 
@@ -737,6 +740,33 @@ class data_parallel_update {
     if constexpr (has_master) return master_.span().subspan(state_index(run), run.count);
     else
       return weights_.span().subspan(run.flat, run.count);
+  }
+
+  // Tensor `tensor` of `values`, a buffer laid out like one state variable (this replica's shards when
+  // sharded), whole.
+  template <communicator C>
+  [[nodiscard]] std::vector<float> gather_laid_out_like_state(C& comm, std::span<const float> values,
+                                                              std::size_t tensor) const {
+    const std::size_t begin = layout_.offset(tensor);
+    const std::size_t size = layout_.shape(tensor).size();
+    if constexpr (sharded) {
+      const auto& b = layout_.bucket_of(tensor);
+      std::vector<float> bucket(b.padded);
+      comm.all_gather(values.subspan(b.shard_offset, b.shard), bucket);
+      const auto first = bucket.begin() + static_cast<std::ptrdiff_t>(begin - b.begin);
+      return {first, first + static_cast<std::ptrdiff_t>(size)};
+    } else {
+      const auto first = values.begin() + static_cast<std::ptrdiff_t>(begin);
+      return {first, first + static_cast<std::ptrdiff_t>(size)};
+    }
+  }
+
+  // This replica's master weights from the stored weights, widened (a model's bf16 values, bound).
+  void load_master_weights() {
+    if (!element_memory::stored_on_this_thread()) return;
+    for (const auto& block : blocks_)
+      for (const auto& run : block)
+        std::copy_n(weights_.data() + run.flat, run.count, master_.data() + state_index(run));
   }
 
   // Rounds the updated master weights of a segment into the stored (narrower) weights.

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/bf16_eigen.hpp"
 #include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/element.hpp"
 #include "shardwise/core/element_memory.hpp"

@@ -9,12 +9,13 @@
 #include <span>
 
 #include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
 
-template <std::floating_point T, class Layout, class Mesh>
+template <value_element T, class Layout, class Mesh>
 [[nodiscard]] double frobenius_norm(const dtensor<T, Layout, Mesh>& tensor) {
   auto& world = tensor.mesh().world();
   double squares = 0;
@@ -27,7 +28,7 @@ template <std::floating_point T, class Layout, class Mesh>
   return std::sqrt(squares);
 }
 
-template <std::floating_point T, class Layout, class Mesh>
+template <value_element T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
 double frobenius_norm(const dtensor<T, Layout, Mesh>&) = delete;  // the norm of addends is not the norm of the sum
 
