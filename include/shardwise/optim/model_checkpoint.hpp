@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
@@ -149,19 +150,28 @@ void save_model_checkpoint(const std::filesystem::path& directory,
     description += std::string(detail::manifest_word(key, "a metadata key", call)) + " " + value + "\n";
   }
 
-  // Every rank of every replica takes part in gathering the float32 weights (a bf16 model's master
-  // weights) and the state; replica 0's counted copies write.
-  std::vector<std::vector<float>> weights(records.size());
+  // Every rank of every replica takes part in gathering the state, and a bf16 model's float32 master
+  // weights (a float model's weights are whole on every replica already); replica 0's counted copies
+  // write.
+  constexpr bool float_weights = std::is_same_v<Weight, float>;
+  std::vector<std::vector<float>> masters(float_weights ? 0 : records.size());
   std::vector<std::vector<std::vector<float>>> states(records.size());
   for (std::size_t t = 0; t < records.size(); ++t) {
-    weights[t] = update.gather_master_weights(data, t);
+    if constexpr (!float_weights) masters[t] = update.gather_master_weights(data, t);
     for (std::size_t k = 0; k < state_names.size(); ++k) states[t].push_back(update.gather_state(data, k, t));
   }
+  const auto float32_weights = [&](std::size_t t) -> std::span<const float> {
+    if constexpr (float_weights) {
+      return update.weights(t);
+    } else {
+      return masters[t];
+    }
+  };
   std::vector<std::byte> bytes;
   if (data.rank() == 0)
     for (std::size_t t = 0; t < records.size(); ++t) {
       if (!records[t].counted) continue;
-      detail::append_blocks(bytes, records[t].name, records[t], weights[t]);
+      detail::append_blocks(bytes, records[t].name, records[t], float32_weights(t));
       for (std::size_t k = 0; k < state_names.size(); ++k)
         detail::append_blocks(bytes, detail::state_tensor_name(records[t].name, state_names[k]), records[t],
                               states[t][k]);
