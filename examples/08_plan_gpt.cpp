@@ -3,6 +3,7 @@
 //
 //   build/examples/08_plan_gpt                                    64 V100s, a GPT of 8 blocks
 //   build/examples/08_plan_gpt --preset mi210 --devices 16 --layers 24 --hidden 2048 --heads 16
+//   build/examples/08_plan_gpt --preset mi210 --precision bf16  bf16 weights and activations
 //   build/examples/08_plan_gpt --check                            this machine: the plan against threads
 //
 // A mesh is data replicas x a tensor-parallel grid (1-D, with or without sequence parallelism, 2-D or
@@ -10,7 +11,10 @@
 // in 1, 2, 4 ... micro-batches; a mesh over the device's memory is tried again with its blocks
 // recomputing attention's probabilities in the backward pass, and if it is still over, all their
 // activations (gpt_config::recompute): the first costs one more QKᵀ and softmax a block, the second one
-// more forward pass and keeps one block's activations at a time.
+// more forward pass and keeps one block's activations at a time. In bf16 (--precision bf16, on devices
+// with bf16 matrix units) the model's weights and activations are bf16 and its products run at the
+// units' rate, while gradients, master weights and the optimizer's state stay float32, as
+// mixed-precision training keeps them.
 // Each is one training step of model::gpt (forward, backward, AdamW with clipping) run shapes only on
 // the simulated cluster (sim_gpu::execution::shapes_only: every kernel and transfer priced, no values
 // computed), whose report gives the step's time and each device's memory high-water mark: weights,
@@ -55,6 +59,7 @@ namespace {
 
 struct options {
   std::string preset = "v100";
+  std::string precision = "float";  // of the model's weights and activations: float or bf16
   int devices = 64;
   sw::model::gpt_config model{.vocabulary = 50304, .context = 1024, .hidden = 1536, .heads = 16, .layers = 8};
   long batch = 256;       // sequences per step, over all replicas
@@ -67,8 +72,8 @@ struct options {
 
 constexpr const char* options_text =
     "options: --preset v100|mi210|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
-    "         --vocabulary N  --batch N  --memory-gib X  --top N  --check  --check-steps N  --check-rounds N\n"
-    "         --help\n"
+    "         --vocabulary N  --batch N  --precision float|bf16  --memory-gib X  --top N  --check\n"
+    "         --check-steps N  --check-rounds N  --help\n"
     "(--check: the cpu preset, a device per core but at least 4, and a small model unless given; docs/planner.md)\n";
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -101,7 +106,10 @@ options parse(int argc, char** argv) {
       usage(std::string(flag) + " takes a positive whole number, not " + value);
     };
     if (flag == "--preset") o.preset = value;
-    else if (flag == "--devices")
+    else if (flag == "--precision") {
+      if (value != "float" && value != "bf16") usage("--precision is float or bf16, not " + value);
+      o.precision = value;
+    } else if (flag == "--devices")
       o.devices = static_cast<int>(number()), devices_given = true;
     else if (flag == "--layers")
       o.model.layers = number(), model_given = true;
@@ -127,6 +135,8 @@ options parse(int argc, char** argv) {
     else
       usage("unknown option " + std::string(flag));
   }
+  if (o.check && o.precision != "float")
+    usage("--check measures float steps: this machine's cores have no bf16 units the library uses");
   if (o.check) {
     // Small enough to run every mesh for real in seconds; a device per core, and at least 4, so that
     // 1-D, 2-D and 3-D grids all have a mesh to be ranked.
@@ -222,6 +232,9 @@ cluster preset_cluster(const options& o) {
 cluster cluster_of(const options& o) {
   cluster c = preset_cluster(o);
   if (o.memory_gib > 0) c.memory_bytes = o.memory_gib * gib;
+  if (o.precision == "bf16" && c.machine.device.bf16_matrix_flops <= 0)
+    usage("--precision bf16 needs devices with bf16 matrix units, and the " + o.preset + " preset's have none" +
+          (o.preset == "v100" ? " (a V100's tensor cores take fp16)" : "") + "; plan it in float");
   return c;
 }
 
@@ -300,8 +313,8 @@ std::vector<mesh_choice> meshes(int devices, long batch) {
 
 // `steps` training steps of the GPT on the mesh (forward and backward per micro-batch, then the
 // update with clipping), each timed by `now` (a clock every rank reads after all ranks have finished
-// what came before). Returns the steps' times.
-template <class Family, sw::optim::weight_update Mode, class Communicator, class Clock>
+// what came before), with T the model's element type. Returns the steps' times.
+template <class T, class Family, sw::optim::weight_update Mode, class Communicator, class Clock>
 std::vector<double> train_steps(Communicator& world, const mesh_choice& m, const options& o, int steps, Clock now) {
   constexpr std::size_t dimensions = Family::mesh_dimensions;
   sw::coordinates<dimensions> shape{};
@@ -310,8 +323,8 @@ std::vector<double> train_steps(Communicator& world, const mesh_choice& m, const
   using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
   sw::model::gpt_config config = o.model;
   config.recompute = m.recompute;
-  sw::model::gpt<float, Family, tensor_parallel_mesh> model(mesh.tensor_parallel(), config);
-  sw::optim::data_parallel_update<sw::optim::adamw, Mode> update(model, mesh.data());
+  sw::model::gpt<T, Family, tensor_parallel_mesh> model(mesh.tensor_parallel(), config);
+  sw::optim::data_parallel_update<sw::optim::adamw, Mode, T> update(model, mesh.data());
 
   // Token ids only choose which embedding rows are read; their values do not change the cost.
   const long micro_batch = o.batch / m.data / m.micro_batches;
@@ -332,12 +345,12 @@ std::vector<double> train_steps(Communicator& world, const mesh_choice& m, const
   return times;
 }
 
-// Calls visit.template operator()<Family, Mode>() for the mesh's family and update.
-template <class Visit>
+// Calls visit.template operator()<T, Family, Mode>() for the mesh's family and update.
+template <class T, class Visit>
 auto with_types(const mesh_choice& m, Visit&& visit) {
   const auto by_update = [&]<class Family>() {
-    return m.sharded ? visit.template operator()<Family, sw::optim::weight_update::sharded>()
-                     : visit.template operator()<Family, sw::optim::weight_update::replicated>();
+    return m.sharded ? visit.template operator()<T, Family, sw::optim::weight_update::sharded>()
+                     : visit.template operator()<T, Family, sw::optim::weight_update::replicated>();
   };
   switch (m.tensor_family) {
     case family::one_d: return by_update.template operator()<sw::nn::tensor_parallel_1d<>>();
@@ -362,9 +375,10 @@ simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c
         o.devices, c.machine,
         [&](sw::sim_gpu::communicator& world) {
           const auto synchronized_now = [](sw::sim_gpu::communicator& w) { return w.synchronized_now(); };
-          const auto times = with_types(m, [&]<class Family, sw::optim::weight_update Mode>() {
-            return train_steps<Family, Mode>(world, m, o, 1, synchronized_now);
-          });
+          const auto step = [&]<class T, class Family, sw::optim::weight_update Mode>() {
+            return train_steps<T, Family, Mode>(world, m, o, 1, synchronized_now);
+          };
+          const auto times = o.precision == "bf16" ? with_types<sw::bf16>(m, step) : with_types<float>(m, step);
           if (world.rank() == 0) result.seconds = times.front();
         },
         sw::sim_gpu::execution::shapes_only);
@@ -391,8 +405,8 @@ double measure(const mesh_choice& m, const options& o) {
       w.barrier();
       return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     };
-    auto times = with_types(m, [&]<class Family, sw::optim::weight_update Mode>() {
-      return train_steps<Family, Mode>(world, m, o, o.check_steps + 1, wall_now);
+    auto times = with_types<float>(m, [&]<class T, class Family, sw::optim::weight_update Mode>() {
+      return train_steps<T, Family, Mode>(world, m, o, o.check_steps + 1, wall_now);
     });
     times.erase(times.begin());
     if (world.rank() == 0) step_median = median(times);
@@ -427,10 +441,13 @@ int main(int argc, char** argv) try {
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
   std::printf(
       "shardwise 08: a GPT of %.1fM parameters (%ld blocks of width %ld, %ld heads, context %ld, vocabulary %ld),\n"
-      "%ld sequences per step, on %s; %.1f GiB per device\n",
+      "%ld sequences per step, %s, on %s; %.1f GiB per device\n",
       sw::model::parameter_count(o.model) / 1e6, static_cast<long>(o.model.layers), static_cast<long>(o.model.hidden),
       static_cast<long>(o.model.heads), static_cast<long>(o.model.context), static_cast<long>(o.model.vocabulary),
-      o.batch, c.description.c_str(), c.memory_bytes / gib);
+      o.batch,
+      o.precision == "bf16" ? "bf16 weights and activations (float32 gradients, master weights and optimizer state)"
+                            : "float32 throughout",
+      c.description.c_str(), c.memory_bytes / gib);
 
   // 1. Every mesh, simulated: one step each, shapes only.
   const auto candidates = meshes(o.devices, o.batch);

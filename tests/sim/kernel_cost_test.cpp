@@ -139,6 +139,59 @@ TEST(kernel_cost, each_operation_takes_the_roofline_time_of_its_kernels) {
   expect_roofline_kernels(1e11);
 }
 
+// A product of bf16 operands runs on the device's bf16 matrix units (the MI210's matrix cores, 181
+// TFLOP/s against 22.6 for FP32), the rest of a kernel's operations at the FP32 rate; float products
+// run at that rate too. Checked on a 1-D product's local GEMM (replicated · row_1d, no communication)
+// and on attention's forward, whose scores and weighted sum are products and whose softmax is not.
+template <class T>
+void expect_products_priced_for(double product_flops_per_second) {
+  SCOPED_TRACE((std::is_same_v<T, bf16> ? "bf16" : "float"));
+  constexpr std::int64_t m = 512, k = 1024, n = 2048;
+  constexpr std::int64_t sequence = 512, head_dim = 128, heads = 2;
+  const sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  const auto& gpu = machine.device;
+  const auto seconds = [&](double products, double others, double bytes) {
+    return gpu.launch_latency +
+           std::max(products / product_flops_per_second + others / gpu.peak_flops, bytes / gpu.memory_bandwidth);
+  };
+  const double s = sizeof(T);
+  const double columns = static_cast<double>(n / ranks);
+  const double gemm = seconds(2.0 * m * columns * k, 0, s * (m * k + k * columns + m * columns));
+  const double q = sequence, d = head_dim, tiles = heads;  // a sequence of each head on each rank
+  const double attention = seconds(tiles * 4 * q * q * d, tiles * 12 * q * q, tiles * s * (4 * q * d + q * q));
+  // Both compute-bound, so the rate of the products decides.
+  EXPECT_GT(gemm, gpu.launch_latency + s * (m * k + k * columns + m * columns) / gpu.memory_bandwidth);
+  EXPECT_GT(attention, gpu.launch_latency + tiles * s * (4 * q * d + q * q) / gpu.memory_bandwidth);
+  sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
+    process_mesh mesh(world, {ranks});
+    const auto x = distributed<replicated<>, T>(mesh, serial({m, k}, 1));
+    const auto w = distributed<row_1d<>, T>(mesh, serial({k, n}, 2));
+    const auto q_k_v = distributed<col_1d<>, T>(mesh, serial({ranks * sequence, heads * head_dim}, 3));
+    attention_saved<T> saved;
+    auto& compute = world.device().default_stream();
+    world.device().synchronize();
+    double start = std::max(compute.ready(), world.now());
+    (void)matmul(x, w);
+    EXPECT_NEAR(compute.ready() - start, gemm, 1e-9 * gemm);
+    world.device().synchronize();
+    start = std::max(compute.ready(), world.now());
+    (void)attention_forward(q_k_v, q_k_v, q_k_v, attention_shape{sequence, head_dim, true}, saved);
+    EXPECT_NEAR(compute.ready() - start, attention, 1e-9 * attention);
+  });
+}
+
+TEST(kernel_cost, bf16_products_run_on_the_matrix_units_and_the_rest_at_the_fp32_rate) {
+  const sim::device_model mi210 = sim::presets::mi210();
+  EXPECT_GT(mi210.bf16_matrix_flops, 4 * mi210.peak_flops);
+  expect_products_priced_for<bf16>(mi210.bf16_matrix_flops);
+  expect_products_priced_for<float>(mi210.peak_flops);
+  // A device without bf16 matrix units (the V100) runs bf16 products at its one rate.
+  const sim::device_model v100 = sim::presets::v100();
+  EXPECT_EQ(v100.bf16_matrix_flops, 0);
+  const work product = gemm_work<bf16>(1024, 1024, 1024);
+  EXPECT_DOUBLE_EQ(v100.duration(product), v100.launch_latency + product.flops / v100.peak_flops);
+}
+
 // The optimizer's update is one kernel over the elements a rank updates, priced by its memory traffic:
 // the gradient read, the weight and Adam's two moments read and written, 28 bytes an element. One rank,
 // so the step's collectives take no time and the kernel is all the compute stream does.

@@ -1,11 +1,18 @@
 #pragma once
 // What a kernel declares it does, so that a backend that models time can price it
 // (sim/device_model.hpp) while the code that launches the kernel knows nothing of the model.
+#include <type_traits>
+
+#include "shardwise/core/bf16.hpp"
+
 namespace shardwise {
 
 struct work {
   double flops = 0;  // floating-point operations
   double bytes = 0;  // bytes read from and written to device memory
+  // Of `flops`, those of products of bf16 operands: a device with bf16 matrix units (tensor cores,
+  // matrix cores, a TPU's MXU) runs them at that units' rate, the rest at its vector rate.
+  double bf16_product_flops = 0;
 };
 
 // A copy's work: `bytes` read and as many written.
@@ -14,10 +21,20 @@ struct work {
 // A fill's work (zeroing a buffer): `bytes` written.
 [[nodiscard]] inline work fill_work(double bytes) { return {0, bytes}; }
 
-// A GEMM's work: the m x n result of an m x k by k x n product (added into the result when
-// `accumulate`), 2mnk operations, the operands read and the result written (and read, to add into).
-[[nodiscard]] inline work gemm_work(double m, double n, double k, double element_bytes, bool accumulate = false) {
-  return {2 * m * n * k, element_bytes * (m * k + k * n + (accumulate ? 2 : 1) * m * n)};
+// `flops` of products of Operand elements: all of them on bf16 matrix units when Operand is bf16.
+template <class Operand>
+[[nodiscard]] constexpr double product_flops_on_bf16_units(double flops) {
+  return std::is_same_v<Operand, bf16> ? flops : 0;
+}
+
+// A GEMM's work: the m x n Result of an m x k by k x n product of Operand elements (added into the
+// result when `accumulate`), 2mnk operations, the operands read and the result written (and read, to
+// add into).
+template <class Operand, class Result = Operand>
+[[nodiscard]] work gemm_work(double m, double n, double k, bool accumulate = false) {
+  const double flops = 2 * m * n * k;
+  return {flops, sizeof(Operand) * (m * k + k * n) + sizeof(Result) * (accumulate ? 2 : 1) * m * n,
+          product_flops_on_bf16_units<Operand>(flops)};
 }
 
 }  // namespace shardwise

@@ -59,8 +59,7 @@ namespace shardwise::fused {
 // One task doing `w` on a workgroup alone (1/resident_workgroups of the device).
 [[nodiscard]] inline double task_duration(const sim::device_model& gpu, const sim::gpu_initiated_model& model,
                                           const work& w) {
-  const double share = 1.0 / static_cast<double>(model.resident_workgroups);
-  return std::max(w.flops / (gpu.peak_flops * share), w.bytes / (gpu.memory_bandwidth * share));
+  return gpu.time_on_share(w, 1.0 / static_cast<double>(model.resident_workgroups));
 }
 
 // The fused kernel of one rank, task by task: call task() for each of the plan's tasks in order.

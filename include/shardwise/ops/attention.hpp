@@ -116,11 +116,12 @@ template <class T>
   const auto n = static_cast<double>(shape.sequence);
   const auto d = static_cast<double>(shape.head_dim);
   const double element = sizeof(T);
-  const double kept_probabilities = how == attention_probabilities::kept ? n * n : 0;
-  const double recomputed_probabilities = how == attention_probabilities::kept ? 0 : 2 * n * n * d + 12 * n * n;
-  return backward ? work{tiles * (8 * n * n * d + 4 * n * n + recomputed_probabilities),
-                         tiles * element * (7 * n * d + kept_probabilities)}
-                  : work{tiles * (4 * n * n * d + 12 * n * n), tiles * element * (4 * n * d + kept_probabilities)};
+  const bool recomputed = how != attention_probabilities::kept;
+  const double kept_probabilities = recomputed ? 0 : n * n;
+  const double products = tiles * (backward ? 8 + (recomputed ? 2 : 0) : 4) * n * n * d;
+  const double softmax = tiles * (backward ? 4 + (recomputed ? 12 : 0) : 12) * n * n;
+  const double bytes = tiles * element * ((backward ? 7 : 4) * n * d + kept_probabilities);
+  return {products + softmax, bytes, product_flops_on_bf16_units<T>(products)};
 }
 
 // P = softmax(QKᵀ / √d) of one tile into p (n x n), masked above the diagonal when causal. The forward

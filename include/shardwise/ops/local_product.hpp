@@ -73,9 +73,10 @@ void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& r
   const auto m = static_cast<double>(result.rows());
   const auto n = static_cast<double>(result.cols());
   const auto k = static_cast<double>(a.is_transposed ? a.stored.rows() : a.stored.cols());
-  const double element = sizeof(typename decltype(result)::Scalar);
+  using operand_element = typename decltype(a.stored)::Scalar;
+  using result_element = typename decltype(result)::Scalar;
   run_kernel(
-      carrier, gemm_work(m, n, k, element, accumulate),
+      carrier, gemm_work<operand_element, result_element>(m, n, k, accumulate),
       [&] {
         return "GEMM " + std::to_string(result.rows()) + "x" + std::to_string(result.cols()) + "x" +
                std::to_string(static_cast<std::int64_t>(k));

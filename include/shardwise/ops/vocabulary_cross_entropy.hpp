@@ -82,11 +82,10 @@ template <class T, split_layout Layout, class Mesh>
   saved.reset();
   auto probabilities = detail::matrix_storage<T>(hidden.rows(), rows.rows);
   detail::strided_map<T> logits(probabilities.data(), hidden.rows(), rows.rows, Eigen::OuterStride<>(rows.rows));
-  run_kernel(world, gemm_work(static_cast<double>(tokens), vocabulary_rows, hidden_width, sizeof(T)),
-             "vocabulary logits", [&] {
-               detail::gemm(detail::destination(logits), detail::operand(hidden.local(0)),
-                            detail::operand(table.local(0)).transposed());
-             });
+  run_kernel(world, gemm_work<T>(static_cast<double>(tokens), vocabulary_rows, hidden_width), "vocabulary logits", [&] {
+    detail::gemm(detail::destination(logits), detail::operand(hidden.local(0)),
+                 detail::operand(table.local(0)).transposed());
+  });
 
   using A = accumulator_t<T>;  // the maxima, sums and arithmetic: float for bf16 logits
   std::vector<A> maximum(tokens, -std::numeric_limits<A>::infinity());
@@ -149,13 +148,12 @@ template <class T, class G, split_layout Layout, class Mesh>
         [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
     logits_gradient *= scale / static_cast<T>(saved.targets.size());
   });
-  run_kernel(world, gemm_work(vocabulary_rows, hidden_width, tokens, sizeof(T), true), "vocabulary table gradient",
-             [&] {
-               gemm(destination(table_gradient.local(0)), operand(logits_gradient).transposed(),
-                    operand(saved.hidden.local(0)), true);
-             });
+  run_kernel(world, gemm_work<T, G>(vocabulary_rows, hidden_width, tokens, true), "vocabulary table gradient", [&] {
+    gemm(destination(table_gradient.local(0)), operand(logits_gradient).transposed(), operand(saved.hidden.local(0)),
+         true);
+  });
   dtensor<T, partial_sum_over_all<replicated<>, Mesh::dimensions>, Mesh> addend(table.mesh(), saved.hidden.extents());
-  run_kernel(world, gemm_work(tokens, hidden_width, vocabulary_rows, sizeof(T)), "hidden gradient",
+  run_kernel(world, gemm_work<T>(tokens, hidden_width, vocabulary_rows), "hidden gradient",
              [&] { gemm(destination(addend.local(0)), operand(logits_gradient), operand(table.local(0))); });
   return addend;
 }

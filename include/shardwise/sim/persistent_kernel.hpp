@@ -102,7 +102,7 @@ class persistent_kernel {
     free_.pop();
     const double share = 1.0 / model_.resident_workgroups;
     const double begin = clocks_[wg];
-    clocks_[wg] += std::max(w.flops / (gpu_.peak_flops * share), w.bytes / (gpu_.memory_bandwidth * share));
+    clocks_[wg] += gpu_.time_on_share(w, share);
     free_.emplace(clocks_[wg], static_cast<int>(wg));
     draw(wg, label, begin, clocks_[wg]);
     return static_cast<int>(wg);

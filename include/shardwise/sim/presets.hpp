@@ -3,22 +3,25 @@
 // precision of the embedding and reduction kernels); latencies are typical measured figures, not
 // specified ones — change any field to study another machine.
 //
-//   AMD Instinct MI210     22.6 TFLOP/s FP32 vector (45.3 with matrix cores), 1.6384 TB/s HBM2e
-//                          (AMD MI210 product brief, 2022); xGMI 80 GB/s between the 4 GPUs of a
-//                          node and InfiniBand 20 GB/s between nodes (Punniyamurthy et al., Table 1),
-//                          one NIC per GPU (the direct GPU–NIC node the paper argues for, Fig. 1b)
-//   NVIDIA V100 SXM2       15.7 TFLOP/s FP32 (125 with tensor cores), 900 GB/s HBM2 (NVIDIA Tesla
-//                          V100 datasheet); NVLink 2.0 at 25 GB/s per link and direction, two links
-//                          between each pair of the 4 GPUs of a node (50 GB/s); EDR InfiniBand
-//                          100 Gb/s = 12.5 GB/s between nodes, one NIC per node (the TACC Longhorn
-//                          nodes of Bian et al.: 4 V100 per node, Mellanox EDR)
+//   AMD Instinct MI210     22.6 TFLOP/s FP32 vector (45.3 with matrix cores, 181 BF16 with matrix
+//                          cores), 1.6384 TB/s HBM2e (AMD MI210 product brief, 2022); xGMI 80 GB/s
+//                          between the 4 GPUs of a node and InfiniBand 20 GB/s between nodes
+//                          (Punniyamurthy et al., Table 1), one NIC per GPU (the direct GPU–NIC node
+//                          the paper argues for, Fig. 1b)
+//   NVIDIA V100 SXM2       15.7 TFLOP/s FP32 (125 FP16 with tensor cores; no bf16 units), 900 GB/s
+//                          HBM2 (NVIDIA Tesla V100 datasheet); NVLink 2.0 at 25 GB/s per link and
+//                          direction, two links between each pair of the 4 GPUs of a node (50 GB/s);
+//                          EDR InfiniBand 100 Gb/s = 12.5 GB/s between nodes, one NIC per node (the
+//                          TACC Longhorn nodes of Bian et al.: 4 V100 per node, Mellanox EDR)
 //   NVIDIA A100 SXM4 80GB  19.5 TFLOP/s FP32 (312 BF16 with tensor cores, dense), 2.039 TB/s HBM2e
 //                          (NVIDIA A100 Tensor Core GPU datasheet)
 //   NVIDIA H100 SXM5       67 TFLOP/s FP32 (989 BF16 with tensor cores, dense), 3.35 TB/s HBM3
 //                          (NVIDIA H100 Tensor Core GPU datasheet)
 //   Google TPU v3 core     half a chip: 123 TFLOP/s BF16 and 900 GB/s HBM2 per chip of two
 //                          TensorCores (Cloud TPU v3 documentation, system architecture); the
-//                          matrix units' BF16 figure, the precision TPUs train in
+//                          matrix units' BF16 figure, the precision TPUs train in, for every kernel
+//   bf16 products          run at the BF16 figure on the devices that have bf16 matrix units (all but
+//                          the V100); every other operation at the FP32 figure
 //   Google TPU v3 pod      chips (two TensorCores each, 123 TFLOP/s BF16, 900 GB/s) in a 2-D torus,
 //                          1024 chips for a full pod (Cloud TPU v3 documentation); each chip has 4
 //                          ICI links, one per torus neighbour. Link bandwidth 82 GB/s per direction:
@@ -48,12 +51,12 @@
 
 namespace shardwise::sim::presets {
 
-inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6}; }
+inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6, 181e12}; }
 inline device_model v100() { return {15.7e12, 900e9, 5e-6}; }
-inline device_model a100() { return {19.5e12, 2.039e12, 5e-6}; }
-inline device_model h100() { return {67e12, 3.35e12, 5e-6}; }
-inline device_model tpu_v3_core() { return {61.5e12, 450e9, 0}; }
-inline device_model tpu_v3_chip() { return {123e12, 900e9, 0}; }
+inline device_model a100() { return {19.5e12, 2.039e12, 5e-6, 312e12}; }
+inline device_model h100() { return {67e12, 3.35e12, 5e-6, 989e12}; }
+inline device_model tpu_v3_core() { return {61.5e12, 450e9, 0, 61.5e12}; }
+inline device_model tpu_v3_chip() { return {123e12, 900e9, 0, 123e12}; }
 
 inline link_model xgmi() { return {80e9, 2e-6, "xGMI"}; }
 inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }
