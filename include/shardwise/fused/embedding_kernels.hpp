@@ -52,14 +52,21 @@ void prefetch_row(const T* row, std::size_t elements) {
 #endif
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_index_outside(std::int64_t index, std::int64_t table_rows,
+                                                                       std::int64_t bag, int rank) {
+  throw argument_error(rank, "embedding_all_to_all",
+                       "index " + std::to_string(index) + " (bag " + std::to_string(bag) + ") is outside a table of " +
+                           std::to_string(table_rows) + " rows");
+}
+
 }  // namespace detail
 
-// Throws naming the bag when `index` is not a row of a table of `table_rows` rows.
+// Throws naming the bag when `index` is not a row of a table of `table_rows` rows. A comparison inlined
+// into the lookup loops, the throw a call apart: as one call per lookup, the function's frame stores
+// waited behind the pooled rows' stores into the peers' outputs.
 inline void check_index(std::int64_t index, std::int64_t table_rows, std::int64_t bag, int rank) {
-  if (index < 0 || index >= table_rows)
-    throw argument_error(rank, "embedding_all_to_all",
-                         "index " + std::to_string(index) + " (bag " + std::to_string(bag) +
-                             ") is outside a table of " + std::to_string(table_rows) + " rows");
+  if (index < 0 || index >= table_rows) [[unlikely]]
+    detail::throw_index_outside(index, table_rows, bag, rank);
 }
 
 // Pools bag `row` of one table into out[0, D), each element summed in lookup order (so the bits are the
