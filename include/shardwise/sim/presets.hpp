@@ -20,8 +20,6 @@
 //   Google TPU v3 core     half a chip: 123 TFLOP/s BF16 and 900 GB/s HBM2 per chip of two
 //                          TensorCores (Cloud TPU v3 documentation, system architecture); the
 //                          matrix units' BF16 figure, the precision TPUs train in, for every kernel
-//   bf16 products          run at the BF16 figure on the devices that have bf16 matrix units (all but
-//                          the V100); every other operation at the FP32 figure
 //   Google TPU v3 pod      chips (two TensorCores each, 123 TFLOP/s BF16, 900 GB/s) in a 2-D torus,
 //                          1024 chips for a full pod (Cloud TPU v3 documentation); each chip has 4
 //                          ICI links, one per torus neighbour. Link bandwidth 82 GB/s per direction:
@@ -36,6 +34,8 @@
 //   MI210 torus            the fused paper's scale-out simulations (its Table 2, ASTRA-Sim): one MI210
 //                          a node, the nodes in a 2-D torus of 200 Gb/s links (25 GB/s a direction),
 //                          700 ns a hop
+//   bf16 products          run at the BF16 figure on the devices that have bf16 matrix units (all but
+//                          the V100); every other operation at the FP32 figure
 //   latencies              kernel launch 5 µs on the GPUs (HIP/CUDA launch overhead as commonly
 //                          measured); none on the TPU, which runs a step as one XLA-compiled program
 //                          that the host starts once (Cloud TPU documentation, "System architecture":
