@@ -218,10 +218,14 @@ function(shardwise_add_header_check)
     endif()
   endforeach()
 
+  # Never merged by a unity build (CMAKE_UNITY_BUILD, as scripts/test builds): a header would then be
+  # compiled after others that may include what it forgot.
   add_library(shardwise_header_check OBJECT ${sources})
+  set_target_properties(shardwise_header_check PROPERTIES UNITY_BUILD OFF)
   target_link_libraries(shardwise_header_check PRIVATE shardwise::shardwise shardwise_project_options)
   if(mpi_sources AND TARGET shardwise::mpi)
     add_library(shardwise_header_check_mpi OBJECT ${mpi_sources})
+    set_target_properties(shardwise_header_check_mpi PROPERTIES UNITY_BUILD OFF)
     target_link_libraries(shardwise_header_check_mpi PRIVATE shardwise::mpi shardwise_project_options)
     add_dependencies(shardwise_header_check shardwise_header_check_mpi)
   endif()

@@ -25,7 +25,6 @@ namespace {
 
 using namespace shardwise;
 using namespace shardwise::testing;
-const model::gpt_config& config = gpt_test_config;
 
 // Causality: a position's hidden state depends on the tokens up to it only. Changing the last token of
 // every sample leaves every other position's state as it was.
@@ -33,17 +32,17 @@ TYPED_TEST(gpt_test, a_position_sees_no_later_token) {
   TypeParam::run(
       [](communicator auto& world) {
         process_mesh mesh(world, {world.size()});
-        model::gpt<double, nn::tensor_parallel_1d<padded>, decltype(mesh)> gpt(mesh, config);
+        model::gpt<double, nn::tensor_parallel_1d<padded>, decltype(mesh)> gpt(mesh, gpt_test_config);
         std::vector<std::int32_t> tokens;
-        for (std::int64_t i = 0; i < 2 * config.context; ++i) tokens.push_back(token_at(i));
+        for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) tokens.push_back(token_at(i));
         const auto before = all_gather(gpt.hidden_states(tokens));
         for (std::int64_t s = 0; s < 2; ++s) {
-          auto& last = tokens[static_cast<std::size_t>((s + 1) * config.context - 1)];
-          last = (last + 5) % config.vocabulary;
+          auto& last = tokens[static_cast<std::size_t>((s + 1) * gpt_test_config.context - 1)];
+          last = (last + 5) % gpt_test_config.vocabulary;
         }
         const auto after = all_gather(gpt.hidden_states(tokens));
         for (std::int64_t row = 0; row < before.rows(); ++row) {
-          const bool last = row % config.context == config.context - 1;
+          const bool last = row % gpt_test_config.context == gpt_test_config.context - 1;
           if (last) EXPECT_NE(before.row(row), after.row(row)) << "row " << row;
           else
             EXPECT_EQ(before.row(row), after.row(row)) << "row " << row << " saw a later token";

@@ -26,21 +26,20 @@ namespace {
 
 using namespace shardwise;
 using namespace shardwise::testing;
-const model::gpt_config& config = gpt_test_config;
 
 // Sampling is collective and the same on every rank of the mesh; a different seed draws other text.
 TYPED_TEST(gpt_test, sampling_gives_the_same_tokens_on_every_rank) {
   TypeParam::run(
       [](communicator auto& world) {
         process_mesh mesh(world, {world.size()});
-        model::gpt<float, nn::tensor_parallel_1d<padded>, decltype(mesh)> gpt(mesh, config);
+        model::gpt<float, nn::tensor_parallel_1d<padded>, decltype(mesh)> gpt(mesh, gpt_test_config);
         const std::vector<std::int32_t> prompt{1, 2, 3};
         const auto text = model::sample(gpt, std::span<const std::int32_t>(prompt), 6, 11);
         ASSERT_EQ(text.size(), 6u);
         std::vector<std::int32_t> first = text;
         world.broadcast(std::span<std::int32_t>(first), 0);
         EXPECT_EQ(text, first);
-        for (const auto token : text) EXPECT_TRUE(token >= 0 && token < config.vocabulary);
+        for (const auto token : text) EXPECT_TRUE(token >= 0 && token < gpt_test_config.vocabulary);
         EXPECT_NE(model::sample(gpt, std::span<const std::int32_t>(prompt), 6, 12), text);
       },
       {1, 2, 4});

@@ -16,7 +16,6 @@ namespace {
 
 using namespace shardwise;
 using namespace shardwise::testing;
-const model::gpt_config& config = gpt_test_config;
 
 TYPED_TEST(gpt_test, loss_and_gradients_equal_one_rank_in_float) {
   TypeParam::run([](communicator auto& world) { check_every_mesh<float>(world, serial_gpt<float>(), 1e-4); },
@@ -27,7 +26,7 @@ TEST(gpt_config, errors_name_the_sizes) {
   threads::run(1, [](communicator auto& world) {
     process_mesh mesh(world, {1});
     using model_type = model::gpt<float, nn::tensor_parallel_1d<>, decltype(mesh)>;
-    auto bad = config;
+    auto bad = gpt_test_config;
     bad.heads = 3;
     try {
       model_type m(mesh, bad);

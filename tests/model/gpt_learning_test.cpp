@@ -20,7 +20,6 @@ namespace {
 
 using namespace shardwise;
 using namespace shardwise::testing;
-const model::gpt_config& config = gpt_test_config;
 
 // A tiny model learns: on a text that repeats one sentence, its validation loss falls from about
 // ln 256 to well under the sentence's unigram entropy within a few dozen steps, on every data x 1-D split,

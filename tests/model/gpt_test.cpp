@@ -26,7 +26,6 @@ namespace {
 
 using namespace shardwise;
 using namespace shardwise::testing;
-const model::gpt_config& config = gpt_test_config;
 
 TYPED_TEST(gpt_test, loss_and_gradients_equal_one_rank_in_double) {
   TypeParam::run([](communicator auto& world) { check_every_mesh<double>(world, serial_gpt<double>(), 1e-10); },
@@ -39,9 +38,9 @@ TYPED_TEST(gpt_test, loss_and_gradients_equal_one_rank_in_double) {
 TEST(gpt_serial, gradients_match_finite_differences) {
   threads::run(1, [](communicator auto& world) {
     process_mesh mesh(world, {1});
-    model::gpt<double, nn::tensor_parallel_1d<>, decltype(mesh)> gpt(mesh, config);
+    model::gpt<double, nn::tensor_parallel_1d<>, decltype(mesh)> gpt(mesh, gpt_test_config);
     std::vector<std::int32_t> tokens, targets;
-    for (std::int64_t i = 0; i < 2 * config.context; ++i) {
+    for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) {
       tokens.push_back(token_at(i));
       targets.push_back(token_at(i + 1));
     }
@@ -74,11 +73,11 @@ TYPED_TEST(gpt_test, backward_tells_each_parameter_once_its_gradient_is_complete
   TypeParam::run(
       [](communicator auto& world) {
         process_mesh mesh(world, {world.size()});
-        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, config);
+        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, gpt_test_config);
         std::vector<std::span<const double>> gradients;
         gpt.for_each_parameter([&](const std::string&, auto& p) { gradients.emplace_back(p.gradient.data()); });
         std::vector<std::int32_t> tokens, targets;
-        for (std::int64_t i = 0; i < 2 * config.context; ++i) {
+        for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) {
           tokens.push_back(token_at(i));
           targets.push_back(token_at(i + 1));
         }
@@ -106,9 +105,9 @@ TYPED_TEST(gpt_test, a_forward_under_no_grad_gives_the_loss_and_keeps_nothing) {
   TypeParam::run(
       [](communicator auto& world) {
         process_mesh mesh(world, {world.size()});
-        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, config);
+        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, gpt_test_config);
         std::vector<std::int32_t> tokens, targets;
-        for (std::int64_t i = 0; i < 2 * config.context; ++i) {
+        for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) {
           tokens.push_back(token_at(i));
           targets.push_back(token_at(i + 1));
         }
