@@ -37,6 +37,19 @@ inline std::int32_t token_at(std::int64_t i) {
   return static_cast<std::int32_t>((i * 7 + i / 3) % gpt_test_config.vocabulary);
 }
 
+// Samples [first, first + count) of the test text: their tokens, and as targets each token's successor.
+struct gpt_test_batch {
+  std::vector<std::int32_t> tokens, targets;
+};
+inline gpt_test_batch gpt_test_samples_of(std::int64_t first, std::int64_t count) {
+  gpt_test_batch batch;
+  for (std::int64_t i = first * gpt_test_config.context; i < (first + count) * gpt_test_config.context; ++i) {
+    batch.tokens.push_back(token_at(i));
+    batch.targets.push_back(token_at(i + 1));
+  }
+  return batch;
+}
+
 template <class T>
 struct gpt_results {
   double loss = 0;
@@ -53,13 +66,9 @@ gpt_results<T> run_model(Mesh& mesh, Communicator& data, std::int64_t first, std
   model::gpt_config config = gpt_test_config;
   config.recompute = recompute;
   model::gpt<T, Family, Mesh> gpt(mesh, config);
-  std::vector<std::int32_t> tokens, targets;
-  for (std::int64_t i = first * config.context; i < (first + count) * config.context; ++i) {
-    tokens.push_back(token_at(i));
-    targets.push_back(token_at(i + 1));
-  }
+  const gpt_test_batch batch = gpt_test_samples_of(first, count);
   gpt_results<T> r;
-  r.loss = gpt.forward(tokens, targets);
+  r.loss = gpt.forward(batch.tokens, batch.targets);
   gpt.backward();
   data.all_reduce(std::span<double>(&r.loss, 1));
   r.loss /= data.size();

@@ -39,11 +39,7 @@ TEST(gpt_serial, gradients_match_finite_differences) {
   threads::run(1, [](communicator auto& world) {
     process_mesh mesh(world, {1});
     model::gpt<double, nn::tensor_parallel_1d<>, decltype(mesh)> gpt(mesh, gpt_test_config);
-    std::vector<std::int32_t> tokens, targets;
-    for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) {
-      tokens.push_back(token_at(i));
-      targets.push_back(token_at(i + 1));
-    }
+    const auto [tokens, targets] = gpt_test_samples_of(0, 2);
     (void)gpt.forward(tokens, targets);
     gpt.backward();
     int checked = 0;
@@ -76,11 +72,7 @@ TYPED_TEST(gpt_test, backward_tells_each_parameter_once_its_gradient_is_complete
         model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, gpt_test_config);
         std::vector<std::span<const double>> gradients;
         gpt.for_each_parameter([&](const std::string&, auto& p) { gradients.emplace_back(p.gradient.data()); });
-        std::vector<std::int32_t> tokens, targets;
-        for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) {
-          tokens.push_back(token_at(i));
-          targets.push_back(token_at(i + 1));
-        }
+        const auto [tokens, targets] = gpt_test_samples_of(0, 2);
         (void)gpt.forward(tokens, targets);
         std::vector<std::vector<double>> when_told(gradients.size());
         std::vector<int> told(gradients.size());
@@ -106,11 +98,7 @@ TYPED_TEST(gpt_test, a_forward_under_no_grad_gives_the_loss_and_keeps_nothing) {
       [](communicator auto& world) {
         process_mesh mesh(world, {world.size()});
         model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, gpt_test_config);
-        std::vector<std::int32_t> tokens, targets;
-        for (std::int64_t i = 0; i < 2 * gpt_test_config.context; ++i) {
-          tokens.push_back(token_at(i));
-          targets.push_back(token_at(i + 1));
-        }
+        const auto [tokens, targets] = gpt_test_samples_of(0, 2);
         const double training = gpt.forward(tokens, targets);
         gpt.backward();
         {
