@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/comm/threads/shared_memory.hpp"
+#include "shardwise/core/huge_pages.hpp"
 #include "shardwise/core/rank_local.hpp"
 
 namespace {
@@ -246,6 +249,28 @@ TEST(bf16, rounds_to_nearest_even_and_keeps_nan) {
   EXPECT_EQ(static_cast<float>(bf16(259.5F)), 260.0F);  // above halfway
   EXPECT_TRUE(std::isnan(static_cast<float>(bf16(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_EQ(static_cast<float>(bf16(-3.0F)), -3.0F);
+}
+
+// Large blocks start on a 2 MiB boundary, where a huge page can back them (whether the kernel gives one
+// is its choice, not asserted); small ones on a cache line. Shared memory between thread ranks is such a
+// block.
+TEST(huge_pages, large_blocks_start_on_a_huge_page_and_shared_memory_is_one) {
+  const auto offset_in = [](const void* address, std::size_t alignment) {
+    return reinterpret_cast<std::uintptr_t>(address) % alignment;
+  };
+  std::vector<float, huge_page_allocator<float>> large(huge_page_bytes / sizeof(float) + 3, 1.0F), small(100, 2.0F);
+  EXPECT_EQ(offset_in(large.data(), huge_page_bytes), 0u);
+  EXPECT_EQ(offset_in(small.data(), 64), 0u);
+  large.back() = 3.0F;
+  EXPECT_EQ(large.front() + large.back() + small.back(), 6.0F);
+  threads::run(3, [&](threads::communicator& comm) {
+    const auto memory = threads::share_memory(comm, 3 * huge_page_bytes + static_cast<std::size_t>(comm.rank()));
+    ASSERT_TRUE(memory.has_value());
+    for (int peer = 0; peer < comm.size(); ++peer) {
+      EXPECT_EQ(offset_in(memory->block(peer).data(), huge_page_bytes), 0u) << "rank " << peer << "'s block";
+      EXPECT_EQ(memory->block(peer).size(), 3 * huge_page_bytes + static_cast<std::size_t>(peer));
+    }
+  });
 }
 
 }  // namespace

@@ -45,6 +45,7 @@
 #include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/huge_pages.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/fused/embedding_kernels.hpp"
@@ -59,11 +60,16 @@ namespace shardwise::fused {
 
 namespace detail {
 
-// `elements` of a buffer kept across calls: allocating a large one per call costs page faults on every
-// call (on threads, more than the all-to-all itself). A rank that stores no values (shapes only) gets
-// the unstored range instead (core/element_memory.hpp).
+// A buffer kept across calls: allocating a large one per call costs page faults on every call (on
+// threads, more than the all-to-all itself). On huge pages when large (core/huge_pages.hpp), as the
+// outputs are: the baseline pools into it a row per sample too, this rank's tables' width apart.
 template <class T>
-std::span<T> kept(std::vector<T>& buffer, std::size_t elements) {
+using kept_buffer = std::vector<T, huge_page_allocator<T>>;
+
+// `elements` of a kept buffer. A rank that stores no values (shapes only) gets the unstored range
+// instead (core/element_memory.hpp).
+template <class T>
+std::span<T> kept(kept_buffer<T>& buffer, std::size_t elements) {
   if (T* nowhere = element_memory::unstored_on_this_thread<T>(elements)) return {nowhere, elements};
   if (buffer.size() < elements) buffer.resize(elements);
   return {buffer.data(), elements};
@@ -590,7 +596,7 @@ class embedding_all_to_all {
   done_bitmask done_;    // per slice of this rank's order, a bit per row; marked by this rank's thread alone
   slice_exchange<T, Backend> outputs_;                   // every rank's two outputs and their flags
   std::optional<slice_exchange<T, Backend>> gradients_;  // every rank's two gradient buffers: backward_exchange()
-  std::vector<T> send_buffer_, receive_buffer_;          // for detail::kept()
+  detail::kept_buffer<T> send_buffer_, receive_buffer_;  // for detail::kept()
   bool fuses_ = true, fuses_backward_ = true;
   std::optional<path_trial> trial_, backward_trial_;
 };

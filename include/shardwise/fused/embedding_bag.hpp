@@ -293,7 +293,7 @@ class embedding_bag {
   std::vector<filtered_bags> filtered_;  // per piece, for row-wise pieces
   // Per piece, the operator's bags of a forward, until its backward.
   std::optional<std::vector<embedding_bags>> piece_bags_;
-  std::vector<T> piece_gradient_;
+  fused::detail::kept_buffer<T> piece_gradient_;
 };
 
 }  // namespace shardwise::fused

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <new>
 #include <optional>
 #include <span>
 #include <utility>
@@ -13,6 +12,7 @@
 
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/comm/threads/communicator.hpp"
+#include "shardwise/core/huge_pages.hpp"
 
 namespace shardwise::threads {
 
@@ -21,10 +21,10 @@ namespace shardwise::threads {
 }
 
 [[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
-  constexpr std::align_val_t cache_line{64};  // no false sharing with the neighbouring allocation
-  const auto release = [](std::byte* block) { ::operator delete(block, cache_line); };
-  std::unique_ptr<std::byte, decltype(release)> mine(static_cast<std::byte*>(::operator new(bytes, cache_line)),
-                                                     release);
+  // Cache-line aligned (no false sharing with the neighbouring allocation), on huge pages when large:
+  // peers write into it row by row, far apart.
+  const auto release = [bytes](std::byte* block) { deallocate_huge_pages(block, bytes); };
+  std::unique_ptr<std::byte, decltype(release)> mine(static_cast<std::byte*>(allocate_huge_pages(bytes)), release);
   const std::int64_t here[2] = {static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(mine.get())),
                                 static_cast<std::int64_t>(bytes)};
   std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
