@@ -126,6 +126,7 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
         options.pooling = c.pooling;
         fused::embedding_all_to_all op(comm, c.shape, options);
         expect_stores_in_place(op, comm, how, what);
+        EXPECT_EQ(op.forward_row_stores(), fused::row_stores::cached) << what;
         for (int call = 0; call < 3; ++call) {
           const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
           const auto serial = shardwise::testing::serial_embedding(c.shape, c.pooling, call);
@@ -140,6 +141,25 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
         }
         EXPECT_EQ(op.epoch(), 9U);
       }
+  });
+}
+
+// Where a rank writes 4 MiB or more in a call (its tables' width for the whole batch), both paths store
+// their rows around the caches, and fence them before peers read them: still the serial bits, stored in
+// place, as messages, and within nodes.
+TYPED_TEST(fused_embedding, rows_stored_around_the_caches_are_the_serial_computation) {
+  TypeParam::run([](communicator auto& comm) {
+    const fused::embedding_shape shape{comm.size(), 256, 4096};  // a table a rank: 4096 × 256 floats
+    for (const auto& how : sharings(comm)) {
+      fused::embedding_all_to_all op(comm, shape, how.options());
+      EXPECT_EQ(op.forward_row_stores(), fused::row_stores::streaming);
+      const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), 0);
+      const auto serial = shardwise::testing::serial_embedding(shape, fused::pooling::sum, 0);
+      expect_rows_of_serial(serial, op.plan(), comm.rank(), op.fused(in.table_spans, in.bag_spans),
+                            how.name() + ", fused");
+      expect_rows_of_serial(serial, op.plan(), comm.rank(), op.baseline(in.table_spans, in.bag_spans),
+                            how.name() + ", baseline");
+    }
   });
 }
 

@@ -165,8 +165,16 @@ class embedding_all_to_all {
     return out;
   }
 
+  // How this rank's forward calls store their pooled rows: around the caches where the rank writes as
+  // much as the threads backend's collectives stream (comm/detail/streaming_store.hpp), both paths alike.
+  [[nodiscard]] row_stores forward_row_stores() const {
+    const auto bytes = static_cast<std::size_t>(plan_.shape().global_batch * plan_.width_of(rank())) * sizeof(T);
+    return bytes >= shardwise::detail::streaming_threshold_bytes ? row_stores::streaming : row_stores::cached;
+  }
+
   std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
     begin_call(tables, bags);
+    const auto stores = forward_row_stores();
     const int P = comm_->size(), r = rank();
     const int local_tables = plan_.tables_of(r);
     const auto width = plan_.width_of(r);
@@ -184,13 +192,14 @@ class embedding_all_to_all {
       for (int d = 0; d < P; ++d) {
         for (std::int64_t row = plan_.first_row(d); row < plan_.first_row(d + 1); ++row) {
           const auto at = block + static_cast<std::size_t>((row - plan_.first_row(d)) * width + column);
-          pool_bag(table, D, bag, row, options_.pooling, pooled.data() + at, comm_->world_rank());
+          pool_bag(table, D, bag, row, options_.pooling, pooled.data() + at, comm_->world_rank(), stores);
           kernel.run_task(pooling_work(lookups(bag, row), D), "task");
         }
         block += static_cast<std::size_t>(send_counts[static_cast<std::size_t>(d)]);
       }
       backend_.end_kernel(kernel, "pooling, table " + std::to_string(plan_.first_table(r) + t));
     }
+    if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
     comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts);
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     const auto out = outputs_.buffer();
@@ -209,6 +218,7 @@ class embedding_all_to_all {
 
   std::span<const T> fused(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
     begin_call(tables, bags);
+    const auto stores = forward_row_stores();
     const int P = comm_->size(), r = rank();
     const auto elements = [&](const embedding_slice& slice) {
       return static_cast<std::size_t>(slice.rows * plan_.dimension_of(slice.table));
@@ -248,10 +258,11 @@ class embedding_all_to_all {
       const auto& bag = bags[static_cast<std::size_t>(t)];
       T* out = how == delivery::store ? outputs_.peer_buffer(d) + plan_.output_offset(d, slice.table, row)
                                       : sending.data() + at + static_cast<std::size_t>(task * D);
-      pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank());
+      pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank(), stores);
       kernel.task(slice, task, lookups(bag, row));
       // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
       if (!done_.complete(s, task)) return;
+      if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
       const std::span<const T> pooled(sending.data() + at, elements(slice));
       if (how == delivery::message) {
         outputs_.send(d, pooled);

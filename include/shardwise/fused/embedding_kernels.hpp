@@ -14,12 +14,19 @@
 #include <string>
 #include <type_traits>
 
+#include "shardwise/comm/detail/streaming_store.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::fused {
 
 enum class pooling { sum, mean };
+
+// How pool_bag stores a pooled row: through the caches, or around them (non-temporal stores,
+// comm/detail/streaming_store.hpp). Around them saves reading every output line before it is
+// overwritten, where the outputs are far larger than the caches and nobody reads them before the call
+// ends; the caller fences them (detail::finish_streaming) before another rank may read them.
+enum class row_stores { cached, streaming };
 
 // One table's lookups for the whole global batch: bag b is indices[offsets[b] .. offsets[b + 1]), as
 // PyTorch's EmbeddingBag takes them.
@@ -76,7 +83,7 @@ inline void check_index(std::int64_t index, std::int64_t table_rows, std::int64_
 // -O2 too (GCC vectorises the plain loop only at -O3).
 template <class T>
 void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bags, std::int64_t row, pooling how,
-              T* out, int rank) {
+              T* out, int rank, row_stores stores = row_stores::cached) {
   constexpr int block = 32;
   const auto D = static_cast<std::size_t>(dimension);
   const std::int64_t table_rows = static_cast<std::int64_t>(table.size() / D);
@@ -105,7 +112,12 @@ void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bag
     Array sum = Array::Zero(columns);
     for (auto i = begin; i < end; ++i) sum += Eigen::Map<const Array>(row_of(index_at(i)) + at, columns);
     if (how == pooling::mean && length > 0) sum /= static_cast<T>(length);
-    Eigen::Map<Array>(out + at, columns) = sum;
+    if (stores == row_stores::streaming)
+      shardwise::detail::store_bytes(reinterpret_cast<std::byte*>(out + at),
+                                     reinterpret_cast<const std::byte*>(sum.data()),
+                                     static_cast<std::size_t>(columns) * sizeof(T), true);
+    else
+      Eigen::Map<Array>(out + at, columns) = sum;
   };
   std::size_t at = 0;
   for (; at + block <= D; at += block) pool_columns(std::type_identity<Eigen::Array<T, block, 1>>{}, at, block);
