@@ -47,11 +47,8 @@ struct huge_page_allocator {
 
   [[nodiscard]] T* allocate(std::size_t n) { return static_cast<T*>(allocate_huge_pages(n * sizeof(T))); }
   void deallocate(T* block, std::size_t n) noexcept { deallocate_huge_pages(block, n * sizeof(T)); }
-
-  template <class U>
-  friend constexpr bool operator==(const huge_page_allocator&, const huge_page_allocator<U>&) noexcept {
-    return true;
-  }
+  // Stateless: any one frees what another allocated.
+  constexpr bool operator==(const huge_page_allocator&) const noexcept = default;
 };
 
 }  // namespace shardwise

@@ -169,7 +169,7 @@ class embedding_all_to_all {
   // much as the threads backend's collectives stream (comm/detail/streaming_store.hpp), both paths alike.
   [[nodiscard]] row_stores forward_row_stores() const {
     const auto bytes = static_cast<std::size_t>(plan_.shape().global_batch * plan_.width_of(rank())) * sizeof(T);
-    return bytes >= shardwise::detail::streaming_threshold_bytes ? row_stores::streaming : row_stores::cached;
+    return shardwise::detail::streams_bytes(bytes) ? row_stores::streaming : row_stores::cached;
   }
 
   std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
@@ -202,16 +202,19 @@ class embedding_all_to_all {
     if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
     comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts);
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
+    // Stored as the pooled rows were, so the output is written the same way on both paths.
     const auto out = outputs_.buffer();
     backend_.launch(unpack_work(plan_, r), "unpack all-to-all", [&] {
       std::size_t from = 0;
       for (int s = 0; s < P; ++s)
         for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
           const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
-          std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(from), block_width,
-                      out.begin() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row));
+          shardwise::detail::store_elements(
+              out.data() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row),
+              received.data() + from, block_width, stores == row_stores::streaming);
           from += block_width;
         }
+      if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
     });
     return out;
   }
@@ -285,13 +288,16 @@ class embedding_all_to_all {
     }
     outputs_.wait_receives();
     const auto out = outputs_.buffer();
-    if (element_memory::stored_on_this_thread())
+    if (element_memory::stored_on_this_thread()) {
       for (const auto& a : incoming) {
-        const int D = plan_.dimension_of(a.slice.table);
+        const auto D = static_cast<std::size_t>(plan_.dimension_of(a.slice.table));
         for (std::int64_t row = 0; row < a.slice.rows; ++row)
-          std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(a.at + static_cast<std::size_t>(row * D)), D,
-                      out.begin() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row));
+          shardwise::detail::store_elements(out.data() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row),
+                                            received.data() + a.at + static_cast<std::size_t>(row) * D, D,
+                                            stores == row_stores::streaming);
       }
+      if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
+    }
     outputs_.wait_sends();
     backend_.end_fused_kernel(kernel);
     return out;

@@ -16,6 +16,12 @@ namespace shardwise::detail {
 // Below this many bytes written by one rank in one call, ordinary stores win.
 inline constexpr std::size_t streaming_threshold_bytes = std::size_t{4} << 20;
 
+// Whether a rank that writes this many bytes in one call should store them around the caches; decided
+// once per call, so every block of it is stored the same way.
+[[nodiscard]] constexpr bool streams_bytes(std::size_t bytes_written) noexcept {
+  return bytes_written >= streaming_threshold_bytes;
+}
+
 inline void store_bytes(std::byte* to, const std::byte* from, std::size_t bytes, bool streaming) noexcept {
 #if defined(__SSE2__)
   if (streaming) {
@@ -38,6 +44,14 @@ inline void store_bytes(std::byte* to, const std::byte* from, std::size_t bytes,
   (void)streaming;
 #endif
   if (bytes != 0) std::memcpy(to, from, bytes);
+}
+
+// count elements from `from` to `to`, as store_bytes stores them; nothing where they are the same.
+template <class T>
+void store_elements(T* to, const T* from, std::size_t count, bool streaming) noexcept {
+  if (count != 0 && to != from)
+    store_bytes(reinterpret_cast<std::byte*>(to), reinterpret_cast<const std::byte*>(from), count * sizeof(T),
+                streaming);
 }
 
 // Non-temporal stores are weakly ordered: fence them before telling a peer the data is there.

@@ -28,18 +28,9 @@ inline std::size_t chunk_start(std::size_t n, int ranks, int r) {
   return std::min(n, (n * static_cast<std::size_t>(r) / static_cast<std::size_t>(ranks)) & ~std::size_t{15});
 }
 
-// Whether a rank that writes this many bytes in one call should bypass the cache (see
-// streaming_store.hpp); decided once per call so every block of it is stored the same way.
 template <class T>
 bool streams(std::size_t elements_written) {
-  return elements_written * sizeof(T) >= shardwise::detail::streaming_threshold_bytes;
-}
-
-template <class T>
-void copy_elements(T* to, const T* from, std::size_t count, bool streaming) {
-  if (count != 0 && to != from)
-    shardwise::detail::store_bytes(reinterpret_cast<std::byte*>(to), reinterpret_cast<const std::byte*>(from),
-                                   count * sizeof(T), streaming);
+  return shardwise::detail::streams_bytes(elements_written * sizeof(T));
 }
 
 // For i in [begin, end): reduces source(0)[i], …, source(P-1)[i] in rank order and writes the result to
@@ -62,7 +53,8 @@ void reduce_range(std::size_t begin, std::size_t end, int ranks, const Source& s
         accumulated[i] = combine<Reduction>(accumulated[i], static_cast<A>(next[i]));
     }
     for (std::size_t i = 0; i < count; ++i) result[i] = static_cast<T>(accumulated[i]);
-    for (int d = 0; d < destinations; ++d) copy_elements(destination(d) + base, result, count, streaming);
+    for (int d = 0; d < destinations; ++d)
+      shardwise::detail::store_elements(destination(d) + base, result, count, streaming);
   }
   if (streaming) shardwise::detail::finish_streaming();
 }
@@ -112,8 +104,8 @@ void perform(calls::all_gather<T>& mine, const operation& op, int rank, int rank
   const bool streaming = streams<T>(mine.out.size());
   for (int k = 0; k < ranks; ++k) {
     const int s = (rank + k) % ranks;
-    copy_elements(mine.out.data() + block * static_cast<std::size_t>(s), peer<calls::all_gather<T>>(op, s).in.data(),
-                  block, streaming);
+    shardwise::detail::store_elements(mine.out.data() + block * static_cast<std::size_t>(s),
+                                      peer<calls::all_gather<T>>(op, s).in.data(), block, streaming);
   }
   if (streaming) shardwise::detail::finish_streaming();
 }
@@ -124,9 +116,9 @@ void perform(calls::all_to_all<T>& mine, const operation& op, int rank, int rank
   const bool streaming = streams<T>(mine.out.size());
   for (int k = 0; k < ranks; ++k) {
     const int s = (rank + k) % ranks;
-    copy_elements(mine.out.data() + block * static_cast<std::size_t>(s),
-                  peer<calls::all_to_all<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank), block,
-                  streaming);
+    shardwise::detail::store_elements(
+        mine.out.data() + block * static_cast<std::size_t>(s),
+        peer<calls::all_to_all<T>>(op, s).in.data() + block * static_cast<std::size_t>(rank), block, streaming);
   }
   if (streaming) shardwise::detail::finish_streaming();
 }
@@ -140,7 +132,7 @@ void perform(calls::all_to_all_v<T>& mine, const operation& op, int rank, int ra
     std::size_t offset = 0;
     for (int r = 0; r < rank; ++r) offset += static_cast<std::size_t>(from.send_counts[static_cast<std::size_t>(r)]);
     const auto count = static_cast<std::size_t>(mine.receive_counts[static_cast<std::size_t>(s)]);
-    copy_elements(mine.out.data() + received, from.in.data() + offset, count, streaming);
+    shardwise::detail::store_elements(mine.out.data() + received, from.in.data() + offset, count, streaming);
     received += count;
   }
   if (streaming) shardwise::detail::finish_streaming();
@@ -150,7 +142,8 @@ template <class T>
 void perform(calls::broadcast<T>& mine, const operation& op, int rank, int, int) {
   if (rank == mine.root) return;
   const bool streaming = streams<T>(mine.data.size());
-  copy_elements(mine.data.data(), peer<calls::broadcast<T>>(op, mine.root).data.data(), mine.data.size(), streaming);
+  shardwise::detail::store_elements(mine.data.data(), peer<calls::broadcast<T>>(op, mine.root).data.data(),
+                                    mine.data.size(), streaming);
   if (streaming) shardwise::detail::finish_streaming();
 }
 
