@@ -166,8 +166,11 @@ class embedding_all_to_all {
   }
 
   // How this rank's forward calls store their pooled rows: around the caches where the rank writes as
-  // much as the threads backend's collectives stream (comm/detail/streaming_store.hpp), both paths alike.
+  // much as the threads backend's collectives stream (comm/detail/streaming_store.hpp), both paths alike;
+  // not at all where the rank stores no elements. Asked once a call, not in pool_bag: a call made there
+  // once a bag waited behind the previous bag's stores into the peers' outputs.
   [[nodiscard]] row_stores forward_row_stores() const {
+    if (!element_memory::stored_on_this_thread()) return row_stores::none;
     const auto bytes = static_cast<std::size_t>(plan_.shape().global_batch * plan_.width_of(rank())) * sizeof(T);
     return shardwise::detail::streams_bytes(bytes) ? row_stores::streaming : row_stores::cached;
   }
@@ -288,7 +291,7 @@ class embedding_all_to_all {
     }
     outputs_.wait_receives();
     const auto out = outputs_.buffer();
-    if (element_memory::stored_on_this_thread()) {
+    if (stores != row_stores::none) {
       for (const auto& a : incoming) {
         const auto D = static_cast<std::size_t>(plan_.dimension_of(a.slice.table));
         for (std::int64_t row = 0; row < a.slice.rows; ++row)

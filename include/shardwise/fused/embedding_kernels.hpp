@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -23,10 +24,11 @@ namespace shardwise::fused {
 enum class pooling { sum, mean };
 
 // How pool_bag stores a pooled row: through the caches, or around them (non-temporal stores,
-// comm/detail/streaming_store.hpp). Around them saves reading every output line before it is
-// overwritten, where the outputs are far larger than the caches and nobody reads them before the call
-// ends; the caller fences them (detail::finish_streaming) before another rank may read them.
-enum class row_stores { cached, streaming };
+// comm/detail/streaming_store.hpp), or not at all, on a rank that stores no elements (shapes only:
+// the indices are checked, nothing is summed). Around them saves reading every output line before it
+// is overwritten, where the outputs are far larger than the caches and nobody reads them before the
+// call ends; the caller fences them (detail::finish_streaming) before another rank may read them.
+enum class row_stores { cached, streaming, none };
 
 // One table's lookups for the whole global batch: bag b is indices[offsets[b] .. offsets[b + 1]), as
 // PyTorch's EmbeddingBag takes them.
@@ -94,7 +96,7 @@ void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bag
   // The bag's rows are random rows of a table in memory: asking for all of them before the sum lets
   // their loads overlap, where the sum alone keeps only a row or two in flight (pooling took half the
   // time with this, on both paths).
-  const bool values = element_memory::stored_on_this_thread();  // shapes only: check, do not sum
+  const bool values = stores != row_stores::none;
   for (auto i = begin; i < end; ++i) {
     const auto index = index_at(i);
     check_index(index, table_rows, row, rank);
@@ -112,12 +114,17 @@ void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bag
     Array sum = Array::Zero(columns);
     for (auto i = begin; i < end; ++i) sum += Eigen::Map<const Array>(row_of(index_at(i)) + at, columns);
     if (how == pooling::mean && length > 0) sum /= static_cast<T>(length);
-    if (stores == row_stores::streaming)
+    if (stores == row_stores::streaming) {
+      // Through a copy: were the block's own address taken, it would live in memory, stored to at every
+      // lookup, and those stores wait behind the output's in a full store buffer.
+      alignas(64) std::array<T, block> staged;
+      Eigen::Map<Array>(staged.data(), columns) = sum;
       shardwise::detail::store_bytes(reinterpret_cast<std::byte*>(out + at),
-                                     reinterpret_cast<const std::byte*>(sum.data()),
+                                     reinterpret_cast<const std::byte*>(staged.data()),
                                      static_cast<std::size_t>(columns) * sizeof(T), true);
-    else
+    } else {
       Eigen::Map<Array>(out + at, columns) = sum;
+    }
   };
   std::size_t at = 0;
   for (; at + block <= D; at += block) pool_columns(std::type_identity<Eigen::Array<T, block, 1>>{}, at, block);
