@@ -365,6 +365,7 @@ class embedding_all_to_all {
       block_of[static_cast<std::size_t>(s) + 1] =
           block_of[static_cast<std::size_t>(s)] + static_cast<std::size_t>(receive_counts[static_cast<std::size_t>(s)]);
     // Each table's scatter-add over the global batch, its sources in the plan's order.
+    const bool values = element_memory::stored_on_this_thread();  // shapes only: touch the rows, do not sum
     for (int t = 0; t < plan_.tables_of(r); ++t) {
       const int table = plan_.first_table(r) + t;
       const int D = plan_.dimension_of(table);
@@ -378,7 +379,7 @@ class embedding_all_to_all {
                                                   (plan_.column_of(table) - plan_.column_of(plan_.first_table(r))));
         for (std::int64_t i = 0; i < plan_.rows_of(s); ++i) {
           const std::int64_t row = plan_.first_row(s) + i;
-          add_bag_gradient(gradient, bag, row, options_.pooling, block + i * D, comm_->world_rank());
+          add_bag_gradient(gradient, bag, row, options_.pooling, block + i * D, comm_->world_rank(), values);
           kernel.run_task(scatter_work(lookups(bag, row), D), "task");
         }
       }
@@ -467,7 +468,7 @@ class embedding_all_to_all {
       }
       const auto& bag = bags[static_cast<std::size_t>(t)];
       add_bag_gradient(*gradients[static_cast<std::size_t>(t)], bag, row, options_.pooling, gradient,
-                       comm_->world_rank());
+                       comm_->world_rank(), values);
       kernel.add(slice.table, source, slice.flag, lookups(bag, row));
     });
     exchange.wait_receives();

@@ -16,7 +16,6 @@
 #include <type_traits>
 
 #include "shardwise/comm/detail/streaming_store.hpp"
-#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::fused {
@@ -85,7 +84,7 @@ inline void check_index(std::int64_t index, std::int64_t table_rows, std::int64_
 // -O2 too (GCC vectorises the plain loop only at -O3).
 template <class T>
 void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bags, std::int64_t row, pooling how,
-              T* out, int rank, row_stores stores = row_stores::cached) {
+              T* out, int rank, row_stores stores) {
   constexpr int block = 32;
   const auto D = static_cast<std::size_t>(dimension);
   const std::int64_t table_rows = static_cast<std::int64_t>(table.size() / D);
@@ -119,9 +118,7 @@ void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bag
       // lookup, and those stores wait behind the output's in a full store buffer.
       alignas(64) std::array<T, block> staged;
       Eigen::Map<Array>(staged.data(), columns) = sum;
-      shardwise::detail::store_bytes(reinterpret_cast<std::byte*>(out + at),
-                                     reinterpret_cast<const std::byte*>(staged.data()),
-                                     static_cast<std::size_t>(columns) * sizeof(T), true);
+      shardwise::detail::store_elements(out + at, staged.data(), static_cast<std::size_t>(columns), true);
     } else {
       Eigen::Map<Array>(out + at, columns) = sum;
     }
@@ -144,17 +141,18 @@ concept gradient_rows = requires(G& gradient, const G& view, std::int64_t index)
 };
 
 // Adds the gradient of bag `row`'s pooled row, `gradient` (dimension elements), into every row the bag
-// looked up, in lookup order: the gradient itself (sum), or it over the bag's length (mean).
+// looked up, in lookup order: the gradient itself (sum), or it over the bag's length (mean). Where the
+// rank stores no elements (shapes only), `values` is false and the rows are only touched; the caller
+// asks once a call, as pool_bag's callers do.
 template <class T, gradient_rows<T> Rows>
 void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int64_t row, pooling how,
-                      const T* gradient, int rank) {
+                      const T* gradient, int rank, bool values) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   const int dimension = table_gradient.dimension();
   const std::int64_t table_rows = table_gradient.table_rows();
   const Eigen::Map<const Array> g(gradient, dimension);
   const auto length = mean_length(bags, row);
   const bool divides = how == pooling::mean && length > 0;
-  const bool values = element_memory::stored_on_this_thread();  // shapes only: touch the rows, do not sum
   for (auto i = bags.offsets[static_cast<std::size_t>(row)]; i < bags.offsets[static_cast<std::size_t>(row) + 1]; ++i) {
     const auto index = bags.indices[static_cast<std::size_t>(i)];
     check_index(index, table_rows, row, rank);
