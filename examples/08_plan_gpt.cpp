@@ -4,6 +4,7 @@
 //   build/examples/08_plan_gpt                                    64 V100s, a GPT of 8 blocks
 //   build/examples/08_plan_gpt --preset mi210 --devices 16 --layers 24 --hidden 2048 --heads 16
 //   build/examples/08_plan_gpt --preset mi210 --precision bf16  bf16 weights and activations
+//   build/examples/08_plan_gpt --preset h100 --devices 64 --precision bf16   8 DGX H100 nodes
 //   build/examples/08_plan_gpt --check                            this machine: the plan against threads
 //
 // A mesh is data replicas x a tensor-parallel grid (1-D, with or without sequence parallelism, 2-D or
@@ -71,7 +72,7 @@ struct options {
 };
 
 constexpr const char* options_text =
-    "options: --preset v100|mi210|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
+    "options: --preset v100|mi210|a100|h100|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
     "         --vocabulary N  --batch N  --precision float|bf16  --memory-gib X  --top N  --check\n"
     "         --check-steps N  --check-rounds N  --help\n"
     "(--check: the cpu preset, a device per core but at least 4, and a small model unless given; docs/planner.md)\n";
@@ -216,6 +217,13 @@ cluster preset_cluster(const options& o) {
     return {sw::sim::presets::mi210_nodes(n, per_node), 64 * gib,
             std::to_string(n) + " MI210 64 GB, " + std::to_string(per_node) + " per node on xGMI, InfiniBand between"};
   }
+  if (o.preset == "a100" || o.preset == "h100") {
+    const bool a100 = o.preset == "a100";
+    const int per_node = n % 8 == 0 ? 8 : n;
+    return {a100 ? sw::sim::presets::a100_nodes(n, per_node) : sw::sim::presets::h100_nodes(n, per_node), 80 * gib,
+            std::to_string(n) + (a100 ? " A100 SXM4 80 GB, " : " H100 SXM5 80 GB, ") + std::to_string(per_node) +
+                " per node on NVSwitch, an InfiniBand NIC per GPU (" + (a100 ? "HDR 200" : "NDR 400") + " Gb/s)"};
+  }
   if (o.preset == "tpu") {
     int rows = static_cast<int>(std::sqrt(n));
     while (n % rows != 0) --rows;
@@ -224,7 +232,7 @@ cluster preset_cluster(const options& o) {
                 " chips, 32 GB each, in a 2-D torus"};
   }
   if (o.preset == "cpu") return this_machine(n);
-  usage("--preset is v100, mi210, tpu or cpu, not " + o.preset);
+  usage("--preset is v100, mi210, a100, h100, tpu or cpu, not " + o.preset);
 }
 
 cluster cluster_of(const options& o) {

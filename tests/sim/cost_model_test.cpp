@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,33 @@ TEST(topology, routes_take_the_links_the_shape_says) {
   EXPECT_THROW((void)topology::nodes(6, 4, link, link, 1), shardwise::argument_error);
 }
 
+// Inside a switched node (NVSwitch) each GPU has one port each way: a transfer goes up its source's
+// port and down its destination's, so one GPU's transfers share its up port, those to one GPU its
+// down port, and two disjoint pairs share nothing. Between nodes it is as any node.
+TEST(topology, a_switched_node_joins_each_gpu_to_the_switch_by_a_port) {
+  const link_model port{bandwidth, alpha, "port"};
+  const auto nodes = topology::switched_nodes(16, 8, port, {10e9, 5e-6, "ib"}, 8);
+  EXPECT_TRUE(nodes.switched());
+  EXPECT_FALSE(topology::nodes(16, 8, port, {10e9, 5e-6, "ib"}, 8).switched());
+  const auto inside = nodes.route_between(0, 3);
+  ASSERT_EQ(inside.links.size(), 2U);
+  EXPECT_DOUBLE_EQ(inside.latency, alpha);
+  for (const auto link : inside.links) EXPECT_DOUBLE_EQ(nodes.bandwidth(link), bandwidth);
+  EXPECT_EQ(nodes.link_name(inside.links[0]), "GPU 0 → switch (port)");
+  EXPECT_EQ(nodes.link_name(inside.links[1]), "switch → GPU 3 (port)");
+  EXPECT_EQ(nodes.route_between(0, 5).links[0], inside.links[0]);
+  EXPECT_EQ(nodes.route_between(6, 3).links[1], inside.links[1]);
+  for (const auto link : nodes.route_between(1, 2).links)
+    EXPECT_EQ(std::count(inside.links.begin(), inside.links.end(), link), 0);
+  EXPECT_NE(nodes.route_between(3, 0).links, inside.links);  // full duplex
+  const auto across = nodes.route_between(1, 9);
+  ASSERT_EQ(across.links.size(), 2U);  // up GPU 1's NIC, down GPU 9's
+  EXPECT_DOUBLE_EQ(across.latency, 5e-6);
+  EXPECT_DOUBLE_EQ(nodes.bandwidth(across.links[0]), 10e9);
+  for (const auto link : across.links) EXPECT_EQ(nodes.link_name(link).rfind("NIC", 0), 0U) << nodes.link_name(link);
+  EXPECT_FALSE(nodes.disjoint_routes_can_meet());  // a port and a NIC for every GPU
+}
+
 // Devices on the chips of a torus (a TPU's two TensorCores): a chip's devices reach each other over
 // a link of their own and leave the chip over its four torus links, which they share.
 TEST(topology, the_devices_of_a_chip_share_its_torus_links) {
@@ -121,6 +149,18 @@ TEST(network, tiny_transfers_late_in_a_run_finish_on_time) {
   const auto timing = simulate(net, transfers, false);
   for (std::size_t i = 0; i < transfers.size(); ++i)
     EXPECT_NEAR(timing.transfers[i].finish, 1.0 + alpha + transfers[i].bytes / bandwidth, 1e-15) << "transfer " << i;
+}
+
+// One GPU sending to three peers of its node at once: through a switch the three share its port, over
+// a link a pair each has its own.
+TEST(network, a_gpu_sending_to_its_switched_peers_shares_its_port) {
+  const link_model peer{bandwidth, alpha, "peer"}, ib{10e9, 5e-6, "ib"};
+  const double n = 4e6;
+  const std::vector<transfer> fan_out{{0, 1, n, 0}, {0, 2, n, 0}, {0, 3, n, 0}};
+  for (const auto& t : simulate(topology::switched_nodes(4, 4, peer, ib, 4), fan_out).transfers)
+    EXPECT_NEAR(t.finish, alpha + 3 * n / bandwidth, 1e-12);
+  for (const auto& t : simulate(topology::nodes(4, 4, peer, ib, 4), fan_out).transfers)
+    EXPECT_NEAR(t.finish, alpha + n / bandwidth, 1e-12);
 }
 
 TEST(network, transfers_sharing_a_link_share_its_bandwidth) {
@@ -272,13 +312,15 @@ TEST(collective_cost, all_to_all_broadcast_reduce_and_barrier_match_their_formul
 
 // Hierarchical all-reduce in nodes of 4 GPUs: a ring inside each node on the whole message, a ring
 // across nodes on a quarter of it, with all 4 ranks of a node crossing at once through the node's
-// NICs (one per node on the V100s, one per GPU on the MI210s), and a ring inside again. Its steps are
+// NICs (one per node on the V100s, one per GPU on the MI210s and A100s), and a ring inside again
+// (over NVLink a pair on the V100s, xGMI on the MI210s, each GPU's port to NVSwitch on the A100s). Its steps are
 // those four rings' and its time the formula of comm/algorithms/hierarchical.hpp. On 8 GPUs it beats
 // a flat ring, which crosses between nodes in each of its 14 steps.
 TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_flat_ring_across_nodes) {
   constexpr int k = 4;
   for (const int P : {8, 16})
-    for (const auto& [m, nics] : {std::pair{presets::v100_nodes(P, k), 1}, std::pair{presets::mi210_nodes(P, k), k}}) {
+    for (const auto& [m, nics] : {std::pair{presets::v100_nodes(P, k), 1}, std::pair{presets::mi210_nodes(P, k), k},
+                                  std::pair{presets::a100_nodes(P, k), k}}) {
       const int nodes = P / k;
       const link_model& in = m.network.peer_link();
       const link_model& out = m.network.network_link();
@@ -641,18 +683,20 @@ TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_ap
   EXPECT_THROW((void)wrong.pick({collective::all_to_all, 64, 0}, 8), shardwise::argument_error);
 }
 
-// An all-to-all leaves each rank's blocks through one port on nodes of one GPU, and through a link
-// per peer inside a node: the direct all-to-all posts every block at once and saves the waits
-// between the pairwise steps on the first, and all but one block's time on the second, so the model
-// takes it on both; each takes its own formula, uneven blocks included.
+// An all-to-all leaves each rank's blocks through one port on nodes of one GPU and inside a switched
+// node, and through a link per peer inside a node of links a pair: the direct all-to-all posts every
+// block at once and saves the waits between the pairwise steps where they share a port, and all but
+// one block's time where they do not, so the model takes it on all three; each takes its own formula,
+// uneven blocks included.
 TEST(algorithm_choice, the_direct_all_to_all_sends_every_block_at_once) {
   constexpr int P = 4;
   const double block = 1 << 20;
   const std::vector<int> devices{0, 1, 2, 3};
   const std::vector<std::vector<double>> even(P, std::vector<double>(P, block));
-  for (const machine& m : {presets::mi210_nodes(P, 1), presets::mi210_nodes(P, P)}) {
-    const link_model& link = P == m.network.gpus_per_node() ? m.network.peer_link() : m.network.network_link();
-    const double ports = P == m.network.gpus_per_node() ? 1 : P - 1;  // blocks sharing a port at once
+  for (const machine& m : {presets::mi210_nodes(P, 1), presets::mi210_nodes(P, P), presets::a100_nodes(P, P)}) {
+    const bool one_node = P == m.network.gpus_per_node();
+    const link_model& link = one_node ? m.network.peer_link() : m.network.network_link();
+    const double ports = one_node && !m.network.switched() ? 1 : P - 1;  // blocks sharing a port at once
     collective_cost costs(m);
     const auto chosen = costs.choose(costs.group_id(devices), devices, {collective::all_to_all, block, 0});
     EXPECT_EQ(chosen.chosen, algorithm::direct);
@@ -722,6 +766,18 @@ TEST(presets, describe_the_papers_machines) {
   const auto v100 = presets::v100_nodes(16);
   EXPECT_DOUBLE_EQ(v100.network.network_link().bandwidth, 100e9 / 8);
   EXPECT_THROW((void)presets::v100_nodes(6), shardwise::argument_error);
+  // DGX A100 and H100 nodes of 8: each GPU's NVLink ports to NVSwitch (300 and 450 GB/s a direction)
+  // and a NIC of its own (HDR 200 and NDR 400 Gb/s); bf16 products on the tensor cores.
+  for (const auto& [dgx, port, nic] :
+       {std::tuple{presets::a100_nodes(16), 300e9, 200e9 / 8}, std::tuple{presets::h100_nodes(16), 450e9, 400e9 / 8}}) {
+    EXPECT_EQ(dgx.network.gpus_per_node(), 8);
+    EXPECT_TRUE(dgx.network.switched());
+    EXPECT_DOUBLE_EQ(dgx.network.peer_link().bandwidth, port);
+    EXPECT_DOUBLE_EQ(dgx.network.network_link().bandwidth, nic);
+    EXPECT_NE(dgx.network.nic_of(0), dgx.network.nic_of(7));
+    EXPECT_GT(dgx.device.bf16_matrix_flops, dgx.device.peak_flops);
+  }
+  EXPECT_THROW((void)presets::h100_nodes(12), shardwise::argument_error);
   // A full TPU v3 pod: 1024 chips in a 32 x 32 torus; a ring all-reduce round a row of 32 takes its
   // 2 · 31 steps on the ICI links between neighbours, one hop each, in two channels, one each way.
   const auto cores = presets::tpu_v3_pod(32, 32, 2);

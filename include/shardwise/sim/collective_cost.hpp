@@ -382,8 +382,8 @@ class collective_cost {
 
   // The groups relabelled by what the network model can tell of them (the first group's size, then
   // every member of each group in turn), so that groups it prices alike get one label. Nodes: each
-  // member's node and NIC, numbered in order of first appearance (links inside a node are one per
-  // pair, all alike; the NICs and their sharing are what differ). Ring and torus: the members relative
+  // member's node and NIC, numbered in order of first appearance (links inside a node, one a pair
+  // or a port a GPU, are all alike; the NICs and their sharing are what differ). Ring and torus: the members relative
   // to the first group's first (in chips, each device keeping its place on its chip), which is exact
   // for their translation symmetry. A fully connected network tells groups apart by size only.
   [[nodiscard]] std::vector<int> placement_class_of(const std::vector<std::vector<int>>& groups) const {

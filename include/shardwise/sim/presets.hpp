@@ -14,9 +14,17 @@
 //                          EDR InfiniBand 100 Gb/s = 12.5 GB/s between nodes, one NIC per node (the
 //                          TACC Longhorn nodes of Bian et al.: 4 V100 per node, Mellanox EDR)
 //   NVIDIA A100 SXM4 80GB  19.5 TFLOP/s FP32 (312 BF16 with tensor cores, dense), 2.039 TB/s HBM2e
-//                          (NVIDIA A100 Tensor Core GPU datasheet)
+//                          (NVIDIA A100 Tensor Core GPU datasheet); in DGX A100 nodes of 8 (NVIDIA
+//                          DGX A100 datasheet and user guide): third-generation NVLink, 12 links of
+//                          25 GB/s a direction = 300 GB/s a direction a GPU (600 GB/s both ways),
+//                          through NVSwitch, so any GPU reaches any other at that rate and a GPU's
+//                          transfers to several peers share it; a 200 Gb/s HDR InfiniBand NIC per
+//                          GPU (ConnectX-6) = 25 GB/s
 //   NVIDIA H100 SXM5       67 TFLOP/s FP32 (989 BF16 with tensor cores, dense), 3.35 TB/s HBM3
-//                          (NVIDIA H100 Tensor Core GPU datasheet)
+//                          (NVIDIA H100 Tensor Core GPU datasheet); in DGX H100 nodes of 8 (NVIDIA
+//                          DGX H100 datasheet and user guide): fourth-generation NVLink, 18 links =
+//                          450 GB/s a direction a GPU (900 GB/s both ways) through NVSwitch; a
+//                          400 Gb/s NDR InfiniBand NIC per GPU (ConnectX-7) = 50 GB/s
 //   Google TPU v3 core     half a chip: 123 TFLOP/s BF16 and 900 GB/s HBM2 per chip of two
 //                          TensorCores (Cloud TPU v3 documentation, system architecture); the
 //                          matrix units' BF16 figure, the precision TPUs train in, for every kernel
@@ -41,7 +49,7 @@
 //                          that the host starts once (Cloud TPU documentation, "System architecture":
 //                          XLA compiles the graph, the TPU runs it), not an operation at a time;
 //                          per message 2 µs on xGMI/NVLink (peer copy set-up of RCCL/NCCL), 2.5 µs
-//                          on HDR-class InfiniBand and 1.5 µs on EDR (MPI ping-pong order; the
+//                          on HDR-class InfiniBand (NDR too) and 1.5 µs on EDR (MPI ping-pong order; the
 //                          paper's ASTRA-Sim runs use 700 ns for the wire alone, Table 2)
 #include <string>
 #include <utility>
@@ -62,6 +70,10 @@ inline link_model xgmi() { return {80e9, 2e-6, "xGMI"}; }
 inline link_model infiniband_20() { return {20e9, 2.5e-6, "InfiniBand"}; }
 inline link_model nvlink2_pair() { return {50e9, 2e-6, "NVLink"}; }
 inline link_model infiniband_edr() { return {12.5e9, 1.5e-6, "InfiniBand EDR"}; }
+inline link_model nvlink3_switch_port() { return {300e9, 2e-6, "NVLink 3, NVSwitch"}; }
+inline link_model nvlink4_switch_port() { return {450e9, 2e-6, "NVLink 4, NVSwitch"}; }
+inline link_model infiniband_hdr() { return {25e9, 2.5e-6, "InfiniBand HDR"}; }
+inline link_model infiniband_ndr() { return {50e9, 2.5e-6, "InfiniBand NDR"}; }
 inline link_model tpu_v3_ici() { return {82e9, 1e-6, "ICI"}; }
 inline link_model scale_out_torus_link() { return {25e9, 700e-9, "torus link"}; }
 
@@ -88,6 +100,18 @@ inline machine mi210_torus(int rows, int cols) {
 inline machine v100_nodes(int gpus, int gpus_per_node = 4) {
   const int k = detail::node_width("presets::v100_nodes", gpus, gpus_per_node);
   return {v100(), topology::nodes(gpus, k, nvlink2_pair(), infiniband_edr(), 1)};
+}
+
+// `gpus` A100 SXM4 80GB in DGX A100 nodes of `gpus_per_node`: NVSwitch inside, a NIC per GPU between.
+inline machine a100_nodes(int gpus, int gpus_per_node = 8) {
+  const int k = detail::node_width("presets::a100_nodes", gpus, gpus_per_node);
+  return {a100(), topology::switched_nodes(gpus, k, nvlink3_switch_port(), infiniband_hdr(), k)};
+}
+
+// `gpus` H100 SXM5 in DGX H100 nodes of `gpus_per_node`: NVSwitch inside, a NIC per GPU between.
+inline machine h100_nodes(int gpus, int gpus_per_node = 8) {
+  const int k = detail::node_width("presets::h100_nodes", gpus, gpus_per_node);
+  return {h100(), topology::switched_nodes(gpus, k, nvlink4_switch_port(), infiniband_ndr(), k)};
 }
 
 // A TPU v3 pod slice of rows x cols chips in a 2-D torus (the full pod: 32 x 32), with a device per

@@ -22,6 +22,12 @@
 //                                between nodes a transfer goes up its GPU's NIC and down the
 //                                destination GPU's NIC (`network` links, one latency for the
 //                                crossing); GPUs share their node's `nics` NICs evenly
+//   switched_nodes(P, k, port, network, nics)
+//                                as nodes, but inside a node each GPU has one `port` link each way
+//                                to a switch (NVSwitch): a transfer goes up its source's port and
+//                                down its destination's (one latency), so a GPU's transfers to
+//                                several peers at once share its port; id = 2·source (up) or
+//                                2·destination + 1 (down), ids the pairs' links leave unused here
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -74,6 +80,12 @@ class topology {
                                " GPUs per node: needs 1 to " + std::to_string(gpus_per_node));
     return topology(shape::nodes, devices, std::move(peer), std::move(network), gpus_per_node, nics_per_node);
   }
+  static topology switched_nodes(int devices, int gpus_per_node, link_model port, link_model network,
+                                 int nics_per_node) {
+    topology switched = nodes(devices, gpus_per_node, std::move(port), std::move(network), nics_per_node);
+    switched.switched_ = true;
+    return switched;
+  }
 
   [[nodiscard]] int devices() const noexcept { return devices_; }
   [[nodiscard]] shape kind() const noexcept { return shape_; }
@@ -81,6 +93,8 @@ class topology {
   [[nodiscard]] const link_model& peer_link() const noexcept { return peer_; }
   [[nodiscard]] const link_model& network_link() const noexcept { return shape_ == shape::nodes ? network_ : peer_; }
   [[nodiscard]] int gpus_per_node() const noexcept { return shape_ == shape::nodes ? width_ : devices_; }
+  // Whether the GPUs of a node reach each other through a switch (a port each) rather than a link a pair.
+  [[nodiscard]] bool switched() const noexcept { return switched_; }
   // A torus's columns of chips; the other shapes are one row.
   [[nodiscard]] int columns() const noexcept { return shape_ == shape::torus_2d ? width_ : devices_; }
   // Devices on each chip of a torus (1 elsewhere): they share the chip's links.
@@ -140,7 +154,12 @@ class topology {
       }
       case shape::nodes:
         if (source / width_ == destination / width_) {
-          r.links.push_back(static_cast<std::int64_t>(source) * width_ + destination % width_);
+          if (switched_) {
+            r.links.push_back(2 * static_cast<std::int64_t>(source));
+            r.links.push_back(2 * static_cast<std::int64_t>(destination) + 1);
+          } else {
+            r.links.push_back(static_cast<std::int64_t>(source) * width_ + destination % width_);
+          }
           r.latency = peer_.latency;
         } else {
           r.links.push_back(nic_link(nic_of(source), true));
@@ -173,6 +192,9 @@ class topology {
                peer_.kind + ")";
       }
       case shape::nodes:
+        if (switched_ && link < P * width_)
+          return link % 2 == 0 ? gpu(link / 2) + " → switch (" + peer_.kind + ")"
+                               : "switch → " + gpu(link / 2) + " (" + peer_.kind + ")";
         if (link < P * width_)
           return gpu(link / width_) + " → " + gpu(link / width_ / width_ * width_ + link % width_) + " (" + peer_.kind +
                  ")";
@@ -232,6 +254,7 @@ class topology {
   int width_;  // columns of the torus, GPUs per node
   int nics_per_node_;
   int devices_per_chip_ = 1;
+  bool switched_ = false;  // nodes: a port a GPU to a switch instead of a link a pair
   link_model peer_;
   link_model network_;  // between nodes; on a torus, between the devices of a chip
 };
