@@ -17,15 +17,18 @@
 // threads/… wall time at 8 ranks as threads, fused (zero copy, epoch flags) vs baseline
 //           (pool, all_to_all_v, unpack) vs what operator() chooses after its trial calls (automatic),
 //           slowest rank:
-//     fused|baseline|automatic|paired/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats,
+//     fused|baseline|automatic|paired|automatic_paired/8    a batch of 2048 bags over 32 tables of 20000 × 64 floats,
 //                         bags of 10
-//     fused|baseline|automatic|paired/sweep/B/T/L  the model's dimension 256, global batch B, T tables
+//     fused|baseline|automatic|paired|automatic_paired/sweep/B/T/L  the model's dimension 256, global batch B, T tables
 //                         per rank of 2048 rows, bags of L
 //     paired/…            both paths on one operator, a call of each per iteration, each timed on its
 //                         own: on a machine whose speed drifts during a run (here one path's time of a
 //                         repetition ranges over 30-40% in a run), the two calls of a pair see the same
 //                         state. Counters: fused_ms and baseline_ms (each path's median call) and
 //                         fused_over_baseline (the median of the pairs' ratios)
+//     automatic_paired/…  the same pairs with operator() (after its trial calls) in place of fused():
+//                         whether the automatic choice is ever slower than the baseline. Counters:
+//                         automatic_ms, baseline_ms, automatic_over_baseline, fuses (1: it fused)
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
 //           an MPI-3 shared-memory window; fused_messages sends its slices as non-blocking messages, as
@@ -160,8 +163,8 @@ struct measured_configuration {
 };
 constexpr int measured_ranks = 8;
 
-// A path of the operator (or both in pairs), whether it may store into the peers' outputs where they
-// share memory, and in groups of how many ranks (0: all).
+// A path of the operator (or it and the baseline in pairs), whether it may store into the peers'
+// outputs where they share memory, and in groups of how many ranks (0: all).
 struct measured_path {
   const char* name;
   fused::path choice;
@@ -175,9 +178,10 @@ constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
                                    {"baseline", fused::path::baseline, true, 0},
                                    {"automatic", fused::path::automatic, true, 0},
                                    {"paired", fused::path::fused, true, 0, true},
+                                   {"automatic_paired", fused::path::automatic, true, 0, true},
                                    {"fused_messages", fused::path::fused, false, 0},
                                    {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
-constexpr int paths_on_threads = 4;
+constexpr int paths_on_threads = 5;
 
 double median(std::vector<double> values) {
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
@@ -185,20 +189,23 @@ double median(std::vector<double> values) {
   return *middle;
 }
 
-// paired/…: `iterations` pairs of calls on `op`, the fused call first in every other pair.
+// paired/… and automatic_paired/…: `iterations` pairs of calls on `op`, fused() (or operator(), once
+// its trial is over) and baseline(), the first of them first in every other pair.
 template <class Comm, class Operator, class Tables, class Bags>
 void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Operator& op, const Tables& tables,
-                   const Bags& bags) {
+                   const Bags& bags, bool automatic) {
+  const auto first_path = [&] { return automatic ? op(tables, bags) : op.fused(tables, bags); };
+  while (automatic && op.measuring()) (void)op(tables, bags);
   // Two calls of each path, so each path has written both outputs (see measure_path).
-  for (int call = 0; call < 4; ++call) (void)(call < 2 ? op.fused(tables, bags) : op.baseline(tables, bags));
-  std::vector<double> fused_seconds, baseline_seconds;
+  for (int call = 0; call < 4; ++call) (void)(call < 2 ? first_path() : op.baseline(tables, bags));
+  std::vector<double> first_seconds, baseline_seconds;
   const auto pair = [&] {
-    const bool fused_first = fused_seconds.size() % 2 == 0;
-    std::array<double, 2> seconds{};  // fused, baseline
-    for (const bool fuse : {fused_first, !fused_first})
-      seconds[fuse ? 0 : 1] = bench::slowest(
-          comm, [&] { benchmark::DoNotOptimize((fuse ? op.fused(tables, bags) : op.baseline(tables, bags)).data()); });
-    fused_seconds.push_back(seconds[0]);
+    const bool first_first = first_seconds.size() % 2 == 0;
+    std::array<double, 2> seconds{};  // first path, baseline
+    for (const bool first : {first_first, !first_first})
+      seconds[first ? 0 : 1] = bench::slowest(
+          comm, [&] { benchmark::DoNotOptimize((first ? first_path() : op.baseline(tables, bags)).data()); });
+    first_seconds.push_back(seconds[0]);
     baseline_seconds.push_back(seconds[1]);
     return seconds[0] + seconds[1];
   };
@@ -208,10 +215,12 @@ void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Op
   }
   for (auto _ : *state) state->SetIterationTime(pair());
   std::vector<double> ratios;
-  for (std::size_t i = 0; i < fused_seconds.size(); ++i) ratios.push_back(fused_seconds[i] / baseline_seconds[i]);
-  state->counters["fused_ms"] = 1e3 * median(fused_seconds);
+  for (std::size_t i = 0; i < first_seconds.size(); ++i) ratios.push_back(first_seconds[i] / baseline_seconds[i]);
+  const std::string first = automatic ? "automatic" : "fused";
+  state->counters[first + "_ms"] = 1e3 * median(first_seconds);
   state->counters["baseline_ms"] = 1e3 * median(baseline_seconds);
-  state->counters["fused_over_baseline"] = median(ratios);
+  state->counters[first + "_over_baseline"] = median(ratios);
+  if (automatic) state->counters["fuses"] = op.fuses() ? 1 : 0;
 }
 
 // One rank's part of a measurement; `state` on the reporting rank only.
@@ -233,7 +242,7 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   for (const auto& w : weights) table_spans.emplace_back(w);
   const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
   if (which.paired) {
-    measure_pairs(comm, state, c.iterations, op, table_spans, bags);
+    measure_pairs(comm, state, c.iterations, op, table_spans, bags, which.choice == fused::path::automatic);
     return;
   }
   // Untimed calls first, whose page faults would otherwise weigh on the few iterations of the large
