@@ -219,7 +219,10 @@ cluster preset_cluster(const options& o) {
   }
   if (o.preset == "a100" || o.preset == "h100") {
     const bool a100 = o.preset == "a100";
-    const int per_node = n % 8 == 0 ? 8 : n;
+    if (n > 8 && n % 8 != 0)
+      usage("--preset " + o.preset + " has DGX nodes of 8 GPUs: --devices is 8 or fewer, or a multiple of 8, not " +
+            std::to_string(n));
+    const int per_node = std::min(n, 8);
     return {a100 ? sw::sim::presets::a100_nodes(n, per_node) : sw::sim::presets::h100_nodes(n, per_node), 80 * gib,
             std::to_string(n) + (a100 ? " A100 SXM4 80 GB, " : " H100 SXM5 80 GB, ") + std::to_string(per_node) +
                 " per node on NVSwitch, an InfiniBand NIC per GPU (" + (a100 ? "HDR 200" : "NDR 400") + " Gb/s)"};
