@@ -1,7 +1,8 @@
 // Every collective run by every algorithm that applies (comm/algorithms/), through the communicator's
 // own isend and irecv, one body for threads and MPI: each result equals the serial computation on all
 // ranks' data, for block sizes that the rank count divides and that it does not. The hierarchical
-// all-reduce runs in nodes of 1, 2 and all ranks, wherever they divide the rank count.
+// all-reduce, and the rings in more than 2 channels (rotated in their nodes), run in nodes of 1, 2 and
+// all ranks, wherever they divide the rank count.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -35,25 +36,43 @@ struct choice {
   int channels = 1;
 };
 
-// The algorithms of `kind` that apply on `ranks` ranks, the hierarchical one in every node width of
-// 1, 2 and `ranks` that divides `ranks`, each in every number of channels it can run in.
+// The algorithms of `kind` that apply on `ranks` ranks, each in every number of channels it can run
+// in: the hierarchical one in every node width of 1, 2 and `ranks` that divides `ranks`; the ring in
+// nodes of 1, and in the wider ones where they let it run more than 2 channels (in 1 or 2 the nodes
+// do not change its rings).
 std::vector<choice> algorithms_for(collective kind, int ranks) {
   std::vector<choice> found;
   for (const algorithm a : all_algorithms) {
     std::vector<int> widths{1};
-    if (a == algorithm::hierarchical)
+    if (a == algorithm::hierarchical || a == algorithm::ring)
       for (const int k : {2, ranks})
         if (k > widths.back()) widths.push_back(k);
     for (const int k : widths)
-      for (int channels = 1; channels <= most_channels(a); channels *= 2)
-        if (applies(kind, a, ranks, {k}, channels)) found.push_back({a, {k}, channels});
+      for (int channels = 1; channels <= most_channels(a, {k}); channels *= 2)
+        if ((a != algorithm::ring || k == 1 || channels > 2) && applies(kind, a, ranks, {k}, channels))
+          found.push_back({a, {k}, channels});
   }
   return found;
 }
 
+// How many of algorithms_for(all_reduce, ranks) are rotated rings: in nodes of k, channels 4 up to
+// 2·k (k rounded down to a power of two), for k = 2 and k = ranks.
+int rotated_rings(int ranks) {
+  switch (ranks) {
+    case 2:
+    case 3: return 1;  // nodes of 2 or 3: 4 channels
+    case 4: return 3;  // nodes of 2: 4; nodes of 4: 4 and 8
+    case 5: return 2;  // nodes of 5: 4 and 8
+    case 8: return 4;  // nodes of 2: 4; nodes of 8: 4, 8 and 16
+    default: return 0;
+  }
+}
+
 std::string context(collective kind, choice c, std::size_t n, bool in_place, int rank) {
   return std::string(name_of(kind)) + " by " + std::string(name_of(c.chosen)) +
-         (c.chosen == algorithm::hierarchical ? " in nodes of " + std::to_string(c.where.ranks_per_node) : "") +
+         (c.chosen == algorithm::hierarchical || c.channels > 2
+              ? " in nodes of " + std::to_string(c.where.ranks_per_node)
+              : "") +
          (c.channels > 1 ? " in " + std::to_string(c.channels) + " channels" : "") + ", n = " + std::to_string(n) +
          (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
 }
@@ -83,10 +102,11 @@ TYPED_TEST(collective_algorithms, all_reduce_equals_serial_reduction) {
   TypeParam::run(
       [](communicator auto& comm) {
         // Ring in 1 and 2 channels, recursive doubling, Rabenseifner, and hierarchical in 1, 2 and 4
-        // channels in nodes of 1, of 2 (P even, P > 2), of P.
+        // channels in nodes of 1, of 2 (P even, P > 2), of P; and the rotated rings.
         const int ranks = comm.size();
         const std::size_t node_widths = ranks == 1 ? 1 : ranks % 2 == 0 && ranks > 2 ? 3 : 2;
-        ASSERT_EQ(algorithms_for(collective::all_reduce, ranks).size(), 4 + 3 * node_widths);
+        ASSERT_EQ(algorithms_for(collective::all_reduce, ranks).size(),
+                  4 + 3 * node_widths + static_cast<std::size_t>(rotated_rings(ranks)));
         for (const choice a : algorithms_for(collective::all_reduce, ranks)) {
           for (const std::size_t n : {0, 1, 7, 64, 1001})
             for (const bool in_place : {false, true}) {
@@ -127,10 +147,10 @@ TYPED_TEST(collective_algorithms, reduce_scatter_equals_serial_reduction) {
                 std::vector<std::int64_t> out(block);
                 if (in_place) {
                   const std::span<std::int64_t> own = std::span(data).subspan(rank * block, block);
-                  algorithms::reduce_scatter(comm, data, own, reduction, a.chosen, a.channels);
+                  algorithms::reduce_scatter(comm, data, own, reduction, a.chosen, a.where, a.channels);
                   out.assign(own.begin(), own.end());
                 } else {
-                  algorithms::reduce_scatter(comm, data, out, reduction, a.chosen, a.channels);
+                  algorithms::reduce_scatter(comm, data, out, reduction, a.chosen, a.where, a.channels);
                 }
                 EXPECT_TRUE(same_elements(out, expected))
                     << context(collective::reduce_scatter, a, block, in_place, comm.rank()) << ", op "
@@ -138,7 +158,7 @@ TYPED_TEST(collective_algorithms, reduce_scatter_equals_serial_reduction) {
               }
               std::vector<float> sums(block);
               algorithms::reduce_scatter(comm, random_floats(comm.rank(), block * ranks), sums, op::sum, a.chosen,
-                                         a.channels);
+                                         a.where, a.channels);
               const auto whole = serial_sum_of_random_floats(comm.size(), block * ranks);
               expect_near(sums,
                           std::vector<float>(whole.begin() + static_cast<std::ptrdiff_t>(rank * block),
@@ -163,11 +183,12 @@ TYPED_TEST(collective_algorithms, all_gather_collects_every_block_in_rank_order)
               std::vector<std::int64_t> out(block * ranks);
               if (in_place) {
                 for (std::size_t i = 0; i < block; ++i) out[rank * block + i] = tagged<std::int64_t>(comm.rank(), i);
-                algorithms::all_gather(comm, std::span(out).subspan(rank * block, block), out, a.chosen, a.channels);
+                algorithms::all_gather(comm, std::span(out).subspan(rank * block, block), out, a.chosen, a.where,
+                                       a.channels);
               } else {
                 std::vector<std::int64_t> mine(block);
                 for (std::size_t i = 0; i < block; ++i) mine[i] = tagged<std::int64_t>(comm.rank(), i);
-                algorithms::all_gather(comm, mine, out, a.chosen, a.channels);
+                algorithms::all_gather(comm, mine, out, a.chosen, a.where, a.channels);
               }
               EXPECT_TRUE(same_elements(out, expected))
                   << context(collective::all_gather, a, block, in_place, comm.rank());
@@ -309,9 +330,12 @@ TYPED_TEST(collective_algorithms, misuse_throws_naming_the_call_the_rank_and_the
         EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {.ranks_per_node = 0}),
                      argument_error);
         EXPECT_THROW(algorithms::all_gather(comm, in, out, algorithm::hierarchical), argument_error);
-        expect_refusal([&] { algorithms::all_gather(comm, in, out, algorithm::ring, 4); },
-                       "algorithms::all_gather(ring in 4 channels): ring in 4 channels is not an algorithm for "
-                       "all_gather on 3 ranks");
+        expect_refusal([&] { algorithms::all_gather(comm, in, out, algorithm::ring, {}, 4); },
+                       "algorithms::all_gather(ring in nodes of 1, in 4 channels): ring in nodes of 1, in 4 channels "
+                       "is not an algorithm for all_gather on 3 ranks");
+        expect_refusal([&] { algorithms::reduce_scatter(comm, out, in, op::sum, algorithm::ring, {2}, 4); },
+                       "algorithms::reduce_scatter(ring in nodes of 2, in 4 channels, sum): ring in nodes of 2, in 4 "
+                       "channels is not an algorithm for reduce_scatter on 3 ranks");
         EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::rabenseifner, {}, 2), argument_error);
         EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {}, 3), argument_error);
         EXPECT_THROW(algorithms::broadcast(comm, in, comm.size(), algorithm::binomial), argument_error);

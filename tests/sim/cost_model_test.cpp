@@ -315,7 +315,7 @@ TEST(collective_cost, all_to_all_broadcast_reduce_and_barrier_match_their_formul
 // NICs (one per node on the V100s, one per GPU on the MI210s and A100s), and a ring inside again
 // (over NVLink a pair on the V100s, xGMI on the MI210s, each GPU's port to NVSwitch on the A100s). Its steps are
 // those four rings' and its time the formula of comm/algorithms/hierarchical.hpp. On 8 GPUs it beats
-// a flat ring, which crosses between nodes in each of its 14 steps.
+// a flat ring in 2 channels, one each way, which crosses between nodes in each of its 14 steps.
 TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_flat_ring_across_nodes) {
   constexpr int k = 4;
   for (const int P : {8, 16})
@@ -353,9 +353,8 @@ TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_
         const double hierarchical = costs.play({devices}, steps, nullptr, 0);
         expect_within_one_percent(hierarchical, formula, "hierarchical all-reduce, " + at);
         if (P == 8 && n == sizes.back()) {
-          machine flat = m;
-          flat.algorithms.all_reduce = algorithm::ring;
-          EXPECT_LT(hierarchical, 0.9 * modelled(flat, P, {collective::all_reduce, n, 0})) << at;
+          const auto flat = schedule(algorithm::ring, {collective::all_reduce, n, 0}, P, 1 << 20, {}, 2);
+          EXPECT_LT(hierarchical, 0.9 * costs.play({devices}, flat, nullptr, 0)) << at;
         }
       }
     }
@@ -367,6 +366,43 @@ TEST(collective_cost, hierarchical_all_reduce_matches_its_formula_and_beats_the_
     EXPECT_EQ(single[s].exchanges, ring[s].exchanges);
     EXPECT_EQ(single[s].repeat, ring[s].repeat);
   }
+}
+
+// Rings in C channels rotated in nodes of k (comm/algorithms/pattern.hpp) leave each node from
+// min(C, k) GPUs. Where each GPU has a NIC of its own (the MI210 and A100 nodes), a ring all-gather's
+// step across nodes sends n/min(C, k) of every block through a NIC, against n/2 for the flat rings,
+// one each way; the model picks k channels for the ring reduce-scatter and all-gather, and prices
+// them so. Where a node's GPUs share one NIC (the V100 nodes), every channel crosses through it, more
+// channels gain nothing, and the model keeps 2.
+TEST(collective_cost, rings_rotated_in_their_nodes_cross_through_every_nic) {
+  constexpr int P = 16;
+  const double n = sizes.back();
+  std::vector<int> devices;
+  for (int r = 0; r < P; ++r) devices.push_back(r);
+  for (const auto& [preset, k] : {std::pair{presets::mi210_nodes(P, 4), 4}, std::pair{presets::a100_nodes(P, 8), 8}}) {
+    machine m = preset;
+    m.algorithms.all_gather = m.algorithms.reduce_scatter = algorithm::ring;
+    const link_model& out = m.network.network_link();
+    const std::string at = std::to_string(P) + " GPUs in nodes of " + std::to_string(k);
+    collective_cost costs(m);
+    for (int channels = 2; channels <= most_channels(algorithm::ring, {k}); channels *= 2) {
+      const auto steps = schedule(algorithm::ring, {collective::all_gather, n, 0}, P, 1 << 20, {k}, channels);
+      expect_within_one_percent(costs.play({devices}, steps, nullptr, 0),
+                                (P - 1) * (out.latency + n / std::min(channels, k) / out.bandwidth),
+                                "ring all-gather in " + std::to_string(channels) + " channels, " + at);
+    }
+    const int group = costs.group_id(devices);
+    for (const collective kind : {collective::all_gather, collective::reduce_scatter})
+      EXPECT_EQ(costs.choose(group, devices, {kind, n, 0}).channels, k) << name_of(kind) << ", " << at;
+    expect_within_one_percent(
+        costs.duration(group, devices, {collective::reduce_scatter, n, 0}),
+        (P - 1) * with_reduction(out.latency + n / k / out.bandwidth, n, m.device.reduction_time(1)),
+        "ring reduce-scatter, " + at);
+  }
+  machine shared_nic = presets::v100_nodes(P, 4);
+  shared_nic.algorithms.all_gather = algorithm::ring;
+  collective_cost costs(shared_nic);
+  EXPECT_EQ(costs.choose(costs.group_id(devices), devices, {collective::all_gather, n, 0}).channels, 2);
 }
 
 // Pairwise all-to-all over two nodes of two GPUs with one NIC each: in step 2 both GPUs of a node

@@ -449,13 +449,13 @@ class collective_cost {
       if (seconds < best.seconds) best = {a, channels, seconds};
     };
     if (rules.by_modelled_cost) {
-      for (int channels = 2; channels <= most_channels(by_rule); channels *= 2) weigh(by_rule, channels);
+      for (int channels = 2; channels <= most_channels(by_rule, where); channels *= 2) weigh(by_rule, channels);
       if (rules.is_automatic(shape.kind))
         for (const algorithm a :
              {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner, algorithm::hierarchical,
               algorithm::binomial, algorithm::pipelined, algorithm::direct})
           if (a != by_rule)
-            for (int channels = 1; channels <= most_channels(a); channels *= 2) weigh(a, channels);
+            for (int channels = 1; channels <= most_channels(a, where); channels *= 2) weigh(a, channels);
     }
     return best;
   }

@@ -38,11 +38,15 @@
 // way, and the hierarchical all-reduce's channels 2 and 3 go across nodes first. On full-duplex links
 // two channels use both directions of every link of the ring: the ring all-reduce's β and γ terms
 // halve, its α terms stay; where a rank's messages of both directions share one link (a switch
-// port, a NIC), nothing is gained (pattern.hpp).
+// port, a NIC), nothing is gained (pattern.hpp). A ring leaves each node of k ranks from one rank, so
+// across nodes with a NIC per rank it uses 2 of the node's k NICs; in C > 2 channels its pairs of
+// channels rotate their order inside the node, so that it leaves from min(C, k) ranks, and the time
+// across nodes of a ring reduce-scatter or all-gather falls to (P-1)·b·β_NIC/min(C, k).
 //
 // One header per algorithm: ring.hpp, recursive_doubling.hpp (and folding.hpp, for P not a power of
 // two), rabenseifner.hpp, pairwise.hpp, direct.hpp, binomial.hpp, pipelined_chain.hpp, dissemination.hpp,
 // hierarchical.hpp; pattern.hpp picks one for a collective.
+#include <algorithm>
 #include <bit>
 #include <concepts>
 #include <cstddef>
@@ -76,16 +80,23 @@ enum class algorithm {
   return names[static_cast<int>(a)];
 }
 
-// Where the ranks sit: rank r is local rank r mod ranks_per_node of node r / ranks_per_node. Only the
-// hierarchical algorithm reads it.
+// Where the ranks sit: rank r is local rank r mod ranks_per_node of node r / ranks_per_node. The
+// hierarchical algorithm reads it, and so do rings in more than 2 channels, which rotate their order
+// inside each node (ring.hpp).
 struct placement {
   int ranks_per_node = 1;
 };
 
-// How many channels `a` can split a collective among: 1 for every algorithm; 2 for the rings; 4 for
-// the hierarchical all-reduce, whose channels 2 and 3 go across nodes first.
-[[nodiscard]] constexpr int most_channels(algorithm a) noexcept {
-  return a == algorithm::hierarchical ? 4 : a == algorithm::ring ? 2 : 1;
+// How many channels `a` can split a collective among, its ranks placed as `where` says: 1 for every
+// algorithm but two. The hierarchical all-reduce takes 4, its channels 2 and 3 going across nodes
+// first. The ring takes 2, one each way; in nodes of k, 2·k (k rounded down to a power of two, at most
+// 8), each pair of channels leaving every node from another rank, so that on a network with a NIC per
+// rank every NIC carries a ring, as NCCL's channels do. 16 covers nodes of 8 and bounds the search.
+[[nodiscard]] constexpr int most_channels(algorithm a, placement where = {}) noexcept {
+  if (a == algorithm::hierarchical) return 4;
+  if (a != algorithm::ring) return 1;
+  const auto per_node = static_cast<unsigned>(std::clamp(where.ranks_per_node, 1, 8));
+  return 2 * static_cast<int>(std::bit_floor(per_node));
 }
 
 // Whether `a`, split among `channels`, is an algorithm for `kind` on `ranks` ranks placed as `where`
@@ -94,7 +105,8 @@ struct placement {
                                      int channels = 1) noexcept {
   const bool power_of_two = ranks > 0 && std::has_single_bit(static_cast<unsigned>(ranks));
   if (channels != 1 &&
-      (channels < 1 || channels > most_channels(a) || !std::has_single_bit(static_cast<unsigned>(channels))))
+      (channels < 1 || channels > most_channels(a, where) || !std::has_single_bit(static_cast<unsigned>(channels)) ||
+       (channels > 2 && ranks % where.ranks_per_node != 0)))
     return false;
   switch (kind) {
     case collective::all_reduce:

@@ -92,12 +92,13 @@ void require(const C& comm, std::string_view operation, bool holds, const std::s
   if (!holds) throw argument_error(comm.world_rank(), operation, otherwise);
 }
 
-// The algorithm as the caller chose it: "ring", "hierarchical in nodes of 4", "ring in 2 channels".
+// The algorithm as the caller chose it: "ring", "hierarchical in nodes of 4", "ring in 2 channels",
+// "ring in nodes of 4, in 8 channels".
 inline std::string chosen_text(algorithm chosen, placement where = {}, int channels = 1) {
   std::string text(name_of(chosen));
-  if (chosen == algorithm::hierarchical) text += " in nodes of " + std::to_string(where.ranks_per_node);
-  if (channels != 1)
-    text += (chosen == algorithm::hierarchical ? ", in " : " in ") + std::to_string(channels) + " channels";
+  const bool placed = chosen == algorithm::hierarchical || (chosen == algorithm::ring && channels > 2);
+  if (placed) text += " in nodes of " + std::to_string(where.ranks_per_node);
+  if (channels != 1) text += (placed ? ", in " : " in ") + std::to_string(channels) + " channels";
   return text;
 }
 
@@ -129,8 +130,9 @@ void copy_unless_same(std::span<const T> from, std::span<T> to) {
 }  // namespace detail
 
 // out = the reduction of every rank's `in` (in and out may be the same buffer). `where` places the
-// ranks in nodes for the hierarchical algorithm (the others ignore it); `channels` splits the data
-// among rings run at once (pattern.hpp; 2 for the ring, 2 or 4 for the hierarchical algorithm).
+// ranks in nodes for the hierarchical algorithm and for rings in more than 2 channels (the others
+// ignore it); `channels` splits the data among rings run at once (pattern.hpp; for the ring 2, or in
+// nodes of k up to 2·k, at most 16; 2 or 4 for the hierarchical algorithm).
 template <communicator C, input_buffer In, output_buffer Out>
 void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, placement where = {},
                 int channels = 1) try {
@@ -152,49 +154,51 @@ void all_reduce(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, pla
 }
 
 // out = block rank() of the reduction of every rank's `in` (size() blocks of out.size()); the ring
-// runs in 1 or 2 `channels`.
+// runs in `channels`, more than 2 of them rotated in the nodes `where` gives, as all_reduce's do.
 template <communicator C, input_buffer In, output_buffer Out>
-void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, int channels = 1) try {
+void reduce_scatter(C& comm, In&& in, Out&& out, op reduction, algorithm chosen, placement where = {},
+                    int channels = 1) try {
   constexpr std::string_view operation = "algorithms::reduce_scatter";
   detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
   const auto target = write_span(out);
-  detail::require_algorithm(comm, operation, collective::reduce_scatter, chosen, {}, channels);
+  detail::require_algorithm(comm, operation, collective::reduce_scatter, chosen, where, channels);
   const auto ranks = static_cast<std::size_t>(comm.size());
   detail::require(
       comm, operation, source.size() == ranks * target.size(),
       detail::sizes("input", source.size(), "output", target.size()) + ", not 1/" + std::to_string(ranks) + " of it");
   std::vector<element_of<Out>> work(source.begin(), source.end());
-  detail::play<element_of<Out>>(
-      comm, {collective::reduce_scatter, chosen, comm.size(), work.size(), 0, 1, {}, channels}, work, work, reduction);
+  detail::play<element_of<Out>>(comm,
+                                {collective::reduce_scatter, chosen, comm.size(), work.size(), 0, 1, where, channels},
+                                work, work, reduction);
   const auto own = part_of(work.size(), comm.size(), comm.rank());
   std::copy_n(work.begin() + static_cast<std::ptrdiff_t>(own.offset), own.count, target.begin());
 } catch (...) {
   rethrow_within_call(comm.world_rank(),
-                      call_text("algorithms::reduce_scatter", detail::chosen_text(chosen, {}, channels),
+                      call_text("algorithms::reduce_scatter", detail::chosen_text(chosen, where, channels),
                                 std::string(name_of(reduction))));
 }
 
-// out = every rank's `in`, in rank order (`in` may be block rank() of out); the ring runs in 1 or 2
-// `channels`.
+// out = every rank's `in`, in rank order (`in` may be block rank() of out); the ring runs in
+// `channels`, as reduce_scatter's does.
 template <communicator C, input_buffer In, output_buffer Out>
-void all_gather(C& comm, In&& in, Out&& out, algorithm chosen, int channels = 1) try {
+void all_gather(C& comm, In&& in, Out&& out, algorithm chosen, placement where = {}, int channels = 1) try {
   constexpr std::string_view operation = "algorithms::all_gather";
   detail::elements_fit<In, Out, false>();
   const auto source = read_span(in);
   const auto target = write_span(out);
-  detail::require_algorithm(comm, operation, collective::all_gather, chosen, {}, channels);
+  detail::require_algorithm(comm, operation, collective::all_gather, chosen, where, channels);
   const auto ranks = static_cast<std::size_t>(comm.size());
   detail::require(comm, operation, target.size() == ranks * source.size(),
                   detail::sizes("input", source.size(), "output", target.size()) + ", not " + std::to_string(ranks) +
                       " times as many");
   detail::copy_unless_same(source,
                            target.subspan(static_cast<std::size_t>(comm.rank()) * source.size(), source.size()));
-  detail::play<element_of<Out>>(comm, {collective::all_gather, chosen, comm.size(), target.size(), 0, 1, {}, channels},
-                                target, target);
+  detail::play<element_of<Out>>(
+      comm, {collective::all_gather, chosen, comm.size(), target.size(), 0, 1, where, channels}, target, target);
 } catch (...) {
   rethrow_within_call(comm.world_rank(),
-                      call_text("algorithms::all_gather", detail::chosen_text(chosen, {}, channels)));
+                      call_text("algorithms::all_gather", detail::chosen_text(chosen, where, channels)));
 }
 
 // Block d of `in` goes to rank d, where it becomes block rank() of out (in and out may be the same).

@@ -20,6 +20,8 @@
 //
 // All-gather and reduce-scatter have no hierarchical rule here: the blocks a rank would hold after
 // the step across nodes are its node's strided ones, not the contiguous block rank r of the result.
+// Where a node's ranks have a NIC each, rings rotated inside the nodes (pattern.hpp) spread them
+// across the NICs instead.
 #include <utility>
 
 #include "shardwise/comm/algorithms/algorithm.hpp"

@@ -24,8 +24,12 @@ namespace shardwise::algorithms {
 // Channels split the collective among rings run at once (algorithm.hpp): channel c of an all-reduce
 // reduces piece c of the buffer; of an all-gather or reduce-scatter, it moves piece c of every block.
 // Odd channels run their rings the other way; channels 2 and 3 of the hierarchical all-reduce go
-// across nodes first. In a step each rank makes one exchange per channel, or, in the direct
-// all-to-all, one per other rank (exchanges_per_step).
+// across nodes first. Rings in C > 2 channels, in nodes of k, rotate their order inside each node:
+// channels 2j and 2j+1 start each node's stretch of the ring at its local rank j·s, s = 2k/C (at
+// least 1). A ring each way of one rotation leaves the node from the rank before it and from it, and
+// enters it at it and at the rank before, so with s ≥ 2 no two channels leave a node, or enter it,
+// from one rank; with s = 1 every rank carries two. In a step each rank makes one exchange per
+// channel, or, in the direct all-to-all, one per other rank (exchanges_per_step).
 template <class Size>
 struct pattern {
   collective kind = collective::barrier;
@@ -34,7 +38,7 @@ struct pattern {
   Size whole{};
   int root = 0;
   int segments = 1;   // of the pipelined chain
-  placement where{};  // of the ranks in nodes, for the hierarchical algorithm
+  placement where{};  // of the ranks in nodes, for the hierarchical algorithm and rotated rings
   int channels = 1;
 
   [[nodiscard]] constexpr int steps() const noexcept {
@@ -56,13 +60,14 @@ struct pattern {
     if (chosen == algorithm::direct) return direct::all_to_all(ranks, rank, channel, whole);
     if (channels == 1) return one_channel(rank, step, whole, 1, false);
     const int direction = channel % 2 == 0 ? 1 : -1;
-    const bool across_first = channel >= 2;
+    const bool across_first = chosen == algorithm::hierarchical && channel >= 2;
+    const int rotation = chosen == algorithm::ring ? channel / 2 * std::max(1, 2 * where.ranks_per_node / channels) : 0;
     if (step >= channel_steps(across_first)) return {};
     if (kind == collective::all_reduce) {
       const part<Size> piece = part_of(whole, channels, channel);
-      return in_world(one_channel(rank, step, piece.count, direction, across_first), 0, 1, piece.offset);
+      return in_world(one_channel(rank, step, piece.count, direction, across_first, rotation), 0, 1, piece.offset);
     }
-    auto e = one_channel(rank, step, whole, direction, across_first);
+    auto e = one_channel(rank, step, whole, direction, across_first, rotation);
     e.sent = piece_of(e.sent, channel);
     e.received = piece_of(e.received, channel);
     return e;
@@ -99,19 +104,22 @@ struct pattern {
 
   // The algorithm on `data` (the whole, or an all-reduce channel's piece), its rings in `direction`.
   [[nodiscard]] constexpr rank_exchange<Size> one_channel(int rank, int step, Size data, int direction,
-                                                          bool across_first) const noexcept {
+                                                          bool across_first, int rotation = 0) const noexcept {
+    const ring::order o = where.ranks_per_node > 1 && ranks % where.ranks_per_node == 0
+                              ? ring::order{where.ranks_per_node, rotation % where.ranks_per_node}
+                              : ring::order{};
     switch (kind) {
       case collective::all_reduce:
-        return chosen == algorithm::ring                 ? ring::all_reduce(ranks, rank, step, data, direction)
+        return chosen == algorithm::ring                 ? ring::all_reduce(ranks, rank, step, data, direction, o)
                : chosen == algorithm::recursive_doubling ? recursive_doubling::all_reduce(ranks, rank, step, data)
                : chosen == algorithm::hierarchical
                    ? hierarchical::all_reduce(ranks, rank, step, data, where, direction, across_first)
                    : rabenseifner::all_reduce(ranks, rank, step, data);
       case collective::all_gather:
-        return chosen == algorithm::ring ? ring::all_gather(ranks, rank, step, data, direction)
+        return chosen == algorithm::ring ? ring::all_gather(ranks, rank, step, data, direction, o)
                                          : recursive_doubling::all_gather(ranks, rank, step, data);
       case collective::reduce_scatter:
-        return chosen == algorithm::ring ? ring::reduce_scatter(ranks, rank, step, data, direction)
+        return chosen == algorithm::ring ? ring::reduce_scatter(ranks, rank, step, data, direction, o)
                                          : recursive_doubling::reduce_scatter(ranks, rank, step, data);
       case collective::all_to_all: return pairwise::all_to_all(ranks, rank, step, data);
       case collective::broadcast:
