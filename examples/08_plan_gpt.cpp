@@ -203,26 +203,34 @@ cluster this_machine(int devices) {
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
+// The GPUs a node of `o.preset`'s clusters holds, `node` (4 V100s or MI210s, a DGX's 8): all n when
+// n fit in one, and `--devices` must otherwise fill whole nodes (n GPUs on one node's links would be a
+// machine no vendor builds).
+int gpus_per_node(const options& o, int node) {
+  if (o.devices > node && o.devices % node != 0)
+    usage("--preset " + o.preset + " has nodes of " + std::to_string(node) + " GPUs: --devices is " +
+          std::to_string(node) + " or fewer, or a multiple of " + std::to_string(node) + ", not " +
+          std::to_string(o.devices));
+  return std::min(o.devices, node);
+}
+
 // The presets of sim/presets.hpp with their devices' memory (vendors' datasheets, docs/planner.md).
 cluster preset_cluster(const options& o) {
   const int n = o.devices;
   if (o.preset == "v100") {
-    const int per_node = n % 4 == 0 ? 4 : n;
+    const int per_node = gpus_per_node(o, 4);
     return {sw::sim::presets::v100_nodes(n, per_node), 16 * gib,
             std::to_string(n) + " V100 SXM2 16 GB, " + std::to_string(per_node) +
                 " per node on NVLink 2, nodes on one EDR InfiniBand NIC each"};
   }
   if (o.preset == "mi210") {
-    const int per_node = n % 4 == 0 ? 4 : n;
+    const int per_node = gpus_per_node(o, 4);
     return {sw::sim::presets::mi210_nodes(n, per_node), 64 * gib,
             std::to_string(n) + " MI210 64 GB, " + std::to_string(per_node) + " per node on xGMI, InfiniBand between"};
   }
   if (o.preset == "a100" || o.preset == "h100") {
     const bool a100 = o.preset == "a100";
-    if (n > 8 && n % 8 != 0)
-      usage("--preset " + o.preset + " has DGX nodes of 8 GPUs: --devices is 8 or fewer, or a multiple of 8, not " +
-            std::to_string(n));
-    const int per_node = std::min(n, 8);
+    const int per_node = gpus_per_node(o, 8);
     return {a100 ? sw::sim::presets::a100_nodes(n, per_node) : sw::sim::presets::h100_nodes(n, per_node), 80 * gib,
             std::to_string(n) + (a100 ? " A100 SXM4 80 GB, " : " H100 SXM5 80 GB, ") + std::to_string(per_node) +
                 " per node on NVSwitch, an InfiniBand NIC per GPU (" + (a100 ? "HDR 200" : "NDR 400") + " Gb/s)"};
