@@ -69,12 +69,8 @@ int rotated_rings(int ranks) {
 }
 
 std::string context(collective kind, choice c, std::size_t n, bool in_place, int rank) {
-  return std::string(name_of(kind)) + " by " + std::string(name_of(c.chosen)) +
-         (c.chosen == algorithm::hierarchical || c.channels > 2
-              ? " in nodes of " + std::to_string(c.where.ranks_per_node)
-              : "") +
-         (c.channels > 1 ? " in " + std::to_string(c.channels) + " channels" : "") + ", n = " + std::to_string(n) +
-         (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
+  return std::string(name_of(kind)) + " by " + algorithms::detail::chosen_text(c.chosen, c.where, c.channels) +
+         ", n = " + std::to_string(n) + (in_place ? ", in place" : "") + ", rank " + std::to_string(rank);
 }
 
 std::vector<float> random_floats(int rank, std::size_t n) {

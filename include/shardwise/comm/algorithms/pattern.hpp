@@ -61,13 +61,13 @@ struct pattern {
     if (channels == 1) return one_channel(rank, step, whole, 1, false);
     const int direction = channel % 2 == 0 ? 1 : -1;
     const bool across_first = chosen == algorithm::hierarchical && channel >= 2;
-    const int rotation = chosen == algorithm::ring ? channel / 2 * std::max(1, 2 * where.ranks_per_node / channels) : 0;
     if (step >= channel_steps(across_first)) return {};
     if (kind == collective::all_reduce) {
       const part<Size> piece = part_of(whole, channels, channel);
-      return in_world(one_channel(rank, step, piece.count, direction, across_first, rotation), 0, 1, piece.offset);
+      return in_world(one_channel(rank, step, piece.count, direction, across_first, ring_order(channel)), 0, 1,
+                      piece.offset);
     }
-    auto e = one_channel(rank, step, whole, direction, across_first, rotation);
+    auto e = one_channel(rank, step, whole, direction, across_first, ring_order(channel));
     e.sent = piece_of(e.sent, channel);
     e.received = piece_of(e.received, channel);
     return e;
@@ -102,12 +102,18 @@ struct pattern {
     return 0;
   }
 
-  // The algorithm on `data` (the whole, or an all-reduce channel's piece), its rings in `direction`.
+  // The order of channel `channel`'s ring: the ranks' own, or in more than 2 channels rotated inside
+  // the nodes (which applies() has checked divide the ranks).
+  [[nodiscard]] constexpr ring::order ring_order(int channel) const noexcept {
+    if (chosen != algorithm::ring || channels <= 2) return {};
+    const int k = where.ranks_per_node;
+    return {k, channel / 2 * std::max(1, 2 * k / channels) % k};
+  }
+
+  // The algorithm on `data` (the whole, or an all-reduce channel's piece), its rings in `direction`
+  // and in order `o`.
   [[nodiscard]] constexpr rank_exchange<Size> one_channel(int rank, int step, Size data, int direction,
-                                                          bool across_first, int rotation = 0) const noexcept {
-    const ring::order o = where.ranks_per_node > 1 && ranks % where.ranks_per_node == 0
-                              ? ring::order{where.ranks_per_node, rotation % where.ranks_per_node}
-                              : ring::order{};
+                                                          bool across_first, ring::order o = {}) const noexcept {
     switch (kind) {
       case collective::all_reduce:
         return chosen == algorithm::ring                 ? ring::all_reduce(ranks, rank, step, data, direction, o)

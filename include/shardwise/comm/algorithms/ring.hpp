@@ -9,15 +9,15 @@
 
 namespace shardwise::algorithms::ring {
 
-// The order of a ring: position i is rank at(i). Rotated in nodes of k: node j's ranks in turn from
-// its local rank `rotation`, so rings of other rotations leave each node from another rank. The
-// default is the ranks' own order.
+// The order of a ring of P ranks: position i (mod P) is rank at(i, P). Rotated in nodes of k: node
+// j's ranks in turn from its local rank `rotation`, so rings of other rotations leave each node from
+// another rank. The default is the ranks' own order.
 struct order {
   int ranks_per_node = 1;
   int rotation = 0;
-  [[nodiscard]] constexpr int at(int position) const noexcept {
-    const int k = ranks_per_node;
-    return position / k * k + (position % k + rotation) % k;
+  [[nodiscard]] constexpr int at(int position, int ranks) const noexcept {
+    const int k = ranks_per_node, p = modulo(position, ranks);
+    return p / k * k + (p % k + rotation) % k;
   }
   [[nodiscard]] constexpr int position_of(int rank) const noexcept {
     const int k = ranks_per_node;
@@ -29,16 +29,16 @@ struct order {
 [[nodiscard]] constexpr int reduce_scatter_steps(int ranks) noexcept { return ranks - 1; }
 [[nodiscard]] constexpr int all_reduce_steps(int ranks) noexcept { return 2 * (ranks - 1); }
 
-// Below, rank r is at position p of the order, and "position i's block" is the block of rank at(i).
+// Below, rank r is at position p of the order, and "position i's block" is the block of rank
+// at(i, P).
 // Rank r starts with its own block, p's. At step k it sends position (p−dk)'s block to position p+d
 // and receives position (p−d(k+1))'s from p−d, which it keeps: after P−1 steps it holds every block.
 template <class Size>
 [[nodiscard]] constexpr rank_exchange<Size> all_gather(int ranks, int rank, int step, Size whole, int direction = 1,
                                                        order o = {}) noexcept {
   const int d = direction, p = o.position_of(rank);
-  const auto at = [&](int position) { return o.at(modulo(position, ranks)); };
-  return {at(p + d), part_of(whole, ranks, at(p - d * step)), at(p - d), part_of(whole, ranks, at(p - d * (step + 1))),
-          false};
+  return {o.at(p + d, ranks), part_of(whole, ranks, o.at(p - d * step, ranks)), o.at(p - d, ranks),
+          part_of(whole, ranks, o.at(p - d * (step + 1), ranks)), false};
 }
 
 // At step k rank r sends its partial sum of position (p−d(k+1))'s block to position p+d and receives
@@ -48,9 +48,8 @@ template <class Size>
 [[nodiscard]] constexpr rank_exchange<Size> reduce_scatter(int ranks, int rank, int step, Size whole, int direction = 1,
                                                            order o = {}) noexcept {
   const int d = direction, p = o.position_of(rank);
-  const auto at = [&](int position) { return o.at(modulo(position, ranks)); };
-  return {at(p + d), part_of(whole, ranks, at(p - d * (step + 1))), at(p - d),
-          part_of(whole, ranks, at(p - d * (step + 2))), true};
+  return {o.at(p + d, ranks), part_of(whole, ranks, o.at(p - d * (step + 1), ranks)), o.at(p - d, ranks),
+          part_of(whole, ranks, o.at(p - d * (step + 2), ranks)), true};
 }
 
 // A reduce-scatter, which leaves block r complete on rank r, then an all-gather of the blocks.
