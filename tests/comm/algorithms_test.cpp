@@ -246,12 +246,13 @@ TYPED_TEST(collective_algorithms, reduce_delivers_at_every_root) {
   TypeParam::run(
       [](communicator auto& comm) {
         for (const choice a : algorithms_for(collective::reduce, comm.size()))
-          for (const std::size_t n : {0, 1, 37})
+          for (const std::size_t n : {0, 1, 37, 1000})
             for (int root = 0; root < comm.size(); ++root)
               for (const op reduction : all_ops) {
                 const auto data = contributions<std::int64_t>(reduction, comm.rank(), n);
                 std::vector<std::int64_t> out(comm.rank() == root ? n : 0);
-                algorithms::reduce(comm, data, out, reduction, root, a.chosen);
+                // Segments of 64 bytes: a 1000-element message travels in 125 segments.
+                algorithms::reduce(comm, data, out, reduction, root, a.chosen, 64);
                 if (comm.rank() == root) {
                   EXPECT_TRUE(same_elements(out, serial_reduction<std::int64_t>(reduction, comm.size(), n)))
                       << context(collective::reduce, a, n, false, comm.rank()) << ", root " << root;

@@ -282,6 +282,7 @@ TEST(collective_cost, recursive_algorithms_match_their_formulas) {
 TEST(collective_cost, all_to_all_broadcast_reduce_and_barrier_match_their_formulas) {
   algorithm_choice pipelined;
   pipelined.broadcast = algorithm::pipelined;
+  pipelined.reduce = algorithm::pipelined;
   pipelined.pipeline_segment_bytes = 256 * 1024;
   algorithm_choice pairwise, direct;
   pairwise.all_to_all = algorithm::pairwise;
@@ -296,13 +297,18 @@ TEST(collective_cost, all_to_all_broadcast_reduce_and_barrier_match_their_formul
                                 alpha + n * beta, "direct all-to-all, " + at);
       algorithm_choice binomial;
       binomial.broadcast = algorithm::binomial;
+      binomial.reduce = algorithm::binomial;
       expect_within_one_percent(modelled(fully_connected(P, binomial), P, {collective::broadcast, n, P - 1}),
                                 ceil_log2(P) * (alpha + n * beta), "binomial broadcast, " + at);
       const double segments = std::max(1.0, std::ceil(n / pipelined.pipeline_segment_bytes));
       expect_within_one_percent(modelled(fully_connected(P, pipelined), P, {collective::broadcast, n, 1 % P}),
                                 (P + segments - 2) * (alpha + n / segments * beta), "pipelined broadcast, " + at);
-      expect_within_one_percent(modelled(fully_connected(P), P, {collective::reduce, n, 0}),
+      expect_within_one_percent(modelled(fully_connected(P, binomial), P, {collective::reduce, n, 0}),
                                 ceil_log2(P) * with_reduction(alpha + n * beta, n), "binomial reduce, " + at);
+      // Each step a segment arrives and is reduced before it goes on down the chain.
+      expect_within_one_percent(modelled(fully_connected(P, pipelined), P, {collective::reduce, n, P - 1}),
+                                (P + segments - 2) * with_reduction(alpha + n / segments * beta, n / segments),
+                                "pipelined reduce, " + at);
     }
   for (const int P : {2, 5, 8}) {
     expect_within_one_percent(modelled(fully_connected(P), P, {collective::barrier, 0, 0}), ceil_log2(P) * alpha,
@@ -775,7 +781,7 @@ TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_plac
   for (const collective_shape& shape :
        {large, collective_shape{collective::all_reduce, 1024, 0}, collective_shape{collective::all_gather, 1 << 20, 0},
         collective_shape{collective::reduce_scatter, 64, 0}, collective_shape{collective::broadcast, 1 << 24, 3},
-        collective_shape{collective::all_to_all, 1 << 20, 0}}) {
+        collective_shape{collective::reduce, 1 << 24, 5}, collective_shape{collective::all_to_all, 1 << 20, 0}}) {
     const algorithm chosen = costed.choose(group, devices, shape).chosen;
     for (const algorithm a :
          {algorithm::ring, algorithm::recursive_doubling, algorithm::rabenseifner, algorithm::hierarchical,
@@ -786,6 +792,7 @@ TEST(algorithm_choice, by_modelled_cost_takes_the_fastest_algorithm_for_the_plac
       if (shape.kind == collective::all_gather) fixed.algorithms.all_gather = a;
       if (shape.kind == collective::reduce_scatter) fixed.algorithms.reduce_scatter = a;
       if (shape.kind == collective::broadcast) fixed.algorithms.broadcast = a;
+      if (shape.kind == collective::reduce) fixed.algorithms.reduce = a;
       if (shape.kind == collective::all_to_all) fixed.algorithms.all_to_all = a;
       collective_cost one(fixed);
       EXPECT_LE(costed.duration(group, devices, shape), one.duration(one.group_id(devices), devices, shape))

@@ -8,9 +8,8 @@
 //   all_gather,      P a power of two and the whole result (P·b) < small_message_bytes
 //   reduce_scatter     → recursive doubling / halving; otherwise → ring
 //   all_to_all(_v)   pairwise (direct, every block at once, where the model finds it faster)
-//   broadcast        n < small_message_bytes or P ≤ 2 → binomial; otherwise → pipelined chain in
-//                    segments of pipeline_segment_bytes
-//   reduce           binomial
+//   broadcast,       n < small_message_bytes or P ≤ 2 → binomial; otherwise → pipelined chain in
+//   reduce             segments of pipeline_segment_bytes
 //   barrier          dissemination
 //
 // Any collective's algorithm can be fixed instead (e.g. `choice.all_reduce = algorithm::ring`);
@@ -35,6 +34,7 @@ struct algorithm_choice {
   algorithm all_gather = algorithm::automatic;
   algorithm reduce_scatter = algorithm::automatic;
   algorithm broadcast = algorithm::automatic;
+  algorithm reduce = algorithm::automatic;
   algorithm all_to_all = algorithm::automatic;  // and all_to_all_v
   bool by_modelled_cost = true;
 
@@ -45,6 +45,7 @@ struct algorithm_choice {
       case collective::all_gather: return all_gather == algorithm::automatic;
       case collective::reduce_scatter: return reduce_scatter == algorithm::automatic;
       case collective::broadcast: return broadcast == algorithm::automatic;
+      case collective::reduce: return reduce == algorithm::automatic;
       case collective::all_to_all:
       case collective::all_to_all_v: return all_to_all == algorithm::automatic;
       default: return false;
@@ -73,11 +74,13 @@ struct algorithm_choice {
       case collective::all_to_all_v:
         return checked(shape, ranks, all_to_all != algorithm::automatic ? all_to_all : algorithm::pairwise);
       case collective::broadcast:
+      case collective::reduce: {
+        const algorithm fixed = shape.kind == collective::broadcast ? broadcast : reduce;
         return checked(shape, ranks,
-                       broadcast != algorithm::automatic                 ? broadcast
+                       fixed != algorithm::automatic                     ? fixed
                        : shape.bytes < small_message_bytes || ranks <= 2 ? algorithm::binomial
                                                                          : algorithm::pipelined);
-      case collective::reduce: return algorithm::binomial;
+      }
       case collective::barrier: return algorithm::dissemination;
     }
     return algorithm::automatic;

@@ -6,7 +6,7 @@
 //
 // An algorithm works on one buffer, `whole` elements or bytes long, cut into parts: the P blocks of
 // all-gather, reduce-scatter, all-to-all and the ring all-reduce, the halves and quarters of recursive
-// halving, the segments of a pipelined broadcast. A part's place and length are computed from `whole`
+// halving, the segments of a pipelined chain. A part's place and length are computed from `whole`
 // in the size type: std::size_t gives element ranges (parts differ by at most one element when P does
 // not divide the length), double gives the exact fractions of the α-β formulas below.
 //
@@ -28,6 +28,7 @@
 //   binomial broadcast             ⌈log P⌉·(α + nβ)
 //   pipelined (chain) broadcast    (P+s-2)·(α + (n/s)β) with s segments
 //   binomial reduce                ⌈log P⌉·(α + nβ + nγ)
+//   pipelined (chain) reduce       (P+s-2)·(α + (n/s)(β + γ)) with s segments
 //   dissemination barrier          ⌈log P⌉·α
 //   hierarchical all-reduce        2(k-1)(α_in + n/k·β_in) + 2(P/k-1)(α_out + n/P·β_out)
 //                                  + (k-1)/k·nγ + (P/k-1)/P·nγ   (nodes of k ranks; hierarchical.hpp
@@ -117,8 +118,8 @@ struct placement {
       return a == algorithm::ring || (a == algorithm::recursive_doubling && power_of_two);
     case collective::all_to_all:
     case collective::all_to_all_v: return a == algorithm::pairwise || a == algorithm::direct;
-    case collective::broadcast: return a == algorithm::binomial || a == algorithm::pipelined;
-    case collective::reduce: return a == algorithm::binomial;
+    case collective::broadcast:
+    case collective::reduce: return a == algorithm::binomial || a == algorithm::pipelined;
     case collective::barrier: return a == algorithm::dissemination;
   }
   return false;

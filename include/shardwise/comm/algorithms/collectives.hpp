@@ -122,6 +122,14 @@ inline std::string sizes(std::string_view what_in, std::size_t in, std::string_v
          std::to_string(out);
 }
 
+// The pipelined chain's segments of at most `segment_bytes` for `data`; other algorithms take one.
+template <class T>
+[[nodiscard]] int segments_of(algorithm chosen, std::span<T> data, double segment_bytes) {
+  return chosen == algorithm::pipelined
+             ? pipelined_chain::segments(static_cast<double>(data.size_bytes()), segment_bytes)
+             : 1;
+}
+
 template <class T>
 void copy_unless_same(std::span<const T> from, std::span<T> to) {
   if (from.data() != to.data()) std::copy(from.begin(), from.end(), to.begin());
@@ -234,10 +242,9 @@ void broadcast(C& comm, Data&& data, int root, algorithm chosen, double segment_
   detail::require_algorithm(comm, operation, collective::broadcast, chosen);
   detail::require_root(comm, operation, root);
   detail::require(comm, operation, segment_bytes > 0, "segments of " + std::to_string(segment_bytes) + " bytes");
-  const int segments = chosen == algorithm::pipelined
-                           ? pipelined_chain::segments(static_cast<double>(target.size_bytes()), segment_bytes)
-                           : 1;
-  detail::play<element_of<Data>>(comm, {collective::broadcast, chosen, comm.size(), target.size(), root, segments},
+  detail::play<element_of<Data>>(comm,
+                                 {collective::broadcast, chosen, comm.size(), target.size(), root,
+                                  detail::segments_of(chosen, target, segment_bytes)},
                                  target, target);
 } catch (...) {
   rethrow_within_call(comm.world_rank(),
@@ -245,8 +252,9 @@ void broadcast(C& comm, Data&& data, int root, algorithm chosen, double segment_
 }
 
 // At the root, out = the reduction of every rank's `in` (out is not touched elsewhere and may be empty).
+// The pipelined chain cuts it into segments of at most `segment_bytes`.
 template <communicator C, input_buffer In, output_buffer Out>
-void reduce(C& comm, In&& in, Out&& out, op reduction, int root, algorithm chosen) try {
+void reduce(C& comm, In&& in, Out&& out, op reduction, int root, algorithm chosen, double segment_bytes = 1 << 20) try {
   constexpr std::string_view operation = "algorithms::reduce";
   detail::elements_fit<In, Out, true>();
   const auto source = read_span(in);
@@ -255,9 +263,12 @@ void reduce(C& comm, In&& in, Out&& out, op reduction, int root, algorithm chose
   detail::require_root(comm, operation, root);
   detail::require(comm, operation, comm.rank() != root || source.size() == target.size(),
                   detail::sizes("input", source.size(), "output at the root", target.size()));
+  detail::require(comm, operation, segment_bytes > 0, "segments of " + std::to_string(segment_bytes) + " bytes");
   std::vector<element_of<Out>> work(source.begin(), source.end());
-  detail::play<element_of<Out>>(comm, {collective::reduce, chosen, comm.size(), work.size(), root}, work, work,
-                                reduction);
+  detail::play<element_of<Out>>(
+      comm,
+      {collective::reduce, chosen, comm.size(), work.size(), root, detail::segments_of(chosen, source, segment_bytes)},
+      work, work, reduction);
   if (comm.rank() == root) std::copy(work.begin(), work.end(), target.begin());
 } catch (...) {
   rethrow_within_call(comm.world_rank(), call_text("algorithms::reduce", std::string(name_of(chosen)),

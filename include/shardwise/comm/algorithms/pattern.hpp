@@ -94,8 +94,8 @@ struct pattern {
                                          : recursive_doubling::reduce_scatter_steps(ranks);
       case collective::all_to_all: return pairwise::steps(ranks);
       case collective::broadcast:
+      case collective::reduce:
         return chosen == algorithm::pipelined ? pipelined_chain::steps(ranks, segments) : binomial::steps(ranks);
-      case collective::reduce: return binomial::steps(ranks);
       case collective::barrier: return dissemination::steps(ranks);
       case collective::all_to_all_v: break;
     }
@@ -131,7 +131,9 @@ struct pattern {
       case collective::broadcast:
         return chosen == algorithm::pipelined ? pipelined_chain::broadcast(ranks, rank, step, data, root, segments)
                                               : binomial::broadcast(ranks, rank, step, data, root);
-      case collective::reduce: return binomial::reduce(ranks, rank, step, data, root);
+      case collective::reduce:
+        return chosen == algorithm::pipelined ? pipelined_chain::reduce(ranks, rank, step, data, root, segments)
+                                              : binomial::reduce(ranks, rank, step, data, root);
       case collective::barrier: return dissemination::barrier<Size>(ranks, rank, step);
       case collective::all_to_all_v: break;
     }
