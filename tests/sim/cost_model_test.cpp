@@ -707,6 +707,33 @@ TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {
   EXPECT_EQ(chain[2].exchanges.size(), 3U);
 }
 
+// The runs of steps a pattern declares alike are evaluated once; the schedule must be the one that
+// evaluating every step gives.
+TEST(schedule, runs_of_alike_steps_evaluated_once_give_every_steps_schedule) {
+  for (const collective kind : {collective::all_reduce, collective::reduce_scatter, collective::all_gather})
+    for (const int P : {2, 3, 5, 8, 12, 16})
+      for (const int k : {1, 2, 4})
+        for (int channels = 1; channels <= most_channels(algorithm::ring, {k}); channels *= 2) {
+          if (!shardwise::applies(kind, algorithm::ring, P, {k}, channels)) continue;
+          const collective_shape shape{kind, 3000.0, 0};
+          const shardwise::algorithms::pattern<double> pattern{
+              kind, algorithm::ring, P, kind == collective::all_reduce ? shape.bytes : shape.bytes * P, 0, 1,
+              {k},  channels};
+          const auto every =
+              shardwise::sim::detail::steps_of(P, pattern.steps(), pattern.exchanges_per_step(),
+                                               [&](int r, int step, int c) { return pattern.exchange(r, step, c); });
+          const auto runs = schedule(algorithm::ring, shape, P, 1 << 20, {k}, channels);
+          const std::string what = std::string(name_of(kind)) + ", P = " + std::to_string(P) + ", nodes of " +
+                                   std::to_string(k) + ", " + std::to_string(channels) + " channels";
+          ASSERT_EQ(runs.size(), every.size()) << what;
+          for (std::size_t i = 0; i < runs.size(); ++i) {
+            EXPECT_EQ(runs[i].exchanges, every[i].exchanges) << what << ", step " << i;
+            EXPECT_EQ(runs[i].reduced_bytes, every[i].reduced_bytes) << what << ", step " << i;
+            EXPECT_EQ(runs[i].repeat, every[i].repeat) << what << ", step " << i;
+          }
+        }
+}
+
 TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_apply) {
   const algorithm_choice automatic;
   EXPECT_EQ(automatic.pick({collective::all_reduce, 1024, 0}, 6), algorithm::recursive_doubling);

@@ -2,6 +2,7 @@
 // One collective run by one algorithm: how many steps, and every rank's exchange in each. The data
 // path (collectives.hpp) and the simulator (sim/schedule.hpp) both read the algorithms through it.
 #include <algorithm>
+#include <concepts>
 
 #include "shardwise/comm/algorithms/algorithm.hpp"
 #include "shardwise/comm/algorithms/binomial.hpp"
@@ -48,6 +49,21 @@ struct pattern {
       return std::max(hierarchical::all_reduce_steps(ranks, where.ranks_per_node, false),
                       hierarchical::all_reduce_steps(ranks, where.ranks_per_node, true));
     return channel_steps(false);
+  }
+
+  // The end of the run of steps that are alike with step `step` (the same exchanges, of the same
+  // sizes), so that a reader of byte counts evaluates one step of the run: a ring's steps each move one
+  // part of every block, which with sizes in exact fractions (a floating-point Size) are all alike, so
+  // the P − 1 steps of a ring reduce-scatter or all-gather are one run and a ring all-reduce's two
+  // halves are two. Other steps are taken one at a time.
+  [[nodiscard]] constexpr int alike_until(int step) const noexcept {
+    if constexpr (std::floating_point<Size>) {
+      if (chosen == algorithm::ring && (kind == collective::all_gather || kind == collective::reduce_scatter))
+        return steps();
+      if (chosen == algorithm::ring && kind == collective::all_reduce)
+        return step < ring::reduce_scatter_steps(ranks) ? ring::reduce_scatter_steps(ranks) : steps();
+    }
+    return step + 1;
   }
 
   [[nodiscard]] constexpr int exchanges_per_step() const noexcept {
