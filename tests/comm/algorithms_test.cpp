@@ -336,6 +336,10 @@ TYPED_TEST(collective_algorithms, misuse_throws_naming_the_call_the_rank_and_the
         EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::rabenseifner, {}, 2), argument_error);
         EXPECT_THROW(algorithms::all_reduce(comm, in, sums, op::sum, algorithm::hierarchical, {}, 3), argument_error);
         EXPECT_THROW(algorithms::broadcast(comm, in, comm.size(), algorithm::binomial), argument_error);
+        expect_refusal([&] { algorithms::broadcast(comm, in, 0, algorithm::pipelined, 0); },
+                       "algorithms::broadcast(pipelined, root 0): segments of 0.000000 bytes");
+        expect_refusal([&] { algorithms::reduce(comm, in, sums, op::sum, 0, algorithm::pipelined, -1); },
+                       "algorithms::reduce(pipelined, sum, root 0): segments of -1.000000 bytes");
         EXPECT_THROW(algorithms::reduce_scatter(comm, in, in, op::sum, algorithm::ring), argument_error);
         EXPECT_THROW(algorithms::barrier(comm, algorithm::automatic), argument_error);
       },

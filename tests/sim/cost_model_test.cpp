@@ -716,9 +716,7 @@ TEST(schedule, runs_of_alike_steps_evaluated_once_give_every_steps_schedule) {
         for (int channels = 1; channels <= most_channels(algorithm::ring, {k}); channels *= 2) {
           if (!shardwise::applies(kind, algorithm::ring, P, {k}, channels)) continue;
           const collective_shape shape{kind, 3000.0, 0};
-          const shardwise::algorithms::pattern<double> pattern{
-              kind, algorithm::ring, P, kind == collective::all_reduce ? shape.bytes : shape.bytes * P, 0, 1,
-              {k},  channels};
+          const auto pattern = shardwise::sim::detail::pattern_of(algorithm::ring, shape, P, 1 << 20, {k}, channels);
           const auto every =
               shardwise::sim::detail::steps_of(P, pattern.steps(), pattern.exchanges_per_step(),
                                                [&](int r, int step, int c) { return pattern.exchange(r, step, c); });

@@ -83,6 +83,18 @@ std::vector<step> steps_of(int ranks, int count, int per_step, const ExchangeOf&
   return steps;
 }
 
+// `a` (not automatic) in `channels` for `shape` on `ranks` ranks placed as `where` says: the rule
+// schedule() reads.
+inline algorithms::pattern<double> pattern_of(algorithm a, const collective_shape& shape, int ranks,
+                                              double pipeline_segment_bytes, placement where, int channels) {
+  const bool per_rank_blocks = shape.kind == collective::all_gather || shape.kind == collective::reduce_scatter ||
+                               shape.kind == collective::all_to_all;
+  return {shape.kind, a,
+          ranks,      per_rank_blocks ? shape.bytes * ranks : shape.bytes,
+          shape.root, algorithms::pipelined_chain::segments(a, shape.bytes, pipeline_segment_bytes),
+          where,      channels};
+}
+
 }  // namespace detail
 
 // The steps of `a` (not automatic) in `channels` for `shape` on `ranks` ranks placed in nodes as
@@ -91,17 +103,7 @@ std::vector<step> steps_of(int ranks, int count, int per_step, const ExchangeOf&
 inline std::vector<step> schedule(algorithm a, const collective_shape& shape, int ranks,
                                   double pipeline_segment_bytes = 1 << 20, placement where = {}, int channels = 1) {
   if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: uneven_all_to_all_steps
-  const bool per_rank_blocks = shape.kind == collective::all_gather || shape.kind == collective::reduce_scatter ||
-                               shape.kind == collective::all_to_all;
-  const algorithms::pattern<double> pattern{
-      shape.kind,
-      a,
-      ranks,
-      per_rank_blocks ? shape.bytes * ranks : shape.bytes,
-      shape.root,
-      a == algorithm::pipelined ? algorithms::pipelined_chain::segments(shape.bytes, pipeline_segment_bytes) : 1,
-      where,
-      channels};
+  const auto pattern = detail::pattern_of(a, shape, ranks, pipeline_segment_bytes, where, channels);
   return detail::steps_of(
       ranks, pattern.steps(), pattern.exchanges_per_step(),
       [&](int r, int k, int c) { return pattern.exchange(r, k, c); }, [&](int k) { return pattern.alike_until(k); });

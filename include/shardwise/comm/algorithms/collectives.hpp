@@ -122,12 +122,12 @@ inline std::string sizes(std::string_view what_in, std::size_t in, std::string_v
          std::to_string(out);
 }
 
-// The pipelined chain's segments of at most `segment_bytes` for `data`; other algorithms take one.
-template <class T>
-[[nodiscard]] int segments_of(algorithm chosen, std::span<T> data, double segment_bytes) {
-  return chosen == algorithm::pipelined
-             ? pipelined_chain::segments(static_cast<double>(data.size_bytes()), segment_bytes)
-             : 1;
+// The segments `chosen` cuts `data` into (pipelined_chain::segments), once `segment_bytes` is checked.
+template <communicator C, class T>
+[[nodiscard]] int segments_of(const C& comm, std::string_view operation, algorithm chosen, std::span<T> data,
+                              double segment_bytes) {
+  require(comm, operation, segment_bytes > 0, "segments of " + std::to_string(segment_bytes) + " bytes");
+  return pipelined_chain::segments(chosen, static_cast<double>(data.size_bytes()), segment_bytes);
 }
 
 template <class T>
@@ -241,10 +241,9 @@ void broadcast(C& comm, Data&& data, int root, algorithm chosen, double segment_
   const auto target = write_span(data);
   detail::require_algorithm(comm, operation, collective::broadcast, chosen);
   detail::require_root(comm, operation, root);
-  detail::require(comm, operation, segment_bytes > 0, "segments of " + std::to_string(segment_bytes) + " bytes");
   detail::play<element_of<Data>>(comm,
                                  {collective::broadcast, chosen, comm.size(), target.size(), root,
-                                  detail::segments_of(chosen, target, segment_bytes)},
+                                  detail::segments_of(comm, operation, chosen, target, segment_bytes)},
                                  target, target);
 } catch (...) {
   rethrow_within_call(comm.world_rank(),
@@ -263,12 +262,10 @@ void reduce(C& comm, In&& in, Out&& out, op reduction, int root, algorithm chose
   detail::require_root(comm, operation, root);
   detail::require(comm, operation, comm.rank() != root || source.size() == target.size(),
                   detail::sizes("input", source.size(), "output at the root", target.size()));
-  detail::require(comm, operation, segment_bytes > 0, "segments of " + std::to_string(segment_bytes) + " bytes");
+  const int segments = detail::segments_of(comm, operation, chosen, source, segment_bytes);
   std::vector<element_of<Out>> work(source.begin(), source.end());
-  detail::play<element_of<Out>>(
-      comm,
-      {collective::reduce, chosen, comm.size(), work.size(), root, detail::segments_of(chosen, source, segment_bytes)},
-      work, work, reduction);
+  detail::play<element_of<Out>>(comm, {collective::reduce, chosen, comm.size(), work.size(), root, segments}, work,
+                                work, reduction);
   if (comm.rank() == root) std::copy(work.begin(), work.end(), target.begin());
 } catch (...) {
   rethrow_within_call(comm.world_rank(), call_text("algorithms::reduce", std::string(name_of(chosen)),

@@ -16,6 +16,12 @@ namespace shardwise::algorithms::pipelined_chain {
   return static_cast<int>(std::max(1.0, std::ceil(bytes / segment_bytes)));
 }
 
+// The segments `chosen` cuts a message of `bytes` into: the pipelined chain's of at most
+// `segment_bytes`, one for every other algorithm.
+[[nodiscard]] inline int segments(algorithm chosen, double bytes, double segment_bytes) {
+  return chosen == algorithm::pipelined ? segments(bytes, segment_bytes) : 1;
+}
+
 [[nodiscard]] constexpr int steps(int ranks, int segments) noexcept { return ranks <= 1 ? 0 : ranks + segments - 2; }
 
 template <class Size>
