@@ -108,7 +108,7 @@ class collective_cost {
     if (shape.bytes <= 0) return alone.seconds;
     std::vector<const running_collective*> overlapping;
     for (const auto& other : others)
-      if (other.start < start + alone.seconds && other.end > start && other.end > other.start)
+      if (before(other.start, start + alone.seconds) && before(start, other.end) && other.end > other.start)
         overlapping.push_back(&other);
     if (overlapping.empty()) return alone.seconds;
 
@@ -183,6 +183,15 @@ class collective_cost {
   }
 
  private:
+  // Whether time (or cost) `a` is less than `b` by more than rounding. Times that differ by rounding
+  // alone are one time, so that no choice the model makes (which lane plays next, which step another
+  // runs then, whether two intervals overlap, which candidate is cheaper) turns on how a compiler
+  // rounded: lanes in step often meet at one moment, and contracted multiply-adds (-O3, not -Og) move
+  // it by the last bits.
+  [[nodiscard]] static bool before(double a, double b) noexcept {
+    return a < b - 1e-9 * std::max(std::abs(a), std::abs(b));
+  }
+
   // A collective played beside others: the groups running it (the first is the one priced), its
   // steps, and where it is: step `next`, with `left` instances of it to go, the current one starting
   // at `clock` (seconds after the first lane's start); `last` the step of its previous instance and
@@ -208,7 +217,7 @@ class collective_cost {
       double total = 0;
       for (std::size_t i = 0; i < steps.size(); ++i) total += seconds[i] * static_cast<double>(steps[i].repeat);
       double behind = fraction * total;
-      while (!done() && behind >= seconds[next]) {
+      while (!done() && !before(behind, seconds[next])) {
         behind -= seconds[next];
         advance(0);
       }
@@ -216,8 +225,8 @@ class collective_cost {
     }
     // The step this lane runs at time `t`, or -1 (not begun, or done before `t`).
     [[nodiscard]] int step_at(double t) const {
-      if (!done() && clock <= t) return static_cast<int>(next);
-      if (last >= 0 && last_began <= t && clock > t) return last;
+      if (!done() && !before(t, clock)) return static_cast<int>(next);
+      if (last >= 0 && !before(t, last_began) && before(t, clock)) return last;
       return -1;
     }
   };
@@ -242,7 +251,7 @@ class collective_cost {
     while (!own.done()) {
       std::size_t turn = 0;
       for (std::size_t i = 1; i < lanes.size(); ++i)
-        if (!lanes[i].done() && lanes[i].clock < lanes[turn].clock) turn = i;
+        if (!lanes[i].done() && before(lanes[i].clock, lanes[turn].clock)) turn = i;
       lane& playing = lanes[turn];
       for (std::size_t i = 0; i < lanes.size(); ++i)
         at[i] = i == turn ? static_cast<int>(playing.next) : lanes[i].step_at(playing.clock);
@@ -436,7 +445,7 @@ class collective_cost {
 
   // The rule's algorithm in one channel, or with by_modelled_cost the applicable algorithm (any, when the
   // collective's is automatic) and channel count of least `seconds_of(algorithm, channels)`; fewer
-  // channels and the rule's algorithm win ties.
+  // channels and the rule's algorithm win ties, as times within rounding of each other (before()).
   template <class SecondsOf>
   [[nodiscard]] choice cheapest(const collective_shape& shape, int ranks, const placement& where,
                                 const SecondsOf& seconds_of) const {
@@ -446,7 +455,7 @@ class collective_cost {
     const auto weigh = [&](algorithm a, int channels) {
       if (!applies(shape.kind, a, ranks, where, channels)) return;
       const double seconds = seconds_of(a, channels);
-      if (seconds < best.seconds) best = {a, channels, seconds};
+      if (before(seconds, best.seconds)) best = {a, channels, seconds};
     };
     if (rules.by_modelled_cost) {
       for (int channels = 2; channels <= most_channels(by_rule, where); channels *= 2) weigh(by_rule, channels);
