@@ -6,12 +6,15 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "shardwise/sim/collective_cost.hpp"
+#include "shardwise/sim/free_first.hpp"
 #include "shardwise/sim/network.hpp"
 #include "shardwise/sim/presets.hpp"
 
@@ -409,6 +412,24 @@ TEST(collective_cost, rings_rotated_in_their_nodes_cross_through_every_nic) {
   shared_nic.algorithms.all_gather = algorithm::ring;
   collective_cost costs(shared_nic);
   EXPECT_EQ(costs.choose(costs.group_id(devices), devices, {collective::all_gather, n, 0}).channels, 1);
+}
+
+// The workgroup a persistent kernel's next task goes to: the one free first, the lower on a tie, as a
+// priority queue of (time, workgroup) gives; durations of whole units make ties common.
+TEST(free_first, hands_each_task_to_the_workgroup_free_first_and_the_lower_on_a_tie) {
+  const std::vector<double> clocks{3, 0, 2, 0, 5, 1, 0};
+  free_first queue(clocks);
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> reference;
+  for (std::size_t w = 0; w < clocks.size(); ++w) reference.emplace(clocks[w], static_cast<int>(w));
+  for (int task = 0; task < 200; ++task) {
+    const auto [time, workgroup] = reference.top();
+    reference.pop();
+    ASSERT_EQ(queue.workgroup(), workgroup) << "task " << task;
+    ASSERT_EQ(queue.time(), time) << "task " << task;
+    const double busy_until = time + static_cast<double>((task * 7) % 4);
+    queue.busy_until(busy_until);
+    reference.emplace(busy_until, workgroup);
+  }
 }
 
 // Pairwise all-to-all over two nodes of two GPUs with one NIC each: in step 2 both GPUs of a node

@@ -25,9 +25,7 @@
 //              workgroup free first
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <queue>
 #include <span>
 #include <string>
 #include <utility>
@@ -37,6 +35,7 @@
 #include "shardwise/fused/primitives.hpp"
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/device_model.hpp"
+#include "shardwise/sim/free_first.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
 #include "shardwise/sim/machine.hpp"
 
@@ -147,16 +146,20 @@ class fused_backward_model {
     std::map<std::int64_t, double> arrived;
     for (std::size_t i = 0; i < all.size(); ++i)
       if (all[i].flag >= 0 && all[i].sent.destination == rank_) arrived[all[i].flag] = arrivals[i];
-    double end = kernel_.finish({}, {});
-    std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> free;
-    for (int w = 0; w < kernel_.workgroups(); ++w) free.emplace(kernel_.clock(w), w);
-    std::stable_sort(received_.begin(), received_.end(),
-                     [&](const received& a, const received& b) { return arrived[a.flag] < arrived[b.flag]; });
+    // Each task's flag looked up once, not in every comparison of the sort.
+    std::vector<std::pair<double, const received*>> by_arrival;
+    by_arrival.reserve(received_.size());
     for (const auto& task : received_) {
-      const auto [clock, wg] = free.top();
-      free.pop();
-      const double done = std::max(clock, arrived[task.flag]) + task_duration(device_, model_, task.work);
-      free.emplace(done, wg);
+      const auto found = arrived.find(task.flag);
+      by_arrival.emplace_back(found == arrived.end() ? 0.0 : found->second, &task);
+    }
+    std::stable_sort(by_arrival.begin(), by_arrival.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    double end = kernel_.finish({}, {});
+    sim::free_first free(kernel_.clocks());
+    for (const auto& [arrival, task] : by_arrival) {
+      const double done = std::max(free.time(), arrival) + task_duration(device_, model_, task->work);
+      free.busy_until(done);
       end = std::max(end, done);
     }
     return end;

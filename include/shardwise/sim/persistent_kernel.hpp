@@ -19,16 +19,14 @@
 // (comm/shared/symmetric_window.hpp).
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <queue>
 #include <span>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "shardwise/sim/device_model.hpp"
+#include "shardwise/sim/free_first.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
 #include "shardwise/sim/message_queue.hpp"
 #include "shardwise/sim/timeline.hpp"
@@ -94,16 +92,16 @@ class persistent_kernel {
 
   [[nodiscard]] int workgroups() const noexcept { return static_cast<int>(clocks_.size()); }
   [[nodiscard]] double clock(int workgroup) const { return clocks_.at(static_cast<std::size_t>(workgroup)); }
+  [[nodiscard]] std::span<const double> clocks() const noexcept { return clocks_; }
   [[nodiscard]] const std::vector<gpu_message>& messages() const noexcept { return messages_; }
 
   // Runs a logical task doing `w` on the workgroup free first; returns that workgroup.
   int run_task(const work& w, const std::string& label = "task") {
-    const auto wg = static_cast<std::size_t>(free_.top().second);
-    free_.pop();
+    const auto wg = static_cast<std::size_t>(free_.workgroup());
     const double share = 1.0 / model_.resident_workgroups;
     const double begin = clocks_[wg];
     clocks_[wg] += gpu_.time_on_share(w, share);
-    free_.emplace(clocks_[wg], static_cast<int>(wg));
+    free_.busy_until(clocks_[wg]);
     draw(wg, label, begin, clocks_[wg]);
     return static_cast<int>(wg);
   }
@@ -140,11 +138,8 @@ class persistent_kernel {
  private:
   // Every workgroup idle from `time` on.
   void all_free_at(double time) {
-    free_ = {};
-    for (std::size_t w = 0; w < clocks_.size(); ++w) {
-      clocks_[w] = time;
-      free_.emplace(time, static_cast<int>(w));
-    }
+    std::fill(clocks_.begin(), clocks_.end(), time);
+    free_ = free_first(clocks_);
   }
 
   void issue(int workgroup, int peer, double bytes, std::int64_t flag) {
@@ -179,8 +174,7 @@ class persistent_kernel {
   device_model gpu_;
   gpu_initiated_model model_;
   std::vector<double> clocks_;
-  // (clock, workgroup), the one free first on top (ties: the lower workgroup).
-  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> free_;
+  free_first free_;
   std::vector<drawing> drawn_;
   std::map<int, int> fences_;
   std::vector<gpu_message> messages_;
