@@ -53,9 +53,12 @@ constexpr double element = sizeof(float);
 constexpr double float_tolerance = 1e-5;
 
 // The kernel the local product launches for an m x n result with inner dimension k (added to the result
-// when `accumulate`).
+// when `accumulate`): products of floats, on the MI210's matrix cores.
 double gemm_time(const sim::machine& machine, double m, double n, double k, bool accumulate = false) {
-  return machine.device.duration({2 * m * n * k, element * (m * k + k * n + (accumulate ? 2 : 1) * m * n)});
+  const double flops = 2 * m * n * k;
+  return machine.device.duration({.flops = flops,
+                                  .bytes = element * (m * k + k * n + (accumulate ? 2 : 1) * m * n),
+                                  .float_product_flops = flops});
 }
 
 // One message of `bytes` from GPU 1 to GPU 0 (every pair of the node is alike), alone on its route.
@@ -317,7 +320,7 @@ TEST(collective_matmul_time, all_gather_matmul_both_sides_gathers_once_for_two_p
 constexpr int cube_ranks = 8;
 constexpr std::int64_t cube_tokens = 8192;
 constexpr std::int64_t cube_inputs = 2048;
-constexpr std::int64_t cube_outputs = 512;
+constexpr std::int64_t cube_outputs = 1024;
 constexpr int cube_bands = 4;
 
 // One form's pipeline in n bands, from the machine model: the right operand's whole all-gather, and one
@@ -326,8 +329,9 @@ constexpr int cube_bands = 4;
 // has a stream of its own (sim_gpu gives each communicator split off a side stream one). Without
 // copies both gathers start at once; with them the first band's gather waits for its copy, while B's
 // travels on its own axis's stream. The second band's copy runs while the first band travels (which
-// outlasts a copy), every later one between two bands' GEMMs. One band is the plain product, which
-// copies nothing.
+// outlasts a copy), and while B's does where that is the longer (dB here: the product waits for B
+// after starting the second band); every later one between two bands' GEMMs. One band is the plain
+// product, which copies nothing.
 struct pipeline_step {
   double right_gather;
   double left_gather;

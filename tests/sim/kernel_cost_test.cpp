@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/matmul_checks.hpp"
@@ -81,6 +82,7 @@ void expect_roofline_kernels(double peak_flops) {
   constexpr std::int64_t head_dim = 32;
   sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
   machine.device.peak_flops = peak_flops;
+  machine.device.float_matrix_flops = 0;  // attention's products at peak_flops too (their rate: below)
   const auto& device = machine.device;
   const double n = static_cast<double>(tokens / ranks * hidden);
   const double r = static_cast<double>(tokens / ranks);
@@ -139,10 +141,11 @@ TEST(kernel_cost, each_operation_takes_the_roofline_time_of_its_kernels) {
   expect_roofline_kernels(1e11);
 }
 
-// A product of bf16 operands runs on the device's bf16 matrix units (the MI210's matrix cores, 181
-// TFLOP/s against 22.6 for FP32), the rest of a kernel's operations at the FP32 rate; float products
-// run at that rate too. Checked on a 1-D product's local GEMM (replicated · row_1d, no communication)
-// and on attention's forward, whose scores and weighted sum are products and whose softmax is not.
+// A product runs on the device's matrix units for its operands' precision (the MI210's matrix cores:
+// 181 TFLOP/s for bf16, 45.3 for float, against 22.6 FP32 on its vector units), the rest of a kernel's
+// operations at the FP32 rate. Checked on a 1-D product's local GEMM (replicated · row_1d, no
+// communication) and on attention's forward, whose scores and weighted sum are products and whose
+// softmax is not.
 template <class T>
 void expect_products_priced_for(double product_flops_per_second) {
   SCOPED_TRACE((std::is_same_v<T, bf16> ? "bf16" : "float"));
@@ -180,16 +183,23 @@ void expect_products_priced_for(double product_flops_per_second) {
   });
 }
 
-TEST(kernel_cost, bf16_products_run_on_the_matrix_units_and_the_rest_at_the_fp32_rate) {
+TEST(kernel_cost, products_run_on_the_matrix_units_of_their_precision_and_the_rest_at_the_fp32_rate) {
   const sim::device_model mi210 = sim::presets::mi210();
   EXPECT_GT(mi210.bf16_matrix_flops, 4 * mi210.peak_flops);
+  EXPECT_GT(mi210.float_matrix_flops, 1.5 * mi210.peak_flops);
   expect_products_priced_for<bf16>(mi210.bf16_matrix_flops);
-  expect_products_priced_for<float>(mi210.peak_flops);
-  // A device without bf16 matrix units (the V100) runs bf16 products at its one rate.
-  const sim::device_model v100 = sim::presets::v100();
+  expect_products_priced_for<float>(mi210.float_matrix_flops);
+  // A device without matrix units for a precision (the V100: none; the A100: none for float, as PyTorch
+  // leaves TF32 off) runs its products at the one rate; double products run there on every device.
+  const sim::device_model v100 = sim::presets::v100(), a100 = sim::presets::a100();
   EXPECT_EQ(v100.bf16_matrix_flops, 0);
-  const work product = gemm_work<bf16>(1024, 1024, 1024);
-  EXPECT_DOUBLE_EQ(v100.duration(product), v100.launch_latency + product.flops / v100.peak_flops);
+  EXPECT_EQ(a100.float_matrix_flops, 0);
+  for (const auto& [device, product] :
+       {std::pair{v100, gemm_work<bf16>(1024, 1024, 1024)}, std::pair{v100, gemm_work<float>(1024, 1024, 1024)},
+        std::pair{a100, gemm_work<float>(1024, 1024, 1024)}, std::pair{mi210, gemm_work<double>(1024, 1024, 1024)}})
+    EXPECT_DOUBLE_EQ(
+        device.duration(product),
+        device.launch_latency + std::max(product.flops / device.peak_flops, product.bytes / device.memory_bandwidth));
 }
 
 // The optimizer's update is one kernel over the elements a rank updates, priced by its memory traffic:

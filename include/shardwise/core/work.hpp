@@ -10,9 +10,11 @@ namespace shardwise {
 struct work {
   double flops = 0;  // floating-point operations
   double bytes = 0;  // bytes read from and written to device memory
-  // Of `flops`, those of products of bf16 operands: a device with bf16 matrix units (tensor cores,
-  // matrix cores, a TPU's MXU) runs them at that units' rate, the rest at its vector rate.
+  // Of `flops`, those of products of bf16 operands, and of float operands: a device with matrix units
+  // for that precision (tensor cores, matrix cores, a TPU's MXU) runs them at those units' rate, the
+  // rest at its vector rate.
   double bf16_product_flops = 0;
+  double float_product_flops = 0;
 };
 
 // A copy's work: `bytes` read and as many written.
@@ -21,10 +23,13 @@ struct work {
 // A fill's work (zeroing a buffer): `bytes` written.
 [[nodiscard]] inline work fill_work(double bytes) { return {0, bytes}; }
 
-// `flops` of products of Operand elements: all of them on bf16 matrix units when Operand is bf16.
+// `w`, of whose operations `product_flops` are products of Operand elements, counted as such where
+// Operand is a precision that devices have matrix units for (bf16, float).
 template <class Operand>
-[[nodiscard]] constexpr double product_flops_on_bf16_units(double flops) {
-  return std::is_same_v<Operand, bf16> ? flops : 0;
+[[nodiscard]] constexpr work with_products_of(work w, double product_flops) {
+  if constexpr (std::is_same_v<Operand, bf16>) w.bf16_product_flops = product_flops;
+  if constexpr (std::is_same_v<Operand, float>) w.float_product_flops = product_flops;
+  return w;
 }
 
 // A GEMM's work: the m x n Result of an m x k by k x n product of Operand elements (added into the
@@ -33,8 +38,8 @@ template <class Operand>
 template <class Operand, class Result = Operand>
 [[nodiscard]] work gemm_work(double m, double n, double k, bool accumulate = false) {
   const double flops = 2 * m * n * k;
-  return {flops, sizeof(Operand) * (m * k + k * n) + sizeof(Result) * (accumulate ? 2 : 1) * m * n,
-          product_flops_on_bf16_units<Operand>(flops)};
+  return with_products_of<Operand>(
+      {flops, sizeof(Operand) * (m * k + k * n) + sizeof(Result) * (accumulate ? 2 : 1) * m * n}, flops);
 }
 
 }  // namespace shardwise

@@ -121,7 +121,7 @@ template <class T>
   const double products = tiles * (backward ? 8 + (recomputed ? 2 : 0) : 4) * n * n * d;
   const double softmax = tiles * (backward ? 4 + (recomputed ? 12 : 0) : 12) * n * n;
   const double bytes = tiles * element * ((backward ? 7 : 4) * n * d + kept_probabilities);
-  return {products + softmax, bytes, product_flops_on_bf16_units<T>(products)};
+  return with_products_of<T>({products + softmax, bytes}, products);
 }
 
 // P = softmax(QKᵀ / √d) of one tile into p (n x n), masked above the diagonal when causal. The forward

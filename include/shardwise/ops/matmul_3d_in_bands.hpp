@@ -217,11 +217,13 @@ void cube_multiply_in_bands(Mesh& mesh, std::span<const T> a, const block_info& 
   std::vector<typename axis_type::request> started;
   started.reserve(static_cast<std::size_t>(cut.bands));
   auto next = gather_band_of_a(0);
-  b_arrival.wait();
   for (std::int64_t j = 0; j < cut.bands; ++j) {
     // NOLINTNEXTLINE(bugprone-use-after-move): `next` is started anew for every band but the last
     auto [a_band, a_arrival] = std::move(next);
     if (j + 1 < cut.bands) next = gather_band_of_a(j + 1);
+    // B's wait comes after the second band's start: waited for before it, a longer gather of B held
+    // back the copy that band starts with, on a GPU's stream, or the gather itself, on a host.
+    if (j == 0) b_arrival.wait();
     a_arrival.wait();
     // band j of C_ij^(l) = op(band j of A_il)·op(B_lj)
     local_product<TransposeA, TransposeB>(z, c_ij.addends(j), a_band, b_lj);

@@ -3,8 +3,9 @@
 // work it does (core/work.hpp: floating-point operations and bytes moved to and from device memory) and runs for
 //   launch_latency + max(flops / peak_flops, bytes / memory_bandwidth)
 // seconds of virtual time: compute-bound or memory-bound, whichever is slower, never both. On a device
-// with bf16 matrix units, the operations of products of bf16 operands take bf16_product_flops /
-// bf16_matrix_flops instead, the rest their share of peak_flops.
+// with matrix units for a precision (bf16 on all but the V100, float on the MI210's matrix cores), the
+// operations of products of operands of that precision take their flops over the units' rate
+// (bf16_matrix_flops, float_matrix_flops) instead, the rest their share of peak_flops.
 #include <algorithm>
 
 #include "shardwise/core/work.hpp"
@@ -12,14 +13,19 @@
 namespace shardwise::sim {
 
 struct device_model {
-  double peak_flops = 0;         // FLOP/s
-  double memory_bandwidth = 0;   // bytes/s
-  double launch_latency = 0;     // s, from the stream reaching the kernel to its first instruction
-  double bf16_matrix_flops = 0;  // FLOP/s of bf16 products on matrix units; 0: none, they run at peak_flops
+  double peak_flops = 0;          // FLOP/s
+  double memory_bandwidth = 0;    // bytes/s
+  double launch_latency = 0;      // s, from the stream reaching the kernel to its first instruction
+  double bf16_matrix_flops = 0;   // FLOP/s of bf16 products on matrix units; 0: none, they run at peak_flops
+  double float_matrix_flops = 0;  // FLOP/s of float products on matrix units; 0: none, they run at peak_flops
 
   [[nodiscard]] double compute_time(const work& w) const noexcept {
-    if (bf16_matrix_flops <= 0 || w.bf16_product_flops <= 0) return w.flops / peak_flops;
-    return (w.flops - w.bf16_product_flops) / peak_flops + w.bf16_product_flops / bf16_matrix_flops;
+    const double on_bf16_units = bf16_matrix_flops > 0 ? w.bf16_product_flops : 0;
+    const double on_float_units = float_matrix_flops > 0 ? w.float_product_flops : 0;
+    double seconds = (w.flops - on_bf16_units - on_float_units) / peak_flops;
+    if (on_bf16_units > 0) seconds += on_bf16_units / bf16_matrix_flops;
+    if (on_float_units > 0) seconds += on_float_units / float_matrix_flops;
+    return seconds;
   }
   // The time of `w` on `share` of the device (a workgroup's of a persistent kernel), with no launch.
   [[nodiscard]] double time_on_share(const work& w, double share) const noexcept {

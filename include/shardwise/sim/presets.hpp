@@ -42,8 +42,12 @@
 //   MI210 torus            the fused paper's scale-out simulations (its Table 2, ASTRA-Sim): one MI210
 //                          a node, the nodes in a 2-D torus of 200 Gb/s links (25 GB/s a direction),
 //                          700 ns a hop
-//   bf16 products          run at the BF16 figure on the devices that have bf16 matrix units (all but
-//                          the V100); every other operation at the FP32 figure
+//   products               of bf16 operands at the BF16 figure on the devices that have bf16 matrix
+//                          units (all but the V100); of float operands at the MI210's FP32 matrix
+//                          figure, as rocBLAS's SGEMM runs them on its matrix cores, and at the FP32
+//                          figure elsewhere (PyTorch leaves TF32 off for products by default, so the
+//                          A100's and H100's FP32 products run at FP32); every other operation at the
+//                          FP32 figure
 //   latencies              kernel launch 5 µs on the GPUs (HIP/CUDA launch overhead as commonly
 //                          measured); none on the TPU, which runs a step as one XLA-compiled program
 //                          that the host starts once (Cloud TPU documentation, "System architecture":
@@ -59,7 +63,7 @@
 
 namespace shardwise::sim::presets {
 
-inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6, 181e12}; }
+inline device_model mi210() { return {22.6e12, 1.6384e12, 5e-6, 181e12, 45.3e12}; }
 inline device_model v100() { return {15.7e12, 900e9, 5e-6}; }
 inline device_model a100() { return {19.5e12, 2.039e12, 5e-6, 312e12}; }
 inline device_model h100() { return {67e12, 3.35e12, 5e-6, 989e12}; }
