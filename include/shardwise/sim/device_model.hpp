@@ -3,7 +3,7 @@
 // work it does (core/work.hpp: floating-point operations and bytes moved to and from device memory) and runs for
 //   launch_latency + max(flops / peak_flops, bytes / memory_bandwidth)
 // seconds of virtual time: compute-bound or memory-bound, whichever is slower, never both. On a device
-// with matrix units for a precision (bf16 on all but the V100, float on the MI210's matrix cores), the
+// with matrix units for a precision (bf16, float; which devices have them: sim/presets.hpp), the
 // operations of products of operands of that precision take their flops over the units' rate
 // (bf16_matrix_flops, float_matrix_flops) instead, the rest their share of peak_flops.
 #include <algorithm>
