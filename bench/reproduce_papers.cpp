@@ -13,6 +13,9 @@
 //                   [--timeline DIRECTORY]          writes each 3-D paper configuration's timeline
 //                                                   there, a Chrome trace per configuration
 //                                                   (scripts/trace-summary tells where its time goes)
+//                   [--nics-per-node N]             the 3-D paper's nodes with N EDR NICs instead of
+//                                                   one (the paper does not say how many Longhorn's
+//                                                   nodes have; docs/papers.md shows what 2 does)
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
@@ -184,13 +187,13 @@ struct step_times {
 // written there (Chrome trace-event JSON, sim/timeline.hpp).
 template <class Family, std::size_t Dimensions>
 step_times simulate(const std::vector<int>& shape, const nn::block_options& options, std::int64_t batch, int layers,
-                    const std::string& trace) {
+                    int nics_per_node, const std::string& trace) {
   coordinates<Dimensions> grid_shape{};
   for (std::size_t a = 0; a < Dimensions; ++a) grid_shape[a] = shape[a];
   int ranks = 1;
   for (const int extent : shape) ranks *= extent;
   step_times times;
-  sim::machine machine = sim::presets::v100_nodes(ranks);
+  sim::machine machine = sim::presets::v100_nodes(ranks, 4, nics_per_node);
   machine.record_timeline = !trace.empty();
   const auto report = sim_gpu::run(
       ranks, machine,
@@ -226,11 +229,14 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
 }
 
 step_times simulate(parallelism f, const grid& g, const nn::block_options& options, std::int64_t batch, int layers,
-                    const std::string& trace) {
+                    int nics_per_node, const std::string& trace) {
   switch (f) {
-    case parallelism::one_d: return simulate<nn::tensor_parallel_1d<>, 1>(g.shape, options, batch, layers, trace);
-    case parallelism::two_d: return simulate<nn::tensor_parallel_2d<>, 2>(g.shape, options, batch, layers, trace);
-    case parallelism::three_d: return simulate<nn::tensor_parallel_3d<>, 3>(g.shape, options, batch, layers, trace);
+    case parallelism::one_d:
+      return simulate<nn::tensor_parallel_1d<>, 1>(g.shape, options, batch, layers, nics_per_node, trace);
+    case parallelism::two_d:
+      return simulate<nn::tensor_parallel_2d<>, 2>(g.shape, options, batch, layers, nics_per_node, trace);
+    case parallelism::three_d:
+      return simulate<nn::tensor_parallel_3d<>, 3>(g.shape, options, batch, layers, nics_per_node, trace);
   }
   throw std::logic_error("unknown family");
 }
@@ -622,6 +628,7 @@ struct arguments {
   std::size_t buckets_during_backward = 0;                // elements a bucket, for the weight-update rows; 0: off
   nn::recomputation recompute = nn::recomputation::none;  // in the 3-D paper's layers
   std::string timelines;                                  // a directory for the 3-D paper's timelines; empty: none
+  int nics_per_node = 1;                                  // of the 3-D paper's V100 nodes
 };
 
 arguments parse(int argc, char** argv) {
@@ -647,10 +654,16 @@ arguments parse(int argc, char** argv) {
       parsed.recompute = *what;
     } else if (std::strcmp(argv[i], "--timeline") == 0 && i + 1 < argc) {
       parsed.timelines = argv[++i];
+    } else if (std::strcmp(argv[i], "--nics-per-node") == 0 && i + 1 < argc) {
+      parsed.nics_per_node = std::atoi(argv[++i]);
+      if (parsed.nics_per_node < 1) {
+        std::fprintf(stderr, "--nics-per-node needs a positive count\n");
+        std::exit(2);
+      }
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
-                   "[--recompute none|attention|block] [--timeline DIRECTORY]\n",
+                   "[--recompute none|attention|block] [--timeline DIRECTORY] [--nics-per-node N]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -709,16 +722,16 @@ int main(int argc, char** argv) {
 
     step_times times;
     if (source.batch % g.row_ranks == 0) {
-      times = simulate(source.family, g, options, source.batch, given.layers,
+      times = simulate(source.family, g, options, source.batch, given.layers, given.nics_per_node,
                        timeline_path(given.timelines, source, source.batch));
     } else {
       // Whole samples per rank: interpolate between the nearest batches that split.
       const std::int64_t lower = source.batch / g.row_ranks * g.row_ranks;
       const std::int64_t upper = lower + g.row_ranks;
-      const step_times low =
-          simulate(source.family, g, options, lower, given.layers, timeline_path(given.timelines, source, lower));
-      const step_times high =
-          simulate(source.family, g, options, upper, given.layers, timeline_path(given.timelines, source, upper));
+      const step_times low = simulate(source.family, g, options, lower, given.layers, given.nics_per_node,
+                                      timeline_path(given.timelines, source, lower));
+      const step_times high = simulate(source.family, g, options, upper, given.layers, given.nics_per_node,
+                                       timeline_path(given.timelines, source, upper));
       const double t = static_cast<double>(source.batch - lower) / static_cast<double>(upper - lower);
       times.forward = low.forward + t * (high.forward - low.forward);
       times.backward = low.backward + t * (high.backward - low.backward);

@@ -101,9 +101,10 @@ inline machine mi210_torus(int rows, int cols) {
   return {mi210(), topology::torus_2d(rows, cols, scale_out_torus_link())};
 }
 
-inline machine v100_nodes(int gpus, int gpus_per_node = 4) {
+// `gpus` V100 in nodes of `gpus_per_node` with `nics_per_node` EDR NICs (Longhorn's: one).
+inline machine v100_nodes(int gpus, int gpus_per_node = 4, int nics_per_node = 1) {
   const int k = detail::node_width("presets::v100_nodes", gpus, gpus_per_node);
-  return {v100(), topology::nodes(gpus, k, nvlink2_pair(), infiniband_edr(), 1)};
+  return {v100(), topology::nodes(gpus, k, nvlink2_pair(), infiniband_edr(), nics_per_node)};
 }
 
 // `gpus` A100 SXM4 80GB in DGX A100 nodes of `gpus_per_node`: NVSwitch inside, a NIC per GPU between.
