@@ -7,6 +7,7 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/comm/interface.hpp"
+#include "shardwise/comm/path_trial.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/comm/threads.hpp"
@@ -70,8 +71,9 @@
 #include "shardwise/ops/matmul_1d.hpp"
 #include "shardwise/ops/matmul_2d.hpp"
 #include "shardwise/ops/matmul_3d.hpp"
-// ---- collective matmul: all-gather and reduce-scatter rings overlapped with 1-D products
+// ---- collective matmul: all-gather and reduce-scatter rings overlapped with 1-D products, or unfused
 #include "shardwise/ops/collective_matmul.hpp"
+#include "shardwise/ops/collective_matmul_choice.hpp"
 // ---- element-wise and row operations: A + b, A ∘ b, GeLU, softmax, dropout, layer norm
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/layout/vector_layout.hpp"

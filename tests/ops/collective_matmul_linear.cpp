@@ -2,11 +2,16 @@
 // in a source of their own (collective_matmul_checks.hpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "ops/collective_matmul_checks.hpp"
 #include "ops/matmul_checks.hpp"
+#include "shardwise/comm/path_trial.hpp"
+#include "shardwise/comm/reduction.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
@@ -18,13 +23,15 @@ namespace {
 using namespace shardwise;
 using namespace shardwise::testing;
 
-// The linear layers: sequence-parallel 1-D linears through the rings, and a 3-D linear in bands, equal
-// the serial layer forward and backward.
+// The linear layers: sequence-parallel 1-D linears through the rings, unfused, or choosing, and a 3-D
+// linear in bands, equal the serial layer forward and backward.
 template <class Layer, class Mesh>
 void check_linear(Mesh& mesh, Layer& layer, std::int64_t m, std::int64_t k, std::int64_t n) {
   const matrix x = integers({m, k}, 7);
   const matrix dy = integers({m, n}, 8);
   const matrix w = all_gather(layer.weight().value);
+  layer.weight().zero_gradient();
+  layer.bias().zero_gradient();
   const auto y = layer.forward(distributed<typename Layer::input_type::layout_type>(mesh, x));
   expect_equals_serial(y, x * w, 1e-12);
   const auto dx = layer.backward(distributed<typename Layer::output_layout>(mesh, dy));
@@ -33,18 +40,43 @@ void check_linear(Mesh& mesh, Layer& layer, std::int64_t m, std::int64_t k, std:
   expect_equals_serial(layer.bias().gradient, matrix(dy.colwise().sum()), 1e-12);
 }
 
+// A layer in one form, or left to choose: every call, while it measures and after, equals the serial
+// layer, and within the trial's most calls every product has kept ring or unfused, alike on every rank.
+template <class Layer, class Mesh>
+void check_linear_in(collective_matmul_form asked, Mesh& mesh, Layer& layer, std::int64_t m, std::int64_t k,
+                     std::int64_t n) {
+  SCOPED_TRACE("form " + std::to_string(static_cast<int>(asked)));
+  const auto forms = [&] {
+    const auto f = layer.collective_forms();
+    return std::array{f.forward, f.weight_gradient, f.input_gradient};
+  };
+  EXPECT_TRUE(std::ranges::all_of(forms(), [&](collective_matmul_form form) { return form == asked; }));
+  const int calls = asked == collective_matmul_form::automatic ? 2 * path_trial::most_calls : 1;
+  for (int call = 0; call < calls; ++call) check_linear(mesh, layer, m, k, n);
+  for (const collective_matmul_form form : forms()) {
+    EXPECT_NE(form, collective_matmul_form::automatic);
+    std::array<int, 1> chosen{static_cast<int>(form)};
+    mesh.world().all_reduce(std::span(chosen), op::max);
+    EXPECT_EQ(chosen[0], static_cast<int>(form)) << "the ranks chose differently";
+  }
+}
+
 TYPED_TEST(collective_matmul_test, linear_layers_use_the_collective_products) {
   TypeParam::run(
       [](communicator auto& world) {
         const int p = world.size();
         process_mesh line(world, {p});
         using Line = decltype(line);
-        nn::linear<double, col_1d<padded>, row_1d<padded>, Line> gathering(line, 7, 9, 1);
-        static_assert(std::is_same_v<typename decltype(gathering)::output_layout, row_1d<padded>>);
-        check_linear(line, gathering, 11, 7, 9);
-        nn::linear<double, row_1d<ragged>, col_1d<ragged>, Line, col_1d<ragged>> scattering(line, 9, 7, 2);
-        static_assert(std::is_same_v<typename decltype(scattering)::output_layout, col_1d<ragged>>);
-        check_linear(line, scattering, 11, 9, 7);
+        for (const auto form :
+             {collective_matmul_form::ring, collective_matmul_form::unfused, collective_matmul_form::automatic}) {
+          nn::linear<double, col_1d<padded>, row_1d<padded>, Line> gathering(line, 7, 9, 1, {.collective = form});
+          static_assert(std::is_same_v<typename decltype(gathering)::output_layout, row_1d<padded>>);
+          check_linear_in(form, line, gathering, 11, 7, 9);
+          nn::linear<double, row_1d<ragged>, col_1d<ragged>, Line, col_1d<ragged>> scattering(line, 9, 7, 2,
+                                                                                              {.collective = form});
+          static_assert(std::is_same_v<typename decltype(scattering)::output_layout, col_1d<ragged>>);
+          check_linear_in(form, line, scattering, 11, 9, 7);
+        }
 
         if (p == 2) return;  // the 3-D bias lives on a diagonal: 1x1x1, 1x2x2 and 2x2x2 only
         process_mesh cube(world, {p == 8 ? 2 : 1, p == 1 ? 1 : 2, p == 1 ? 1 : 2});

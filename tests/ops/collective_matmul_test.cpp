@@ -7,8 +7,10 @@
 // all_gather_matmul_both_sides gives each of its two rings' bits, gathering once. The rings move what an
 // all-gather or a reduce-scatter moves, the bands are separate all-gathers and reduce-scatters moving
 // what the plain product's collectives move, and the linear layers that use them equal the serial layer.
-// The bands and the linear layers compile in sources of their own (collective_matmul_checks.hpp); the
-// products in float (the traffic of rings and bands) compile here.
+// Each 1-D product also runs unfused (the whole collective, then the GEMM, or the reverse), with the
+// same results; a call asking for the automatic form throws. The bands and the linear layers compile
+// in sources of their own (collective_matmul_checks.hpp); the products in float (the traffic of rings
+// and bands) compile here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,25 +49,26 @@ void expect_same_bits(const dtensor<T, Layout, Mesh>& a, const dtensor<T, Layout
 }
 
 // Both rings in each of their forms: sequence-parallel column-parallel (x rows cut, W columns cut) and
-// row-parallel (h columns cut, V rows cut, the sum's rows cut), each forward and both gradients.
+// row-parallel (h columns cut, V rows cut, the sum's rows cut), each forward and both gradients; as
+// rings, or unfused (`form`).
 template <class Padding, class Mesh>
-void check_rings(Mesh& mesh, const product_shape& s, const operands& kind) {
+void check_rings(Mesh& mesh, const product_shape& s, const operands& kind, collective_matmul_form form) {
   SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
                ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n) +
-               ", " + kind.name);
+               ", " + kind.name + (form == collective_matmul_form::ring ? ", ring" : ", unfused"));
   const matrix x = kind.values({s.m, s.k}, 1);
   const matrix w = kind.values({s.k, s.n}, 2);
   const matrix dy = kind.values({s.m, s.n}, 3);
   const auto x_rows = distributed<col_1d<Padding>>(mesh, x);
   const auto w_columns = distributed<row_1d<Padding>>(mesh, w);
   const auto dy_columns = distributed<row_1d<Padding>>(mesh, dy);
-  const auto y = all_gather_matmul(x_rows, w_columns);
+  const auto y = all_gather_matmul(x_rows, w_columns, form);
   static_assert(has_layout<decltype(y), row_1d<Padding>>);
   expect_equals_serial(y, x * w, kind.tolerance);
-  const auto dx = matmul_reduce_scatter(dy_columns, transposed(w_columns));
+  const auto dx = matmul_reduce_scatter(dy_columns, transposed(w_columns), form);
   static_assert(has_layout<decltype(dx), col_1d<Padding>>);
   expect_equals_serial(dx, dy * w.transpose(), kind.tolerance);
-  const auto dw = all_gather_matmul(transposed(x_rows), dy_columns);
+  const auto dw = all_gather_matmul(transposed(x_rows), dy_columns, form);
   static_assert(has_layout<decltype(dw), row_1d<Padding>>);
   expect_equals_serial(dw, x.transpose() * dy, kind.tolerance);
 
@@ -75,17 +78,18 @@ void check_rings(Mesh& mesh, const product_shape& s, const operands& kind) {
   const auto h_columns = distributed<row_1d<Padding>>(mesh, h);
   const auto v_rows = distributed<col_1d<Padding>>(mesh, v);
   const auto dz_rows = distributed<col_1d<Padding>>(mesh, dz);
-  const auto z = matmul_reduce_scatter(h_columns, v_rows);
+  const auto z = matmul_reduce_scatter(h_columns, v_rows, form);
   static_assert(has_layout<decltype(z), col_1d<Padding>>);
   expect_equals_serial(z, h * v, kind.tolerance);
-  const auto dh = all_gather_matmul(dz_rows, transposed(v_rows));
+  const auto dh = all_gather_matmul(dz_rows, transposed(v_rows), form);
   static_assert(has_layout<decltype(dh), row_1d<Padding>>);
   expect_equals_serial(dh, dz * v.transpose(), kind.tolerance);
-  const auto dv = all_gather_matmul(transposed(h_columns), dz_rows);
+  const auto dv = all_gather_matmul(transposed(h_columns), dz_rows, form);
   static_assert(has_layout<decltype(dv), col_1d<Padding>>);
   expect_equals_serial(dv, h.transpose() * dz, kind.tolerance);
   // Both in one ring: the same bits as each ring alone.
-  const auto [dv_once, dh_once] = all_gather_matmul_both_sides(transposed(h_columns), dz_rows, transposed(v_rows));
+  const auto [dv_once, dh_once] =
+      all_gather_matmul_both_sides(transposed(h_columns), dz_rows, transposed(v_rows), form);
   static_assert(has_layout<decltype(dv_once), col_1d<Padding>> && has_layout<decltype(dh_once), row_1d<Padding>>);
   expect_same_bits(dv_once, dv);
   expect_same_bits(dh_once, dh);
@@ -98,13 +102,15 @@ TYPED_TEST(collective_matmul_test, rings_equal_serial_eigen) {
         process_mesh line(world, {p});
         // Replicated over a second axis: tensor parallelism beside data parallelism.
         process_mesh beside(world, {p % 2 == 0 ? p / 2 : p, p % 2 == 0 ? 2 : 1});
-        for (const operands& kind : kinds) {
-          for (const auto& s : shapes(p)) {
-            check_rings<padded>(line, s, kind);
-            check_rings<ragged>(line, s, kind);
-            check_rings<ragged>(beside, s, kind);
+        for (const auto form : {collective_matmul_form::ring, collective_matmul_form::unfused}) {
+          for (const operands& kind : kinds) {
+            for (const auto& s : shapes(p)) {
+              check_rings<padded>(line, s, kind, form);
+              check_rings<ragged>(line, s, kind, form);
+              check_rings<ragged>(beside, s, kind, form);
+            }
+            check_rings<exact>(line, {2 * p, p, 3 * p}, kind, form);
           }
-          check_rings<exact>(line, {2 * p, p, 3 * p}, kind);
         }
       },
       {1, 2, 3, 4, 8});
@@ -265,6 +271,16 @@ TYPED_TEST(collective_matmul_test, misuse_throws_naming_rank_and_values) {
                         0),
                     0U)
               << e.what();
+        }
+        // One call runs one form: automatic is a layer's choice over its calls.
+        const auto w_fits = distributed<row_1d<padded>>(line, serial({5, 3}, 2));
+        try {
+          (void)all_gather_matmul(x, w_fits, collective_matmul_form::automatic);
+          FAIL() << "a call in the automatic form was accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          EXPECT_EQ(e.operation(), "all_gather_matmul");
+          EXPECT_NE(std::string(e.what()).find("one call takes ring or unfused"), std::string::npos) << e.what();
         }
         process_mesh cube(world, balanced_shape<3>(world.size()));
         const auto a = distributed<cube_3d<directions<>, padded>::input>(cube, serial({6, 5}, 1));

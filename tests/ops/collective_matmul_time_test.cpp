@@ -32,6 +32,7 @@
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
+#include "shardwise/ops/collective_matmul_choice.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
@@ -159,22 +160,28 @@ struct prediction {
   double unfused;
 };
 
-// On 4 GPUs: operands = operands_on(mesh); ring(mesh, operands), run once unmeasured (it makes the mesh's
-// private axis), then measured, and unfused(mesh, operands), measured; every result equals `expected`, and
-// the modelled times are the predicted ones.
-template <class Operands, class Ring, class Unfused>
-void expect_overlap(const matrix& expected, const prediction& predicted, Operands&& operands_on, Ring&& ring,
-                    Unfused&& unfused) {
+// On 4 GPUs: operands = operands_on(mesh); product(operands, form) in the ring form, run once unmeasured
+// (it makes the mesh's private axis), then measured, and in the unfused form, measured; every result
+// equals `expected`, and the modelled times are the predicted ones. Then a collective_matmul_choice left
+// to choose keeps the form the model predicts faster, after one call of each.
+template <class Operands, class Product>
+void expect_overlap(const matrix& expected, const prediction& predicted, Operands&& operands_on, Product&& product) {
   std::vector<double> elapsed(ranks);
   double ring_time_measured = 0;
   double unfused_time_measured = 0;
+  collective_matmul_form chosen = collective_matmul_form::automatic;
   on_one_node(ranks, [&](sim_gpu::communicator& world, auto& mesh) {
     const auto operands = operands_on(mesh);
-    expect_equals_serial(ring(mesh, operands), expected, float_tolerance);
-    expect_equals_serial(timed(world, elapsed, ring_time_measured, [&] { return ring(mesh, operands); }), expected,
-                         float_tolerance);
-    expect_equals_serial(timed(world, elapsed, unfused_time_measured, [&] { return unfused(mesh, operands); }),
+    const auto in = [&](collective_matmul_form form) { return product(operands, form); };
+    expect_equals_serial(in(collective_matmul_form::ring), expected, float_tolerance);
+    expect_equals_serial(timed(world, elapsed, ring_time_measured, [&] { return in(collective_matmul_form::ring); }),
                          expected, float_tolerance);
+    expect_equals_serial(
+        timed(world, elapsed, unfused_time_measured, [&] { return in(collective_matmul_form::unfused); }), expected,
+        float_tolerance);
+    collective_matmul_choice choice(collective_matmul_form::automatic);
+    for (int call = 0; call < 2; ++call) expect_equals_serial(choice(world, in), expected, float_tolerance);
+    if (world.rank() == 0) chosen = choice.form();
   });
   EXPECT_NEAR(unfused_time_measured, predicted.unfused, 1e-3 * predicted.unfused);
   EXPECT_NEAR(ring_time_measured, predicted.ring, 1e-3 * predicted.ring)
@@ -183,6 +190,8 @@ void expect_overlap(const matrix& expected, const prediction& predicted, Operand
   // (a launch each) can cost it more than the overlap saves.
   EXPECT_EQ(ring_time_measured < unfused_time_measured, predicted.ring < predicted.unfused)
       << "ring " << ring_time_measured << " s, unfused " << unfused_time_measured << " s";
+  EXPECT_EQ(chosen,
+            predicted.ring <= predicted.unfused ? collective_matmul_form::ring : collective_matmul_form::unfused);
 }
 
 // Where transfers outlast two GEMMs, a ring one way round, (P - 1) transfers and a GEMM (and its
@@ -213,12 +222,7 @@ TEST(collective_matmul_time, all_gather_matmul_overlaps_each_transfer_with_a_gem
         [&](auto& mesh) {
           return std::pair(distributed<col_1d<>, float>(mesh, x), distributed<row_1d<>, float>(mesh, w));
         },
-        [](auto&, const auto& xw) { return all_gather_matmul(xw.first, xw.second); },
-        [](auto& mesh, const auto& xw) {
-          dtensor<float, replicated<>, std::remove_reference_t<decltype(mesh)>> gathered(mesh, xw.first.extents());
-          mesh.axis(0).all_gather(xw.first.data(), gathered.data());
-          return matmul(gathered, xw.second);
-        });
+        [](const auto& xw, collective_matmul_form form) { return all_gather_matmul(xw.first, xw.second, form); });
   }
 }
 
@@ -243,13 +247,7 @@ TEST(collective_matmul_time, matmul_reduce_scatter_overlaps_each_transfer_with_a
         [&](auto& mesh) {
           return std::pair(distributed<row_1d<>, float>(mesh, h), distributed<col_1d<>, float>(mesh, v));
         },
-        [](auto&, const auto& hv) { return matmul_reduce_scatter(hv.first, hv.second); },
-        [](auto& mesh, const auto& hv) {
-          const auto addends = matmul(hv.first, hv.second);
-          dtensor<float, col_1d<>, std::remove_reference_t<decltype(mesh)>> sums(mesh, addends.extents());
-          mesh.axis(0).reduce_scatter(addends.data(), sums.data());
-          return sums;
-        });
+        [](const auto& hv, collective_matmul_form form) { return matmul_reduce_scatter(hv.first, hv.second, form); });
   }
 }
 

@@ -16,7 +16,7 @@
 //               message: fused/slice_exchange.hpp) and raises its ready flag there; other ranks' slices
 //               first (fused/embedding_plan.hpp); each rank then waits for its incoming slices
 //   operator()  fused() when the cost model predicts a gain, else baseline() ("never worse"); without a
-//               machine model it measures instead (fused/path_trial.hpp)
+//               machine model it measures instead (comm/path_trial.hpp)
 // Both give bitwise the same output (each row is pooled by the same code in the same order).
 //
 // Backward, from the gradient of each rank's output, into the gradients of the tables (the rows each
@@ -43,6 +43,7 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/computed_on_root.hpp"
+#include "shardwise/comm/path_trial.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/huge_pages.hpp"
@@ -52,7 +53,6 @@
 #include "shardwise/fused/embedding_modelled_backend.hpp"
 #include "shardwise/fused/embedding_options.hpp"
 #include "shardwise/fused/embedding_plan.hpp"
-#include "shardwise/fused/path_trial.hpp"
 #include "shardwise/fused/primitives.hpp"
 #include "shardwise/fused/slice_exchange.hpp"
 

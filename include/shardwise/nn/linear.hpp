@@ -15,8 +15,9 @@
 //   linear<T, col_1d<P>, row_1d<P>, Mesh>            x rows cut: y = all_gather_matmul(x, W), row_1d
 //   linear<T, row_1d<P>, col_1d<P>, Mesh, col_1d<P>> y = matmul_reduce_scatter(x, W), rows cut (instead
 //                                                    of the all-reduce to replicated)
-// and their gradients by the same rings. The constructor's matmul_options reach every product the
-// layer runs (in 3-D, chunks pipelines each product in bands of rows).
+// and their gradients by the same rings, or unfused, or whichever the layer's first calls measure faster
+// (matmul_options::collective; ops/collective_matmul_choice.hpp). The constructor's matmul_options reach
+// every product the layer runs (in 3-D, chunks pipelines each product in bands of rows).
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/ops/add_vector.hpp"
 #include "shardwise/ops/collective_matmul.hpp"
+#include "shardwise/ops/collective_matmul_choice.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
 #include "shardwise/tensor/describe.hpp"
@@ -53,8 +55,11 @@ auto final_sum(Tensor&& t) {
 // How a layer multiplies its input x by its weight W: gathering x in a ring when x's rows are cut over
 // axis 0 and W's columns are (there is no plain product then), reduce-scattering in a ring when the
 // layer asks for the row-parallel sum with its rows cut, else matmul with a pending sum all-reduced.
+// The collective products take the form options.collective says, each product of the three (forward,
+// the weight's gradient, the input's) choosing its own when that is automatic.
 template <class InputLayout, class WeightLayout, class OutputLayout>
-struct linear_product {
+class linear_product {
+ public:
   static constexpr bool gathers_input =
       shardwise::detail::all_gather_product<InputLayout, WeightLayout, false, false>::gathers_left;
   static constexpr bool scatters_output = [] {
@@ -66,33 +71,61 @@ struct linear_product {
     }
   }();
 
+  // The forms its collective products take (forward, the weight's gradient, the input's): the one
+  // asked for, or each one's choice once made (automatic until then). A layer with no collective
+  // product reports the form asked for.
+  struct forms {
+    collective_matmul_form forward, weight_gradient, input_gradient;
+  };
+
+  explicit linear_product(matmul_options options)
+      : options_(options),
+        forward_(options.collective),
+        weight_gradient_(options.collective),
+        input_gradient_(options.collective) {}
+
   template <class Input, class Weight>
-  static auto forward(const Input& x, const Weight& w, matmul_options options) {
+  auto forward(const Input& x, const Weight& w) {
     if constexpr (gathers_input) {
-      return all_gather_matmul(x, w);
+      return forward_(x.mesh().world(), [&](collective_matmul_form form) { return all_gather_matmul(x, w, form); });
     } else if constexpr (scatters_output) {
-      return matmul_reduce_scatter(x, w);
+      return forward_(x.mesh().world(), [&](collective_matmul_form form) { return matmul_reduce_scatter(x, w, form); });
     } else {
-      return final_sum(matmul(x, w, options));
+      return final_sum(matmul(x, w, options_));
     }
   }
   // Adds dW = xᵀ·dy into the weight's gradient and returns dx = dy·Wᵀ as the product gives it: a partial
   // sum where its inner dimension is cut and nothing sums it. A reduce-scattered output's gradient is
   // gathered once, in one ring, for both.
   template <class Input, class OutputGradient, class Weight>
-  static auto backward(const Input& x, const OutputGradient& dy, Weight& weight, matmul_options options) {
+  auto backward(const Input& x, const OutputGradient& dy, Weight& weight) {
+    auto& world = x.mesh().world();
     if constexpr (gathers_input) {
-      weight.add_gradient(all_gather_matmul(transposed(x), dy));
-      return matmul_reduce_scatter(dy, transposed(weight.value));
+      weight.add_gradient(weight_gradient_(
+          world, [&](collective_matmul_form form) { return all_gather_matmul(transposed(x), dy, form); }));
+      return input_gradient_(world, [&](collective_matmul_form form) {
+        return matmul_reduce_scatter(dy, transposed(weight.value), form);
+      });
     } else if constexpr (scatters_output) {
-      auto both = all_gather_matmul_both_sides(transposed(x), dy, transposed(weight.value));
+      auto both = weight_gradient_(world, [&](collective_matmul_form form) {
+        return all_gather_matmul_both_sides(transposed(x), dy, transposed(weight.value), form);
+      });
       weight.add_gradient(both.first);
       return std::move(both.second);
     } else {
-      weight.add_gradient(final_sum(matmul(transposed(x), dy, options)));
-      return matmul(dy, transposed(weight.value), options);
+      weight.add_gradient(final_sum(matmul(transposed(x), dy, options_)));
+      return matmul(dy, transposed(weight.value), options_);
     }
   }
+
+  [[nodiscard]] forms collective_forms() const noexcept {
+    // A reduce-scattered output's two gradients come from one ring, the weight gradient's choice.
+    return {forward_.form(), weight_gradient_.form(), (scatters_output ? weight_gradient_ : input_gradient_).form()};
+  }
+
+ private:
+  matmul_options options_;
+  collective_matmul_choice forward_, weight_gradient_, input_gradient_;
 };
 }  // namespace detail
 
@@ -106,8 +139,8 @@ class linear {
  public:
   using input_type = dtensor<T, InputLayout, Mesh>;
   using weight_type = parameter<T, WeightLayout, Mesh>;
-  using output_type = std::remove_cvref_t<decltype(product::forward(
-      std::declval<const input_type&>(), std::declval<const dtensor<T, WeightLayout, Mesh>&>(), matmul_options{}))>;
+  using output_type = std::remove_cvref_t<decltype(std::declval<product&>().forward(
+      std::declval<const input_type&>(), std::declval<const dtensor<T, WeightLayout, Mesh>&>()))>;
   using output_layout = typename output_type::layout_type;
   using bias_type = parameter<T, vector_layout_t<output_layout>, Mesh>;
   static_assert(std::is_same_v<OutputLayout, product_rule_output> || std::is_same_v<OutputLayout, output_layout>,
@@ -119,7 +152,7 @@ class linear {
   linear(Mesh& mesh, std::int64_t inputs, std::int64_t outputs, std::uint64_t seed, matmul_options options = {})
       : weight_(mesh, {inputs, outputs}, seed, static_cast<T>(1 / std::sqrt(static_cast<double>(inputs)))),
         bias_(mesh, {1, outputs}, T(0)),
-        options_(options) {}
+        product_(options) {}
 
   // Keeps a copy of `x` for backward (none under nn::no_grad).
   [[nodiscard]] output_type forward(const input_type& x) {
@@ -163,6 +196,8 @@ class linear {
 
   [[nodiscard]] weight_type& weight() noexcept { return weight_; }
   [[nodiscard]] bias_type& bias() noexcept { return bias_; }
+  // The forms of its collective products (matmul_options::collective), for layers whose rows are cut.
+  [[nodiscard]] auto collective_forms() const noexcept { return product_.collective_forms(); }
 
   template <class F>
   void for_each_parameter(F&& f, const std::string& prefix = "") {
@@ -172,7 +207,7 @@ class linear {
 
  private:
   [[nodiscard]] output_type output_of(const input_type& x) try {
-    return add_vector(product::forward(x, weight_.value, options_), bias_.value);
+    return add_vector(product_.forward(x, weight_.value), bias_.value);
   } catch (...) {
     rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
   }
@@ -180,7 +215,7 @@ class linear {
   [[nodiscard]] auto gradients(const output_type& output_gradient, const input_type& input) {
     // y = x·W + b: the product's gradient is dy itself (not a copy), the bias's dy's column sums.
     bias_.add_gradient(column_sums(output_gradient));
-    return product::backward(input, output_gradient, weight_, options_);
+    return product_.backward(input, output_gradient, weight_);
   }
   [[noreturn]] static void rethrow_within_backward(const output_type& output_gradient) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
@@ -193,7 +228,7 @@ class linear {
 
   weight_type weight_;
   bias_type bias_;
-  matmul_options options_;
+  product product_;
   std::shared_ptr<const input_type> input_;
 };
 

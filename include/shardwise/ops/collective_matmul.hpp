@@ -20,6 +20,12 @@
 // The last row's two gradients gather the same dz: all_gather_matmul_both_sides(transposed(h), dz,
 // transposed(v)) gathers it once, in one ring, for both.
 //
+// Each takes a last argument, collective_matmul_form::ring (the default) or ::unfused: the whole
+// all-gather (redistribute to replicated) and then one matmul, or one matmul and then the whole
+// reduce-scatter; the same result, layout and values (up to the order of float sums). The ring pays
+// where a piece's GEMM hides a piece's transfer; a layer can leave the choice to its first calls
+// (matmul_options::collective = automatic: ops/collective_matmul_choice.hpp).
+//
 // all_gather_matmul(A, B): one operand has its rows cut over axis 0 and its columns whole (col_1d, any
 // padding rule) — the left one when that works, else the right — and with that operand replicated the
 // pair is a 1-D product (ops/matmul_1d.hpp) that sums nothing; the result is that product's. At step s
@@ -63,12 +69,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/matmul_1d.hpp"
+#include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
 namespace shardwise {
@@ -372,21 +380,70 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   return result;
 }
 
+// The unfused forms: the whole collective, then the GEMM (or the GEMM, then the collective), what the
+// rings overlap run one after the other.
+template <bool Transposed, class Tensor>
+decltype(auto) maybe_transposed(const Tensor& tensor) {
+  if constexpr (Transposed) {
+    return transposed(tensor);
+  } else {
+    return (tensor);
+  }
+}
+
+template <class T, class Layout, class Mesh>
+[[nodiscard]] auto all_gathered(const dtensor<T, Layout, Mesh>& pieces) {
+  return redistribute<replicated<typename Layout::padding>>(pieces);
+}
+
+template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
+[[nodiscard]] auto unfused_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
+                                             const dtensor<T, RightLayout, Mesh>& right) {
+  if constexpr (all_gather_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::gathers_left) {
+    const auto whole = all_gathered(left);
+    return matmul(maybe_transposed<TransposeLeft>(whole), maybe_transposed<TransposeRight>(right));
+  } else {
+    const auto whole = all_gathered(right);
+    return matmul(maybe_transposed<TransposeLeft>(left), maybe_transposed<TransposeRight>(whole));
+  }
+}
+
+template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
+[[nodiscard]] auto unfused_matmul_reduce_scatter(const dtensor<T, LeftLayout, Mesh>& left,
+                                                 const dtensor<T, RightLayout, Mesh>& right) {
+  using result_layout = typename reduce_scatter_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
+  return redistribute<result_layout>(
+      matmul(maybe_transposed<TransposeLeft>(left), maybe_transposed<TransposeRight>(right)));
+}
+
+// A call runs one form: automatic is a choice over a layer's calls.
+inline bool unfused(collective_matmul_form form, int rank, std::string_view call) {
+  if (form == collective_matmul_form::automatic)
+    throw argument_error(rank, call,
+                         "collective_matmul_form::automatic chooses over many calls (matmul_options::collective of "
+                         "nn::linear, or collective_matmul_choice); one call takes ring or unfused");
+  return form == collective_matmul_form::unfused;
+}
+
 }  // namespace detail
 
 // gather(op(A)) · op(B) or op(A) · gather(op(B)) with the all-gather over axis 0 decomposed into a ring
 // that overlaps the GEMMs (see the top of this file). The same result, layout and values, as matmul of
 // the gathered operand.
 template <matmul_operand Left, matmul_operand Right>
-[[nodiscard]] auto all_gather_matmul(const Left& left_operand, const Right& right_operand) try {
+[[nodiscard]] auto all_gather_matmul(const Left& left_operand, const Right& right_operand,
+                                     collective_matmul_form form = collective_matmul_form::ring) try {
   using pair = detail::product_pair<Left, Right>;
   using L = typename pair::left_layout;
   using R = typename pair::right_layout;
   constexpr bool tl = pair::transpose_left;
   constexpr bool tr = pair::transpose_right;
   if constexpr (detail::all_gather_product<L, R, tl, tr>::exists) {
-    return detail::ring_all_gather_matmul<tl, tr>(detail::product_operand<Left>::tensor(left_operand),
-                                                  detail::product_operand<Right>::tensor(right_operand));
+    const auto& left = detail::product_operand<Left>::tensor(left_operand);
+    const auto& right = detail::product_operand<Right>::tensor(right_operand);
+    if (detail::unfused(form, world_rank_of(left), "all_gather_matmul"))
+      return detail::unfused_all_gather_matmul<tl, tr>(left, right);
+    return detail::ring_all_gather_matmul<tl, tr>(left, right);
   } else {
     static_assert(detail::no_collective_rule<L>,
                   "shardwise::all_gather_matmul: neither operand has its rows cut over axis 0 (col_1d) such that, "
@@ -403,7 +460,8 @@ template <matmul_operand Left, matmul_operand Right>
 // where two all_gather_matmul calls would gather dz twice. Each result equals all_gather_matmul's, bit
 // for bit.
 template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand Right>
-[[nodiscard]] auto all_gather_matmul_both_sides(const Left& a, const dtensor<T, Layout, Mesh>& g, const Right& b) try {
+[[nodiscard]] auto all_gather_matmul_both_sides(const Left& a, const dtensor<T, Layout, Mesh>& g, const Right& b,
+                                                collective_matmul_form form = collective_matmul_form::ring) try {
   using gathered_tensor = dtensor<T, Layout, Mesh>;
   using on_the_left = detail::product_pair<Left, gathered_tensor>;
   using on_the_right = detail::product_pair<gathered_tensor, Right>;
@@ -414,6 +472,10 @@ template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand
   if constexpr (detail::all_gather_product<A, Layout, tl, false>::gathers_right &&
                 detail::all_gather_product<Layout, B, false, tr>::gathers_left) {
     constexpr std::string_view name = "all_gather_matmul_both_sides";
+    if (detail::unfused(form, world_rank_of(g), name)) {
+      const auto whole = detail::all_gathered(g);
+      return std::pair{matmul(a, whole), matmul(whole, b)};
+    }
     detail::gathered_product<tl, false, T, A, Layout, Mesh> times_gathered(detail::product_operand<Left>::tensor(a), g,
                                                                            name);
     detail::gathered_product<false, tr, T, Layout, B, Mesh> gathered_times(g, detail::product_operand<Right>::tensor(b),
@@ -436,15 +498,19 @@ template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand
 // result's rows (col_1d) in a ring that overlaps the GEMMs (see the top of this file). The same values
 // as redistribute<col_1d<Padding>>(matmul(a, b)) with the operands' rule, up to the order of the sum.
 template <matmul_operand Left, matmul_operand Right>
-[[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand) try {
+[[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand,
+                                         collective_matmul_form form = collective_matmul_form::ring) try {
   using pair = detail::product_pair<Left, Right>;
   using L = typename pair::left_layout;
   using R = typename pair::right_layout;
   constexpr bool tl = pair::transpose_left;
   constexpr bool tr = pair::transpose_right;
   if constexpr (detail::reduce_scatter_product<L, R, tl, tr>::exists) {
-    return detail::ring_matmul_reduce_scatter<tl, tr>(detail::product_operand<Left>::tensor(left_operand),
-                                                      detail::product_operand<Right>::tensor(right_operand));
+    const auto& left = detail::product_operand<Left>::tensor(left_operand);
+    const auto& right = detail::product_operand<Right>::tensor(right_operand);
+    if (detail::unfused(form, world_rank_of(left), "matmul_reduce_scatter"))
+      return detail::unfused_matmul_reduce_scatter<tl, tr>(left, right);
+    return detail::ring_matmul_reduce_scatter<tl, tr>(left, right);
   } else {
     static_assert(detail::no_collective_rule<L>,
                   "shardwise::matmul_reduce_scatter: the pair is not a 1-D product whose inner dimension both "

@@ -100,11 +100,19 @@ struct product_pair {
 template <class Operand>
 concept matmul_operand = requires { typename detail::product_operand<Operand>::tensor_type; };
 
+// How a 1-D collective product (ops/collective_matmul.hpp) moves the operand it gathers or the sum it
+// scatters: in a ring whose transfers overlap the GEMMs, or as one whole collective before (or after)
+// the GEMM. automatic leaves it to a layer's first calls, which run both and keep the faster
+// (ops/collective_matmul_choice.hpp).
+enum class collective_matmul_form { ring, unfused, automatic };
+
 // How a product may run; every choice gives the same result (up to the order of float sums).
 struct matmul_options {
   // Bands of rows the 3-D product is pipelined in: the left operand gathered, multiplied and the sums
   // reduce-scattered band by band.
   int chunks = 1;
+  // The form of the collective products of a layer whose input or output has its rows cut (nn::linear).
+  collective_matmul_form collective = collective_matmul_form::ring;
 };
 
 template <matmul_operand Left, matmul_operand Right>

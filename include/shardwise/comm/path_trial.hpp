@@ -1,8 +1,15 @@
 #pragma once
 // Choosing between two paths of a collective operation by measuring them in use, where no machine
-// model can say which is faster (threads, MPI): the first calls alternate the paths (the first path
-// first), each after a barrier and timed by its slowest rank; then every rank keeps the path whose
-// fastest call was faster. Both paths must give the same results, so only the time differs.
+// model says which is faster: the first calls alternate the paths (the first path first), each timed
+// by its slowest rank from a common start; then every rank keeps the path whose fastest call was
+// faster. Both paths must give the same results, so only the time differs. The fused embedding +
+// all-to-all (fused/embedding_all_to_all.hpp) and a layer's collective matmul
+// (ops/collective_matmul_choice.hpp) choose this way.
+//
+// On a communicator that keeps virtual time (sim_gpu: synchronized_now()) the calls are timed in it,
+// from the point where every rank's streams have drained and all ranks have met to the next such
+// point; virtual time repeats exactly, so one call of each path decides. Elsewhere the wall clock
+// times them, from a barrier:
 //
 // A call's time is its slowest rank's from a common start: timed from each rank's own entry, a call
 // would also count the peers' tail of the previous call of the other path (the embedding operator's
@@ -17,13 +24,22 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <limits>
 #include <span>
+#include <utility>
 
 #include "shardwise/comm/reduction.hpp"
 
-namespace shardwise::fused {
+namespace shardwise {
+
+// A communicator whose time is virtual (sim_gpu): the time once its streams have drained and all ranks
+// have met.
+template <class Comm>
+concept keeps_virtual_time = requires(Comm& comm) {
+  { comm.synchronized_now() } -> std::convertible_to<double>;
+};
 
 class path_trial {
  public:
@@ -65,29 +81,44 @@ class path_trial {
   // One call of the trial, collective over `comm`: run(first_path_next()), timed; returns its result.
   template <class Comm, class Run>
   auto call(Comm& comm, Run&& run) {
-    comm.barrier();
     const bool first = first_path_next();
-    const auto start = std::chrono::steady_clock::now();
-    auto result = run(first);
-    seconds_[static_cast<std::size_t>(calls_)] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto result = timed(comm, [&] { return std::forward<Run>(run)(first); });
     ++calls_;
-    if (calls_ % 2 != 0 || calls_ < 2 * least_calls) return result;
+    constexpr int least = keeps_virtual_time<Comm> ? 1 : least_calls;
+    if (calls_ % 2 != 0 || calls_ < 2 * least) return result;
     // Every rank decides from the same reduced times, so all stop, and choose, together.
     auto slowest = seconds_;
     const std::span<double> so_far(slowest.data(), static_cast<std::size_t>(calls_));
     comm.all_reduce(so_far, op::max);
-    const verdict v = judge(so_far);
+    const verdict v = keeps_virtual_time<Comm> ? verdict{true, so_far[0] <= so_far[1]} : judge(so_far);
     done_ = v.done;
     chose_first_ = v.first_faster;
     return result;
   }
 
  private:
+  // run(), with this rank's time for it from a common start in seconds_[calls_].
+  template <class Comm, class Run>
+  auto timed(Comm& comm, Run&& run) {
+    auto& seconds = seconds_[static_cast<std::size_t>(calls_)];
+    if constexpr (keeps_virtual_time<Comm>) {
+      const double start = comm.synchronized_now();
+      auto result = run();
+      seconds = comm.synchronized_now() - start;
+      return result;
+    } else {
+      comm.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      auto result = run();
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return result;
+    }
+  }
+
   std::array<double, 2 * std::size_t{most_calls}> seconds_{};  // this rank's calls: first path, second, first, …
   int calls_ = 0;
   bool done_ = false;
   bool chose_first_ = true;
 };
 
-}  // namespace shardwise::fused
+}  // namespace shardwise

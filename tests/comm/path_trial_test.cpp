@@ -1,16 +1,18 @@
-// The trial's verdict from its calls' times (fused/path_trial.hpp): it ends once the calls have taken
+// The trial's verdict from its calls' times (comm/path_trial.hpp): it ends once the calls have taken
 // its time and the paths' fastest calls lie further apart than each path's own two fastest, or once
-// each path has had its most calls; it keeps the path of the faster fastest call.
+// each path has had its most calls; it keeps the path of the faster fastest call. On virtual time one
+// call of each path decides.
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
-#include "shardwise/fused/path_trial.hpp"
+#include "shardwise/comm/path_trial.hpp"
 
 namespace {
 
-using shardwise::fused::path_trial;
+using shardwise::path_trial;
 
 // The calls as the trial makes them: the first path's and the second's in turns, first path first.
 std::vector<double> in_turns(const std::vector<double>& first, const std::vector<double>& second) {
@@ -58,6 +60,36 @@ TEST(path_trial, goes_on_while_the_paths_lie_within_their_own_spread) {
   EXPECT_FALSE(path_trial::judge(in_turns(std::vector<double>(path_trial::most_calls - 1, 0.4),
                                           std::vector<double>(path_trial::most_calls - 1, 0.4)))
                    .done);
+}
+
+// A communicator of one rank whose virtual time the paths move on by their own durations.
+struct virtual_clock {
+  double time = 0;
+  double synchronized_now() const { return time; }
+  template <class Op>
+  void all_reduce(std::span<double>, Op) {}
+};
+static_assert(shardwise::keeps_virtual_time<virtual_clock>);
+
+TEST(path_trial, on_virtual_time_decides_after_one_call_of_each_path) {
+  for (const double second_path : {2.0, 4.0}) {
+    virtual_clock clock;
+    path_trial trial;
+    std::vector<bool> paths;
+    const auto call = [&] {
+      return trial.call(clock, [&](bool first) {
+        clock.time += first ? 3.0 : second_path;
+        paths.push_back(first);
+        return first;
+      });
+    };
+    EXPECT_TRUE(call());
+    EXPECT_FALSE(trial.done());
+    EXPECT_FALSE(call());
+    ASSERT_TRUE(trial.done());
+    EXPECT_EQ(trial.chose_first(), second_path > 3.0);
+    EXPECT_EQ(paths, (std::vector<bool>{true, false}));
+  }
 }
 
 }  // namespace
