@@ -6,8 +6,9 @@
 // elsewhere by the wall clock, two to eight of each), and every later call takes the faster. Which is
 // faster depends on the machine and the shape: on simulated MI210 nodes of 8 the ring loses to the
 // unfused form for an MLP of hidden 1024 or 2048 and wins at 4096 (docs/tensor-parallel.md). The
-// trial's calls are collective over the communicator given, the mesh's whole world in nn::linear, so
-// every rank of every replica keeps the same form.
+// trial's calls are collective over the communicator given, the world of the layer's mesh in
+// nn::linear, so all its ranks keep the same form (with data replicas, the mesh of one replica: each
+// replica chooses for itself, which changes results only in the order of float sums).
 #include <optional>
 
 #include "shardwise/comm/path_trial.hpp"
