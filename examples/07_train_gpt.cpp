@@ -5,6 +5,8 @@
 //   build/examples/07_train_gpt --dp 1 --tp 2d:2x2        4 ranks: one replica on a 2x2 grid
 //   mpiexec -n 8 build/examples/07_train_gpt --backend mpi --dp 2 --tp 1d:4
 //   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel   activations cut by tokens between sub-blocks
+//   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel --collective automatic
+//                                                        its rings or unfused collectives, as measured
 //
 // The corpus is the `fortunes` package's quotations (any text file or folder with --data), read as
 // bytes: a vocabulary of 256. Every --eval-every steps the run prints the validation loss; at the end,
@@ -35,6 +37,7 @@
 #include "shardwise/nn/no_grad.hpp"
 #include "shardwise/nn/recomputation.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
+#include "shardwise/ops/matmul.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/lamb.hpp"
 #include "shardwise/optim/lars.hpp"
@@ -83,6 +86,7 @@ struct options {
 
 constexpr const char* options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --sequence-parallel\n"
+    "         --collective ring|unfused|automatic\n"
     "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
     "         --recompute attention|block  --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
@@ -127,6 +131,17 @@ std::vector<int> tensor_parallel_shape(const std::string& spec) {
 // grid's rows in 2-D, P x Q in 3-D (nn/family.hpp).
 int row_blocks(const std::vector<int>& grid) {
   return grid.size() == 1 ? 1 : grid.size() == 2 ? grid[0] : grid[0] * grid[1];
+}
+
+// How the banner names the tensor-parallel grid's sequence parallelism and its collective products.
+const char* sequence_parallelism(bool on, sw::collective_matmul_form collective) {
+  if (!on) return "";
+  switch (collective) {
+    case sw::collective_matmul_form::ring: return " (sequence-parallel, rings)";
+    case sw::collective_matmul_form::unfused: return " (sequence-parallel, unfused)";
+    case sw::collective_matmul_form::automatic: return " (sequence-parallel, rings or unfused as measured)";
+  }
+  return "";
 }
 
 options parse(int argc, char** argv) {
@@ -178,7 +193,15 @@ options parse(int argc, char** argv) {
       o.batch = number();
     else if (flag == "--micro-batches")
       o.micro_batches = number();
-    else if (flag == "--recompute") {
+    else if (flag == "--collective") {
+      if (value == "ring") o.model.products.collective = sw::collective_matmul_form::ring;
+      else if (value == "unfused")
+        o.model.products.collective = sw::collective_matmul_form::unfused;
+      else if (value == "automatic")
+        o.model.products.collective = sw::collective_matmul_form::automatic;
+      else
+        usage("--collective takes ring, unfused or automatic, not \"" + value + "\"");
+    } else if (flag == "--recompute") {
       const auto what = sw::nn::recomputation_named(value);
       if (!what) usage("--recompute takes none, attention or block, not \"" + value + "\"");
       o.model.recompute = *what;
@@ -233,6 +256,8 @@ options parse(int argc, char** argv) {
   if (o.sequence_parallel && o.grid.size() != 1)
     usage("--sequence-parallel cuts the tokens of 1-D tensor parallelism; --tp " + o.tensor_parallel +
           " cuts them already");
+  if (!o.sequence_parallel && o.model.products.collective != sw::collective_matmul_form::ring)
+    usage("--collective chooses the form of sequence parallelism's collective products; add --sequence-parallel");
   if (o.fail_rank < 0) usage("--fail-rank must be a rank");
   if (const int blocks = row_blocks(o.grid); micro_batch % blocks != 0)
     usage("a micro-batch of " + std::to_string(micro_batch) + " samples does not split into the " +
@@ -316,7 +341,7 @@ void train(Communicator& world, const options& o) {
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s%s, %s %s update%s%s\n",
       sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
-      o.tensor_parallel.c_str(), o.sequence_parallel ? " (sequence-parallel)" : "",
+      o.tensor_parallel.c_str(), sequence_parallelism(o.sequence_parallel, o.model.products.collective),
       o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
       o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
       std::string(sw::nn::describe(o.model.recompute)).c_str());

@@ -12,7 +12,9 @@
 // in 1, 2, 4 ... micro-batches; a mesh over the device's memory is tried again with its blocks
 // recomputing attention's probabilities in the backward pass, and if it is still over, all their
 // activations (gpt_config::recompute): the first costs one more QKᵀ and softmax a block, the second one
-// more forward pass and keeps one block's activations at a time. In bf16 (--precision bf16, on devices
+// more forward pass and keeps one block's activations at a time. A sequence-parallel mesh is tried with
+// its collective products as rings and unfused (gpt_config::products), and keeps the faster that fits
+// ("unfused" after its name when that is the unfused form). In bf16 (--precision bf16, on devices
 // with bf16 matrix units) the model's weights and activations are bf16 and its products run at the
 // units' rate, while gradients, master weights and the optimizer's state stay float32, as
 // mixed-precision training keeps them.
@@ -47,6 +49,7 @@
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/nn/recomputation.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
+#include "shardwise/ops/matmul.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/sim/presets.hpp"
@@ -266,6 +269,8 @@ struct mesh_choice {
   bool sharded = true;    // the update sharded across the replicas, or replicated
   long micro_batches = 1;
   sw::nn::recomputation recompute = sw::nn::recomputation::none;  // what the blocks' backward computes again
+  // Sequence parallelism's collective products: rings, or the whole collective beside the GEMM.
+  sw::collective_matmul_form collective = sw::collective_matmul_form::ring;
 
   [[nodiscard]] int grid_size() const {
     int size = 1;
@@ -280,7 +285,7 @@ struct mesh_choice {
         "data " + std::to_string(data) + " x " +
         (tensor_family == family::one_d_sequence_parallel ? "1d-sp" : std::to_string(grid.size()) + "d") + ":";
     for (std::size_t a = 0; a < grid.size(); ++a) text += (a ? "x" : "") + std::to_string(grid[a]);
-    return text;
+    return text + (collective == sw::collective_matmul_form::unfused ? " unfused" : "");
   }
   [[nodiscard]] std::string label() const {
     return name() + (sharded ? ", sharded" : ", replicated") + " update, " + std::to_string(micro_batches) +
@@ -340,6 +345,7 @@ std::vector<double> train_steps(Communicator& world, const mesh_choice& m, const
   using tensor_parallel_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
   sw::model::gpt_config config = o.model;
   config.recompute = m.recompute;
+  config.products.collective = m.collective;
   sw::model::gpt<T, Family, tensor_parallel_mesh> model(mesh.tensor_parallel(), config);
   sw::optim::data_parallel_update<sw::optim::adamw, Mode, T> update(model, mesh.data());
 
@@ -484,6 +490,16 @@ int main(int argc, char** argv) try {
       m.recompute = recompute;
       s = simulate(m, o, c);
     }
+    // Sequence parallelism's products as rings or unfused: whichever step is shorter, of those that fit.
+    if (m.tensor_family == family::one_d_sequence_parallel && s.refused.empty()) {
+      mesh_choice unfused = m;
+      unfused.collective = sw::collective_matmul_form::unfused;
+      const simulated_step u = simulate(unfused, o, c);
+      std::printf("[%zu/%zu] %s: %.2f ms with the rings, %.2f ms unfused\n", i + 1, candidates.size(),
+                  m.label().c_str(), s.seconds * 1e3, u.seconds * 1e3);
+      const auto fits = [&](const simulated_step& step) { return step.memory_bytes <= c.memory_bytes; };
+      if (u.refused.empty() && u.seconds < s.seconds && (fits(u) || !fits(s))) m = unfused, s = u;
+    }
     const std::string what = m.label();
     if (!s.refused.empty()) {
       // Its other updates and micro-batches fail alike: the grid's first reason is enough.
@@ -533,7 +549,7 @@ int main(int argc, char** argv) try {
   }
 
   // 3. The table, fastest first.
-  std::printf("\n%4s  %-22s %-11s %6s %10s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
+  std::printf("\n%4s  %-26s %-11s %6s %10s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
               "step ms", "tokens/s", "memory GiB", o.check ? "  measured ms  measured rank" : "");
   std::vector<double> measured_order;
   measured_order.reserve(fitting.size());
@@ -543,7 +559,7 @@ int main(int argc, char** argv) try {
       o.top > 0 ? std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(o.top)) : fitting.size();
   for (std::size_t i = 0; i < shown; ++i) {
     const planned& row = fitting[i];
-    std::printf("%4zu  %-22s %-11s %6ld %10s %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
+    std::printf("%4zu  %-26s %-11s %6ld %10s %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
                 row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches,
                 std::string(sw::nn::name_of(row.mesh.recompute)).c_str(), row.simulated.seconds * 1e3,
                 tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);

@@ -5,7 +5,8 @@
 // those of the same model on one rank computed on the whole batch — in double to 1e-10, in float to 1e-4, relative. The
 // families' models compile in sources of their own (gpt_checks.hpp): gpt_float_test.cpp compares in float,
 // gpt_learning_test.cpp trains a tiny model, gpt_1d_*_test.cpp sample and check causality; this source compares in
-// double and checks the serial model's gradients against finite differences.
+// double, checks the serial model's gradients against finite differences, and that the config's products
+// options reach the blocks.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -110,6 +111,25 @@ TYPED_TEST(gpt_test, a_forward_under_no_grad_gives_the_loss_and_keeps_nothing) {
         gpt.backward();
       },
       {1, 2, 4});
+}
+
+// gpt_config::products reaches the blocks' products: chunks = 0, which every product refuses, stops the
+// forward in the first block.
+TEST(gpt_serial, passes_its_products_options_to_its_blocks) {
+  threads::run(1, [](communicator auto& world) {
+    process_mesh mesh(world, {1});
+    model::gpt_config config = gpt_test_config;
+    config.products.chunks = 0;
+    model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, config);
+    const auto [tokens, targets] = gpt_test_samples_of(0, 2);
+    try {
+      (void)gpt.forward(tokens, targets);
+      FAIL() << "the model ran its products with chunks = 0";
+    } catch (const argument_error& e) {
+      EXPECT_NE(std::string(e.what()).find("nn::transformer_block::forward"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("chunks is 0"), std::string::npos) << e.what();
+    }
+  });
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // linears) in the 1-D (with and without sequence parallelism), 2-D and 3-D families gives the output, input gradient
 // and every parameter gradient of the same block computed on one rank — the serial computation on the full tensors,
 // with the same initial weights (they are keyed by global index) — and the same bits when it recomputes attention's
-// probabilities or all its activations in the backward pass (block_options::recompute); that serial block's backward
+// probabilities or all its activations in the backward pass (block_options::recompute), and with the
+// sequence-parallel family's collective products unfused (block_options::products); that serial block's backward
 // matches finite differences. The ops inside are checked against independent serial code in
 // tests/ops/. The sequence-parallel, 2-D and 3-D families' comparisons compile in sources of their own
 // (transformer_block_checks.hpp).
@@ -15,8 +16,10 @@
 
 #include "nn/transformer_block_checks.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/transformer_block.hpp"
+#include "shardwise/ops/matmul.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "support/backends.hpp"
 
@@ -57,6 +60,15 @@ TYPED_TEST(transformer_block_test, equals_the_serial_block_in_1d_2d_and_3d) {
           check_family<nn::sequence_parallel_1d<padded>>(
               mesh, {.hidden = 4 * ranks, .heads = 2 * ranks, .sequence = 3, .expansion = 2, .causal = true}, 2,
               "1-D, sequence-parallel");
+          // Its collective products unfused: the whole all-gather or reduce-scatter beside the GEMM.
+          check_family<nn::sequence_parallel_1d<padded>>(mesh,
+                                                         {.hidden = 4 * ranks,
+                                                          .heads = 2 * ranks,
+                                                          .sequence = 3,
+                                                          .expansion = 2,
+                                                          .causal = true,
+                                                          .products = {.collective = collective_matmul_form::unfused}},
+                                                         2, "1-D, sequence-parallel, unfused");
         }
         if (ranks == 4 || ranks == 9) {  // 2-D: samples over grid rows, heads over grid columns
           const int q = ranks == 4 ? 2 : 3;
@@ -110,6 +122,26 @@ TEST(transformer_block_serial, names_parameters_and_accumulates_gradients) {
       EXPECT_EQ(p.gradient.local().norm(), 0.0) << name;
       ++index;
     });
+  });
+}
+
+// block_options::products reaches the products of every linear: chunks = 0, which every product
+// refuses, stops the forward in the first one.
+TEST(transformer_block_serial, passes_its_products_options_to_its_linears) {
+  threads::run(1, [](communicator auto& world) {
+    process_mesh mesh(world, {1});
+    using family = nn::tensor_parallel_1d<>;
+    const nn::block_options options{
+        .hidden = 4, .heads = 2, .sequence = 3, .expansion = 2, .causal = true, .products = {.chunks = 0}};
+    nn::transformer_block<double, family, decltype(mesh)> block(mesh, options, 3);
+    const auto x = from_function<family::input>(mesh, {2 * options.sequence, options.hidden}, input_value);
+    try {
+      (void)block.forward(x);
+      FAIL() << "the block ran its products with chunks = 0";
+    } catch (const argument_error& e) {
+      EXPECT_NE(std::string(e.what()).find("chunks is 0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("nn::self_attention::forward"), std::string::npos) << e.what();
+    }
   });
 }
 

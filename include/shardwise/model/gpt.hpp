@@ -29,6 +29,7 @@
 #include "shardwise/nn/layer_norm.hpp"
 #include "shardwise/nn/transformer_block.hpp"
 #include "shardwise/ops/gelu.hpp"
+#include "shardwise/ops/matmul.hpp"
 
 namespace shardwise::model {
 
@@ -44,6 +45,9 @@ struct gpt_config {
   // What each block computes again in the backward pass instead of keeping (nn/recomputation.hpp):
   // attention's probabilities (attention), or everything but the block's input (block).
   nn::recomputation recompute = nn::recomputation::none;
+  // How the blocks' products run (ops/matmul.hpp): the 3-D product in bands, and the form of the
+  // sequence-parallel family's collective products (ring, unfused, or automatic: measured).
+  matmul_options products{};
   std::uint64_t seed = 1;  // of the initial weights: the same seed is the same model on every mesh
 
   friend bool operator==(const gpt_config&, const gpt_config&) = default;
@@ -99,7 +103,8 @@ class gpt {
                                              .causal = true,
                                              .layer_norm_epsilon = config.layer_norm_epsilon,
                                              .activation = config.activation,
-                                             .recompute = config.recompute},
+                                             .recompute = config.recompute,
+                                             .products = config.products},
                            config.seed * 1000 + 1 + static_cast<std::uint64_t>(l));
     embedding_parameters_ = parameters_of(embedding_);
     block_parameters_ = blocks_.empty() ? 0 : parameters_of(blocks_.front());

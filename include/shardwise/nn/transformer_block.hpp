@@ -27,6 +27,7 @@
 #include "shardwise/nn/recomputation.hpp"
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/self_attention.hpp"
+#include "shardwise/ops/matmul.hpp"
 #include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/describe.hpp"
 
@@ -41,6 +42,9 @@ struct block_options {
   double layer_norm_epsilon = 1e-5;
   gelu_approximation activation = gelu_approximation::tanh;
   recomputation recompute = recomputation::none;  // what the backward computes again instead of keeping
+  // How its linears' products run (ops/matmul.hpp): in bands (3-D), and sequence parallelism's
+  // collective products as rings, unfused, or as each one's first calls measure faster.
+  matmul_options products{};
 };
 
 template <class T, class Family, class Mesh>
@@ -55,9 +59,10 @@ class transformer_block {
                    {options.hidden, options.heads, options.sequence, options.causal,
                     options.recompute == recomputation::attention ? attention_probabilities::recomputed
                                                                   : attention_probabilities::kept},
-                   seed * 16),
+                   seed * 16, options.products),
         norm_2_(mesh, options.hidden, static_cast<T>(options.layer_norm_epsilon)),
-        mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, {}, options.activation),
+        mlp_(mesh, options.hidden, options.expansion * options.hidden, seed * 16 + 8, options.products,
+             options.activation),
         recompute_block_(options.recompute == recomputation::block) {}
 
   [[nodiscard]] tensor_type forward(const tensor_type& x) try {

@@ -113,6 +113,8 @@ struct matmul_options {
   int chunks = 1;
   // The form of the collective products of a layer whose input or output has its rows cut (nn::linear).
   collective_matmul_form collective = collective_matmul_form::ring;
+
+  friend bool operator==(const matmul_options&, const matmul_options&) = default;
 };
 
 template <matmul_operand Left, matmul_operand Right>
