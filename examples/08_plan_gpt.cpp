@@ -490,7 +490,8 @@ int main(int argc, char** argv) try {
       m.recompute = recompute;
       s = simulate(m, o, c);
     }
-    // Sequence parallelism's products as rings or unfused: whichever step is shorter, of those that fit.
+    // Sequence parallelism's products as rings or unfused: the one that fits, or the shorter step when
+    // both or neither do.
     if (m.tensor_family == family::one_d_sequence_parallel && s.refused.empty()) {
       mesh_choice unfused = m;
       unfused.collective = sw::collective_matmul_form::unfused;
@@ -498,7 +499,7 @@ int main(int argc, char** argv) try {
       std::printf("[%zu/%zu] %s: %.2f ms with the rings, %.2f ms unfused\n", i + 1, candidates.size(),
                   m.label().c_str(), s.seconds * 1e3, u.seconds * 1e3);
       const auto fits = [&](const simulated_step& step) { return step.memory_bytes <= c.memory_bytes; };
-      if (u.refused.empty() && u.seconds < s.seconds && (fits(u) || !fits(s))) m = unfused, s = u;
+      if (u.refused.empty() && (fits(u) != fits(s) ? fits(u) : u.seconds < s.seconds)) m = unfused, s = u;
     }
     const std::string what = m.label();
     if (!s.refused.empty()) {
