@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <type_traits>
 
 #include "ops/collective_matmul_checks.hpp"
@@ -85,6 +87,61 @@ TYPED_TEST(collective_matmul_test, linear_layers_use_the_collective_products) {
         check_linear(cube, banded, 4 * p, 2 * p, 3 * p);
       },
       {1, 2, 4, 8});
+}
+
+// Three linears that read one input, as Q, K and V do (linear::forward_sharing_input): each output, the
+// input gradients' sum and every parameter's gradient equal the serial layers'; as rings the input's
+// rows travel once for the three products, as one all-gather's; the first linear's choice decides for
+// all.
+TYPED_TEST(collective_matmul_test, linears_sharing_an_input_gather_it_once) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const std::int64_t p = world.size();
+        process_mesh line(world, {static_cast<int>(p)});
+        using layer = nn::linear<double, col_1d<padded>, row_1d<padded>, decltype(line)>;
+        const std::int64_t m = 3 * p, k = 7, n = 9;
+        const matrix x = integers({m, k}, 7);
+        const std::array<matrix, 3> dy{integers({m, n}, 8), integers({m, n}, 9), integers({m, n}, 10)};
+        for (const auto form :
+             {collective_matmul_form::ring, collective_matmul_form::unfused, collective_matmul_form::automatic}) {
+          SCOPED_TRACE("form " + std::to_string(static_cast<int>(form)));
+          layer q(line, k, n, 1, {.collective = form}), key(line, k, n, 2, {.collective = form}),
+              v(line, k, n, 3, {.collective = form});
+          const std::array<layer*, 3> layers{&q, &key, &v};
+          const auto input = distributed<col_1d<padded>>(line, x);
+          const std::array gradients{distributed<row_1d<padded>>(line, dy[0]), distributed<row_1d<padded>>(line, dy[1]),
+                                     distributed<row_1d<padded>>(line, dy[2])};
+          matrix dx = matrix::Zero(m, k);
+          for (std::size_t i = 0; i < 3; ++i) dx += dy[i] * all_gather(layers[i]->weight().value).transpose();
+          const int calls = form == collective_matmul_form::automatic ? 2 * path_trial::most_calls : 1;
+          for (int call = 0; call < calls; ++call) {
+            for (layer* each : layers) {
+              each->weight().zero_gradient();
+              each->bias().zero_gradient();
+            }
+            const auto before = line.traffic();
+            const auto outputs = layer::forward_sharing_input(input, {&q, &key, &v});
+            if (form == collective_matmul_form::ring) {
+              const std::int64_t bytes = (p - 1) * 3 * k * 8;
+              EXPECT_EQ((line.traffic() - before).axes[0], (traffic_count{2 * (p - 1), bytes, bytes}));
+            }
+            for (std::size_t i = 0; i < 3; ++i)
+              expect_equals_serial(outputs[i], x * all_gather(layers[i]->weight().value), 1e-12);
+            const auto summed =
+                layer::backward_sharing_input(input, {&q, &key, &v}, {&gradients[0], &gradients[1], &gradients[2]});
+            static_assert(std::is_same_v<typename decltype(summed)::layout_type, col_1d<padded>>);
+            expect_equals_serial(summed, dx, 1e-12);
+            for (std::size_t i = 0; i < 3; ++i) {
+              expect_equals_serial(layers[i]->weight().gradient, x.transpose() * dy[i], 1e-12);
+              expect_equals_serial(layers[i]->bias().gradient, matrix(dy[i].colwise().sum()), 1e-12);
+            }
+          }
+          const auto chosen = q.collective_forms();
+          for (const auto f : {chosen.forward, chosen.weight_gradient, chosen.input_gradient})
+            EXPECT_NE(f, collective_matmul_form::automatic);
+        }
+      },
+      {1, 2, 3, 4});
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // matrices: bit for bit on small integers, where every order of summation is exact, and within
 // rounding on fractions; for every padding rule, shapes that do not divide, band counts that do not
 // divide, grids whose cuts of the product's rows differ, P = 1 and rings beside a second mesh axis.
-// all_gather_matmul_both_sides gives each of its two rings' bits, gathering once. The rings move what an
+// all_gather_matmul_both_sides gives each of its two rings' bits, gathering once, and so does
+// all_gather_matmul of several products of one gathered operand; matmul_reduce_scatter of several
+// products reduce-scatters their sum once. The rings move what an
 // all-gather or a reduce-scatter moves, the bands are separate all-gathers and reduce-scatters moving
 // what the plain product's collectives move, and the linear layers that use them equal the serial layer.
 // Each 1-D product also runs unfused (the whole collective, then the GEMM, or the reverse), with the
@@ -71,6 +73,23 @@ void check_rings(Mesh& mesh, const product_shape& s, const operands& kind, colle
   const auto dw = all_gather_matmul(transposed(x_rows), dy_columns, form);
   static_assert(has_layout<decltype(dw), row_1d<Padding>>);
   expect_equals_serial(dw, x.transpose() * dy, kind.tolerance);
+
+  // Linears that read one input (Q, K and V), its rows gathered once for their products: each result
+  // the bits of its own ring; their input gradients summed and reduce-scattered once.
+  const matrix w2 = kind.values({s.k, s.n}, 7);
+  const matrix dy2 = kind.values({s.m, s.n}, 8);
+  const auto w2_columns = distributed<row_1d<Padding>>(mesh, w2);
+  const auto dy2_columns = distributed<row_1d<Padding>>(mesh, dy2);
+  const auto [y_shared, y2_shared] = all_gather_matmul(x_rows, std::tie(w_columns, w2_columns), form);
+  expect_same_bits(y_shared, y);
+  expect_equals_serial(y2_shared, x * w2, kind.tolerance);
+  const auto [dw_shared, dw2_shared] = all_gather_matmul(transposed(x_rows), std::tie(dy_columns, dy2_columns), form);
+  expect_same_bits(dw_shared, dw);
+  expect_equals_serial(dw2_shared, x.transpose() * dy2, kind.tolerance);
+  const auto dx_summed = matmul_reduce_scatter(std::tie(dy_columns, dy2_columns),
+                                               std::tuple{transposed(w_columns), transposed(w2_columns)}, form);
+  static_assert(has_layout<decltype(dx_summed), col_1d<Padding>>);
+  expect_equals_serial(dx_summed, dy * w.transpose() + dy2 * w2.transpose(), kind.tolerance);
 
   const matrix h = kind.values({s.m, s.k}, 4);
   const matrix v = kind.values({s.k, s.n}, 5);
@@ -141,6 +160,9 @@ TYPED_TEST(collective_matmul_test, rings_move_what_the_collectives_move) {
         // Gathered once for both products: what one all-gather of it moves.
         const auto dz = distributed<col_1d<>, float>(mesh, serial({m, n}, 5));
         expect_moved([&] { return all_gather_matmul_both_sides(transposed(h), dz, transposed(v)); }, m / p * n * 4);
+        // Gathered once for several products, and several products' sum reduce-scattered once.
+        expect_moved([&] { return all_gather_matmul(x, std::tie(w, w, w)); }, m / p * k * 4);
+        expect_moved([&] { return matmul_reduce_scatter(std::tie(h, h), std::tie(v, v)); }, m / p * n * 4);
       },
       {1, 3, 4, 8});
 }
@@ -269,6 +291,23 @@ TYPED_TEST(collective_matmul_test, misuse_throws_naming_rank_and_values) {
                             "] all_gather_matmul_both_sides(transposed(row_1d<padded> 6x5), col_1d<padded> 6x2, "
                             "transposed(col_1d<padded> 4x3)): A*B^T of a 6x2 A and a 4x3 B",
                         0),
+                    0U)
+              << e.what();
+        }
+        // The products to sum in one reduce-scatter must have one shape.
+        const auto h_wider = distributed<row_1d<padded>>(line, serial({6, 4}, 3));
+        const auto v_fits = distributed<col_1d<padded>>(line, serial({4, 3}, 4));
+        const auto v_wider = distributed<col_1d<padded>>(line, serial({4, 5}, 4));
+        try {
+          (void)matmul_reduce_scatter(std::tie(h_wider, h_wider), std::tie(v_fits, v_wider));
+          FAIL() << "a sum of a 6x3 and a 6x5 product was accepted";
+        } catch (const argument_error& e) {
+          EXPECT_EQ(e.rank(), world.world_rank());
+          EXPECT_EQ(std::string(e.what()).rfind("[rank " + std::to_string(world.world_rank()) +
+                                                    "] matmul_reduce_scatter(row_1d<padded> 6x4, col_1d<padded> 4x3; "
+                                                    "row_1d<padded> 6x4, col_1d<padded> 4x5): the products to sum "
+                                                    "are 6x3 and 6x5",
+                                                0),
                     0U)
               << e.what();
         }

@@ -16,12 +16,12 @@
 //
 // With sequence parallelism (Megatron-LM's; Korthikanti et al., "Reducing Activation Recomputation in
 // Large Transformer Models") the activations between the sub-blocks are cut by rows, tokens, over the
-// axis: layer norms, residuals and what they keep hold 1/P of the tokens. A family may name the layout
-// its first linears read, `first_input`, when it is not `input`: each sub-block keeps its input cut and
-// gathers it for all its first linears at once, in the forward and again in the backward, and sums their
-// input gradients before one reduction back into `input` (a reduce-scatter); the second linear
+// axis: layer norms, residuals and what they keep hold 1/P of the tokens. The first linears' products
+// gather their input (all_gather_matmul, ops/collective_matmul.hpp), one ring for all the first linears
+// of a sub-block (Q, K and V; linear::forward_sharing_input), in the forward and again in the backward,
+// where one ring reduce-scatters the sum of their input gradients into `input`; the second linear
 // reduce-scatters its sum straight into `input`. A forward moves the bytes of tensor_parallel_1d's
-// all-reduces; a backward gathers the input again and the second linear's output gradient twice.
+// all-reduces; a backward gathers the input again and the second linear's output gradient once.
 //
 // In 3-D the hidden layout IS cube::swapped::input (the paper's exchange of the y and z directions
 // after the first linear), and the second linear, in the swapped cube, gives swapped::output, which IS
@@ -48,7 +48,6 @@ template <padding_rule Padding = exact>
 struct sequence_parallel_1d {
   static constexpr std::size_t mesh_dimensions = 1;
   using input = col_1d<Padding>;
-  using first_input = replicated<>;
   using first_weight = row_1d<Padding>;
   using hidden = row_1d<Padding>;
   using second_weight = col_1d<Padding>;
@@ -75,21 +74,6 @@ struct tensor_parallel_3d {
   using second_weight = typename cube::swapped::weight;
   using vocabulary = split<rows_over<0, 1, 2>, cols_over<>, ragged>;
 };
-
-namespace detail {
-template <class F>
-struct first_input_of {
-  using type = typename F::input;
-};
-template <class F>
-requires requires { typename F::first_input; } struct first_input_of<F> {
-  using type = typename F::first_input;
-};
-}  // namespace detail
-
-// What a family's first linears read: its first_input where it names one, else its input.
-template <class F>
-using first_input_t = typename detail::first_input_of<F>::type;
 
 // Family F describes a Transformer layer on meshes of D dimensions.
 template <class F, std::size_t D>

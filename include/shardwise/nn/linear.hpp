@@ -18,10 +18,13 @@
 // and their gradients by the same rings, or unfused, or whichever the layer's first calls measure faster
 // (matmul_options::collective; ops/collective_matmul_choice.hpp). The constructor's matmul_options reach
 // every product the layer runs (in 3-D, chunks pipelines each product in bands of rows).
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -35,6 +38,7 @@
 #include "shardwise/ops/collective_matmul_choice.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/vector_broadcast.hpp"
+#include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/describe.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 #include "shardwise/tensor/reduce.hpp"
@@ -87,7 +91,7 @@ class linear_product {
   template <class Input, class Weight>
   auto forward(const Input& x, const Weight& w) {
     if constexpr (gathers_input) {
-      return forward_(x.mesh().world(), [&](collective_matmul_form form) { return all_gather_matmul(x, w, form); });
+      return std::get<0>(forward_each(x, std::tie(w)));
     } else if constexpr (scatters_output) {
       return forward_(x.mesh().world(), [&](collective_matmul_form form) { return matmul_reduce_scatter(x, w, form); });
     } else {
@@ -99,15 +103,10 @@ class linear_product {
   // gathered once, in one ring, for both.
   template <class Input, class OutputGradient, class Weight>
   auto backward(const Input& x, const OutputGradient& dy, Weight& weight) {
-    auto& world = x.mesh().world();
     if constexpr (gathers_input) {
-      weight.add_gradient(weight_gradient_(
-          world, [&](collective_matmul_form form) { return all_gather_matmul(transposed(x), dy, form); }));
-      return input_gradient_(world, [&](collective_matmul_form form) {
-        return matmul_reduce_scatter(dy, transposed(weight.value), form);
-      });
+      return backward_each(x, std::tie(dy), weight);
     } else if constexpr (scatters_output) {
-      auto both = weight_gradient_(world, [&](collective_matmul_form form) {
+      auto both = weight_gradient_(x.mesh().world(), [&](collective_matmul_form form) {
         return all_gather_matmul_both_sides(transposed(x), dy, transposed(weight.value), form);
       });
       weight.add_gradient(both.first);
@@ -116,6 +115,26 @@ class linear_product {
       weight.add_gradient(final_sum(matmul(transposed(x), dy, options_)));
       return matmul(dy, transposed(weight.value), options_);
     }
+  }
+
+  // Where the products gather x: x·Wᵢ for each weight of a tuple, x gathered once for all of them.
+  template <class Input, class Weights>
+  requires gathers_input auto forward_each(const Input& x, const Weights& weights) {
+    return forward_(x.mesh().world(), [&](collective_matmul_form form) { return all_gather_matmul(x, weights, form); });
+  }
+  // Where the products gather x: adds dWᵢ = xᵀ·dyᵢ into each weight's gradient, x gathered once for all,
+  // and returns Σᵢ dyᵢ·Wᵢᵀ, reduce-scattered once.
+  template <class Input, class Gradients, class... Weights>
+  requires gathers_input auto backward_each(const Input& x, const Gradients& dy, Weights&... weights) {
+    auto& world = x.mesh().world();
+    auto dw = weight_gradient_(world,
+                               [&](collective_matmul_form form) { return all_gather_matmul(transposed(x), dy, form); });
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (weights.add_gradient(std::get<I>(dw)), ...);
+    }(std::index_sequence_for<Weights...>{});
+    return input_gradient_(world, [&](collective_matmul_form form) {
+      return matmul_reduce_scatter(dy, std::tuple{transposed(weights.value)...}, form);
+    });
   }
 
   [[nodiscard]] forms collective_forms() const noexcept {
@@ -174,24 +193,53 @@ class linear {
   }
 
   // For a caller that keeps x itself and gives it back to backward_before_sum(dy, x): the sub-blocks,
-  // whose first linears share one input, and under sequence parallelism keep it cut by tokens and
-  // gather it again for the backward, as Megatron's do (nn/sub_block.hpp).
+  // whose first linears share one input (under sequence parallelism, cut by tokens; nn/sub_block.hpp).
   [[nodiscard]] output_type forward_without_keeping(const input_type& x) { return without_input(x); }
+  // forward_without_keeping of several linears of this type that read one input x (Q, K and V): where
+  // their products gather x (its rows cut, sequence parallelism), one ring gathers it for all of them,
+  // as Megatron's one projection for Q, K and V does, in the form the first linear's products take
+  // (its choice decides for all, and is the one collective_forms() reports).
+  template <std::size_t N>
+  [[nodiscard]] static std::array<output_type, N> forward_sharing_input(const input_type& x,
+                                                                        linear* const (&linears)[N]) {
+    for (linear* layer : linears) layer->input_.reset();
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      if constexpr (product::gathers_input) {
+        try {
+          auto products = linears[0]->product_.forward_each(x, std::tie(linears[I]->weight_.value...));
+          return std::array<output_type, N>{add_vector(std::get<I>(products), linears[I]->bias_.value)...};
+        } catch (...) {
+          rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
+        }
+      } else {
+        return std::array<output_type, N>{linears[I]->output_of(x)...};
+      }
+    }(std::make_index_sequence<N>{});
+  }
 
   [[nodiscard]] input_type backward(const output_type& output_gradient) try {
     const auto input =
         take_saved(input_, weight_.value.mesh().world().world_rank(), "nn::linear::backward", "its input");
-    return detail::final_sum(gradients(output_gradient, *input));
+    return detail::final_sum(gradients(*input, {this}, {&output_gradient}));
   } catch (...) {
     rethrow_within_backward(output_gradient);
   }
   // After forward_without_keeping(input): the same, but the input gradient as the product gives it:
   // where its sum is still pending (a 1-D column-parallel linear's, a partial sum over the axis), it is
   // left so, for gradients that meet at a fork (x feeding Q, K and V) to be added first and reduced once.
-  [[nodiscard]] auto backward_before_sum(const output_type& output_gradient, const input_type& input) try {
-    return gradients(output_gradient, input);
+  [[nodiscard]] auto backward_before_sum(const output_type& output_gradient, const input_type& input) {
+    return backward_sharing_input(input, {this}, {&output_gradient});
+  }
+  // backward_before_sum of linears that read x in forward_sharing_input, given their output gradients in
+  // the same order: their input gradients' sum, left pending where the products leave it so. Where the
+  // products gather x, one ring gathers it again for all the weights' gradients and one reduce-scatters
+  // the sum of the input gradients.
+  template <std::size_t N>
+  [[nodiscard]] static auto backward_sharing_input(const input_type& x, linear* const (&linears)[N],
+                                                   const output_type* const (&output_gradients)[N]) try {
+    return gradients(x, linears, output_gradients);
   } catch (...) {
-    rethrow_within_backward(output_gradient);
+    rethrow_within_backward(*output_gradients[0]);
   }
 
   [[nodiscard]] weight_type& weight() noexcept { return weight_; }
@@ -211,11 +259,28 @@ class linear {
   } catch (...) {
     rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
   }
-  // Adds the parameters' gradients; returns the input's addends.
-  [[nodiscard]] auto gradients(const output_type& output_gradient, const input_type& input) {
+  // Adds the parameters' gradients; returns the sum of the input's addends.
+  template <std::size_t N>
+  [[nodiscard]] static auto gradients(const input_type& x, linear* const (&linears)[N],
+                                      const output_type* const (&output_gradients)[N]) {
     // y = x·W + b: the product's gradient is dy itself (not a copy), the bias's dy's column sums.
-    bias_.add_gradient(column_sums(output_gradient));
-    return product_.backward(input, output_gradient, weight_);
+    const auto bias_gradient = [&](std::size_t i) {
+      linears[i]->bias_.add_gradient(column_sums(*output_gradients[i]));
+    };
+    if constexpr (product::gathers_input) {
+      for (std::size_t i = 0; i < N; ++i) bias_gradient(i);
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return linears[0]->product_.backward_each(x, std::tie(*output_gradients[I]...), linears[I]->weight_...);
+      }(std::make_index_sequence<N>{});
+    } else {
+      const auto input_addend = [&](std::size_t i) {
+        bias_gradient(i);
+        return linears[i]->product_.backward(x, *output_gradients[i], linears[i]->weight_);
+      };
+      auto sum = input_addend(0);
+      for (std::size_t i = 1; i < N; ++i) accumulate(sum, input_addend(i));
+      return sum;
+    }
   }
   [[noreturn]] static void rethrow_within_backward(const output_type& output_gradient) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));

@@ -34,14 +34,13 @@ class mlp {
         activation_(activation) {}
 
   // The layer keeps a copy of `x`, or `x` itself when given to keep; under sequence parallelism that is x
-  // cut by tokens, gathered for the first linear here and again in the backward.
+  // cut by tokens, gathered for the first linear's product (in its ring) here and again in the backward.
   [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward(tensor_type(x)); }
   [[nodiscard]] tensor_type forward(tensor_type&& x) {
     auto given = std::make_shared<const tensor_type>(std::move(x));
     try {
       kept_.reset();  // the last forward's, given back first
-      auto& kept =
-          kept_.emplace(kept_for_backward{given, expand_.forward_without_keeping(*linears::first_input(given))});
+      auto& kept = kept_.emplace(kept_for_backward{given, expand_.forward_without_keeping(*given)});
       auto y = contract_.forward(gelu(kept.pre_activation, activation_));
       release_under_no_grad(kept_);
       return y;
@@ -53,8 +52,7 @@ class mlp {
   [[nodiscard]] tensor_type backward(const tensor_type& output_gradient) try {
     auto kept = take_saved(kept_, world_rank_of(output_gradient), "nn::mlp::backward", "its input and pre-activation");
     const auto hidden_gradient = gelu_backward(contract_.backward(output_gradient), kept.pre_activation, activation_);
-    return linears::input_gradient(
-        expand_.backward_before_sum(hidden_gradient, *linears::first_input(std::move(kept.input))));
+    return linears::input_gradient(expand_.backward_before_sum(hidden_gradient, *kept.input));
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::mlp::backward", describe(output_gradient)));
   }

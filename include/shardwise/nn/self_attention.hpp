@@ -18,7 +18,6 @@
 #include "shardwise/nn/saved_for_backward.hpp"
 #include "shardwise/nn/sub_block.hpp"
 #include "shardwise/ops/attention.hpp"
-#include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/describe.hpp"
 
 namespace shardwise::nn {
@@ -51,19 +50,15 @@ class self_attention {
         output_(mesh, options.hidden, options.hidden, seed + 4, products) {}
 
   // The layer keeps its input once for the three projections: a copy of `x`, or `x` itself when given to
-  // keep; under sequence parallelism that is x cut by tokens, gathered for the projections here and
-  // again in the backward.
+  // keep; under sequence parallelism that is x cut by tokens, gathered for the projections (one ring for
+  // the three) here and again in the backward.
   [[nodiscard]] tensor_type forward(const tensor_type& x) { return forward(tensor_type(x)); }
   [[nodiscard]] tensor_type forward(tensor_type&& x) {
     auto given = std::make_shared<const tensor_type>(std::move(x));
     try {
       kept_.reset();  // the last forward's, given back first
-      const auto input = linears::first_input(given);
-      auto& kept = kept_.emplace(kept_for_backward{given,
-                                                   query_.forward_without_keeping(*input),
-                                                   key_.forward_without_keeping(*input),
-                                                   value_.forward_without_keeping(*input),
-                                                   {}});
+      auto [q, k, v] = first_linear::forward_sharing_input(*given, {&query_, &key_, &value_});
+      auto& kept = kept_.emplace(kept_for_backward{given, std::move(q), std::move(k), std::move(v), {}});
       auto heads = attention_forward(kept.q, kept.k, kept.v, shape_, kept.attention, probabilities_);
       release_under_no_grad(kept_);  // before the output projection: nothing after reads them
       return output_.forward(std::move(heads));
@@ -79,11 +74,8 @@ class self_attention {
     // The probabilities are given back as soon as attention's backward has read them.
     const auto g =
         attention_backward(kept.q, kept.k, kept.v, heads_gradient, shape_, std::exchange(kept.attention, {}));
-    const auto input = linears::first_input(std::move(kept.input));
-    auto input_gradient = query_.backward_before_sum(g.q, *input);
-    accumulate(input_gradient, key_.backward_before_sum(g.k, *input));
-    accumulate(input_gradient, value_.backward_before_sum(g.v, *input));
-    return linears::input_gradient(std::move(input_gradient));
+    return linears::input_gradient(
+        first_linear::backward_sharing_input(*kept.input, {&query_, &key_, &value_}, {&g.q, &g.k, &g.v}));
   } catch (...) {
     rethrow_within_call(world_rank_of(output_gradient),
                         call_text("nn::self_attention::backward", describe(output_gradient)));

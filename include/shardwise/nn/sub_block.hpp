@@ -1,9 +1,7 @@
 #pragma once
 // The two linears of a Transformer sub-block in a tensor-parallel family (nn/family.hpp): the first
-// takes the input layout (or the family's first_input) to the hidden one, the second takes it back.
-// self_attention and mlp are both built on it, so the family's checks, the gathering of the input and
-// the sum of the input gradients are written once.
-#include <memory>
+// takes the input layout to the hidden one, the second takes it back. self_attention and mlp are both
+// built on it, so the family's checks and the sum of the input gradients are written once.
 #include <type_traits>
 #include <utility>
 
@@ -19,30 +17,18 @@ struct sub_block_linears {
                 "shardwise::nn: the family (nn/family.hpp) is for meshes of another number of dimensions than "
                 "this mesh: tensor_parallel_1d, _2d, _3d need 1-, 2- and 3-D meshes");
   using input_layout = typename Family::input;
-  using first_input_layout = first_input_t<Family>;
-  using first = linear<T, first_input_layout, typename Family::first_weight, Mesh>;
+  using first = linear<T, input_layout, typename Family::first_weight, Mesh>;
   using second = linear<T, typename Family::hidden, typename Family::second_weight, Mesh, input_layout>;
   static_assert(std::is_same_v<typename first::output_layout, typename Family::hidden> &&
                     std::is_same_v<typename second::output_layout, input_layout>,
-                "shardwise::nn: a family's first linear must take its input layout (or first_input) to its hidden "
+                "shardwise::nn: a family's first linear must take its input layout to its hidden "
                 "layout and the second take that back, so that sub-blocks and blocks stack");
 
   using input_type = dtensor<T, input_layout, Mesh>;
-  using first_input_type = dtensor<T, first_input_layout, Mesh>;
 
-  // The sub-block's input as its first linears read and keep it: x itself, or x gathered once for all
-  // of them (sequence parallelism).
-  [[nodiscard]] static std::shared_ptr<const first_input_type> first_input(std::shared_ptr<const input_type> x) {
-    if constexpr (std::is_same_v<first_input_layout, input_layout>) {
-      return x;
-    } else {
-      return std::make_shared<const first_input_type>(redistribute<first_input_layout>(*x));
-    }
-  }
-
-  // The first linears' input gradients, added while their sum was pending (first::backward_before_sum),
-  // summed into the input layout by one reduction: an all-reduce (1-D), a reduce-scatter (sequence
-  // parallelism); nothing where the products sum inside them (2-D, 3-D).
+  // The first linears' input gradients, added while their sum was pending (first::backward_sharing_input),
+  // summed into the input layout by one reduction: an all-reduce (1-D); nothing where the products sum
+  // inside them (2-D, 3-D) or the ring has reduce-scattered the sum (sequence parallelism).
   template <class Addends>
   [[nodiscard]] static input_type input_gradient(Addends&& gradient) {
     return redistribute<input_layout>(std::forward<Addends>(gradient));

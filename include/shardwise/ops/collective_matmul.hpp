@@ -18,7 +18,9 @@
 //   z = matmul_reduce_scatter(h,v) all_gather_matmul(dz, transposed(v))      all_gather_matmul(transposed(h), dz)
 //
 // The last row's two gradients gather the same dz: all_gather_matmul_both_sides(transposed(h), dz,
-// transposed(v)) gathers it once, in one ring, for both.
+// transposed(v)) gathers it once, in one ring, for both. Linears that read one x (Q, K and V) gather it
+// once for all their products, all_gather_matmul(x, std::tie(wq, wk, wv)), and reduce-scatter the sum of
+// their input gradients once, matmul_reduce_scatter(std::tie(dq, dk, dv), std::tuple{transposed(wq), ...}).
 //
 // Each takes a last argument, collective_matmul_form::ring (the default) or ::unfused: the whole
 // all-gather (redistribute to replicated) and then one matmul, or one matmul and then the whole
@@ -66,6 +68,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -76,6 +79,7 @@
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/matmul_1d.hpp"
+#include "shardwise/tensor/accumulate.hpp"
 #include "shardwise/tensor/distribute.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -288,15 +292,37 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   return product.take_result();
 }
 
+// This rank's share of op(left) · op(right), whose inner dimension both cut over axis 0, for some rows
+// of the result at a time: what matmul_reduce_scatter's ring adds up.
 template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
-[[nodiscard]] auto ring_matmul_reduce_scatter(const dtensor<T, LeftLayout, Mesh>& left,
-                                              const dtensor<T, RightLayout, Mesh>& right) {
+struct scattered_product {
+  static constexpr bool transpose_left = TransposeLeft, transpose_right = TransposeRight;
   using result_layout = typename reduce_scatter_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
-  using padding = typename result_layout::padding;
-  using block_map = typename dtensor<T, result_layout, Mesh>::block_map;
-  const matrix_extents shape = product_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
-  dtensor<T, result_layout, Mesh> result(left.mesh(), shape);
-  auto& axis = left.mesh().private_axis(0);
+
+  const dtensor<T, LeftLayout, Mesh>& left;
+  const dtensor<T, RightLayout, Mesh>& right;
+
+  [[nodiscard]] matrix_extents extents() const {
+    return product_extents<TransposeLeft, TransposeRight>(left, right, "matmul_reduce_scatter");
+  }
+  // sum = (or += when `accumulate`) this rank's share of rows `rows` of the result.
+  template <class Axis, class Sum>
+  void multiply_share(Axis& axis, Sum&& sum, const piece rows, bool accumulate) const {
+    multiply<TransposeLeft, TransposeRight>(axis, std::forward<Sum>(sum),
+                                            rows_of<TransposeLeft>(left.local(), rows.offset, rows.extent),
+                                            right.local(), accumulate);
+  }
+};
+
+// Reduce-scatters over axis 0, in the two-way ring, the sum of `products` (scattered_product, one result
+// shape and layout) into the result's rows, each step's GEMMs running while the sums travel.
+template <class T, class ResultLayout, class Mesh, class... Products>
+[[nodiscard]] dtensor<T, ResultLayout, Mesh> ring_reduce_scatter(Mesh& mesh, const matrix_extents shape,
+                                                                 const Products&... products) {
+  using padding = typename ResultLayout::padding;
+  using block_map = typename dtensor<T, ResultLayout, Mesh>::block_map;
+  dtensor<T, ResultLayout, Mesh> result(mesh, shape);
+  auto& axis = mesh.private_axis(0);
   const two_way_ring ring{axis.size(), axis.rank()};
   const pieces_of<padding> pieces{shape.rows, ring};
   const std::int64_t width = shape.cols;
@@ -308,8 +334,11 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     const auto index = static_cast<std::int64_t>(3 * way) + which;
     return sums.subspan(static_cast<std::size_t>(index * largest * width), static_cast<std::size_t>(rows * width));
   };
-  const auto left_local = left.local();
-  const auto right_local = right.local();
+  // This rank's shares of the products' rows `rows`, summed into `sum`.
+  const auto shares = [&](auto&& sum, const piece rows) {
+    bool accumulate = false;
+    ((products.multiply_share(axis, sum, rows, accumulate), accumulate = true), ...);
+  };
   const auto add_received = [&](auto& sum, const std::size_t way, const std::int64_t rows) {
     // One addition per element: this rank's addend and the received sum read, the sum written.
     const auto elements = static_cast<double>(rows * width);
@@ -344,10 +373,7 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
       destination[way] = pieces.at(-direction * (length - k));
       // Slot k % 2's previous sum must have left first.
       departures[way][static_cast<std::size_t>(k % 2)].wait();
-      auto sum = own_sum(way);
-      multiply<TransposeLeft, TransposeRight>(
-          axis, sum, rows_of<TransposeLeft>(left_local, destination[way].offset, destination[way].extent), right_local,
-          false);
+      shares(own_sum(way), destination[way]);
     }
     for (std::size_t way = 0; way < 2; ++way) {
       if (way_step[way] <= 0) continue;
@@ -366,14 +392,12 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
     }
   }
   // The last step: this rank's own share, and the sums arriving both ways.
-  const piece mine = pieces.at(0);
   auto sum = result.local();
-  multiply<TransposeLeft, TransposeRight>(axis, sum, rows_of<TransposeLeft>(left_local, mine.offset, mine.extent),
-                                          right_local, false);
+  shares(sum, pieces.at(0));
   for (std::size_t way = 0; way < 2; ++way) {
     if (ring.length(directions[way]) == 0) continue;
     arrivals[way].wait();
-    add_received(sum, way, mine.extent);
+    add_received(sum, way, pieces.at(0).extent);
   }
   for (auto& way : departures)
     for (request& departure : way) departure.wait();
@@ -408,12 +432,68 @@ template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, cl
   }
 }
 
-template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
-[[nodiscard]] auto unfused_matmul_reduce_scatter(const dtensor<T, LeftLayout, Mesh>& left,
-                                                 const dtensor<T, RightLayout, Mesh>& right) {
-  using result_layout = typename reduce_scatter_product<LeftLayout, RightLayout, TransposeLeft, TransposeRight>::result;
-  return redistribute<result_layout>(
-      matmul(maybe_transposed<TransposeLeft>(left), maybe_transposed<TransposeRight>(right)));
+// The sum of `products` (scattered_product) computed whole, each product added while the sum is
+// pending, then reduce-scattered.
+template <class ResultLayout, class First, class... Others>
+[[nodiscard]] auto unfused_reduce_scatter(const First& first, const Others&... others) {
+  const auto whole = [](const auto& product) {
+    using P = std::remove_cvref_t<decltype(product)>;
+    return matmul(maybe_transposed<P::transpose_left>(product.left),
+                  maybe_transposed<P::transpose_right>(product.right));
+  };
+  auto sum = whole(first);
+  (accumulate(sum, whole(others)), ...);
+  return redistribute<ResultLayout>(std::move(sum));
+}
+
+// The gathered_product and the scattered_product of a pair of operands as matmul takes them (a dtensor,
+// or transposed(dtensor)).
+template <class Left, class Right>
+[[nodiscard]] auto gathered_operands(const Left& left, const Right& right, std::string_view call) {
+  using pair = product_pair<Left, Right>;
+  return gathered_product<pair::transpose_left, pair::transpose_right, typename pair::value_type,
+                          typename pair::left_layout, typename pair::right_layout, typename pair::mesh_type>(
+      product_operand<Left>::tensor(left), product_operand<Right>::tensor(right), call);
+}
+template <class Left, class Right>
+[[nodiscard]] auto scattered_operands(const Left& left, const Right& right) {
+  using pair = product_pair<Left, Right>;
+  return scattered_product<pair::transpose_left, pair::transpose_right, typename pair::value_type,
+                           typename pair::left_layout, typename pair::right_layout, typename pair::mesh_type>{
+      product_operand<Left>::tensor(left), product_operand<Right>::tensor(right)};
+}
+
+// Rule (all_gather_product, reduce_scatter_product) for a pair of operands as matmul takes them.
+template <template <class, class, bool, bool> class Rule, class Left, class Right>
+using rule_for_operands =
+    Rule<typename product_pair<Left, Right>::left_layout, typename product_pair<Left, Right>::right_layout,
+         product_pair<Left, Right>::transpose_left, product_pair<Left, Right>::transpose_right>;
+
+// Whether op(Left) gathered times op(Right) is a collective product with Left the operand gathered, and
+// whether op(Left) · op(Right) sums over a cut inner dimension that matmul_reduce_scatter scatters.
+template <class Left, class Right>
+concept gathers_left_operand =
+    matmul_operand<Left> && matmul_operand<Right> && rule_for_operands<all_gather_product, Left, Right>::gathers_left;
+template <class Left, class Right>
+concept scatters_sum =
+    matmul_operand<Left> && matmul_operand<Right> && rule_for_operands<reduce_scatter_product, Left, Right>::exists;
+
+// The scattered_product of each pair of operands, the i-th left with the i-th right.
+template <class... Lefts, class... Rights, std::size_t... I>
+[[nodiscard]] auto scattered_pairs(const std::tuple<Lefts...>& lefts, const std::tuple<Rights...>& rights,
+                                   std::index_sequence<I...>) {
+  return std::tuple{scattered_operands(std::get<I>(lefts), std::get<I>(rights))...};
+}
+
+// "a, b; c, d": the operands of the products a call takes, for its errors.
+template <class... Lefts, class... Rights, std::size_t... I>
+[[nodiscard]] std::string describe_pairs(const std::tuple<Lefts...>& lefts, const std::tuple<Rights...>& rights,
+                                         std::index_sequence<I...>) {
+  std::string text;
+  ((text += (I == 0 ? "" : "; ") + product_operand<std::remove_cvref_t<Lefts>>::describe(std::get<I>(lefts)) + ", " +
+            product_operand<std::remove_cvref_t<Rights>>::describe(std::get<I>(rights))),
+   ...);
+  return text;
 }
 
 // A call runs one form: automatic is a choice over a layer's calls.
@@ -494,31 +574,103 @@ template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand
                                                       ", " + detail::product_operand<Right>::describe(b)));
 }
 
+// Σᵢ op(Aᵢ) · op(Bᵢ), each pair's inner dimension cut over axis 0 by both, reduce-scattered over the
+// result's rows in one ring (each step's share the sum of the pairs' GEMMs): the input gradient of
+// linears that read one input, as Q, K and V do,
+//   auto dx = matmul_reduce_scatter(std::tie(dq, dk, dv), std::tuple{transposed(wq), transposed(wk), transposed(wv)});
+// where a call per pair would reduce-scatter three sums. Unfused: the products added while their sum is
+// pending, then one reduce-scatter. Every pair gives the same result layout and shape.
+template <class... Lefts, class... Rights>
+requires(sizeof...(Lefts) == sizeof...(Rights) && sizeof...(Lefts) > 0)
+[[nodiscard]] auto matmul_reduce_scatter(const std::tuple<Lefts...>& left_operands,
+                                         const std::tuple<Rights...>& right_operands,
+                                         collective_matmul_form form = collective_matmul_form::ring) try {
+  if constexpr ((detail::scatters_sum<std::remove_cvref_t<Lefts>, std::remove_cvref_t<Rights>> && ...)) {
+    const auto products = detail::scattered_pairs(left_operands, right_operands, std::index_sequence_for<Lefts...>{});
+    return std::apply(
+        [&](const auto& first, const auto&... others) {
+          using result_layout = typename std::remove_cvref_t<decltype(first)>::result_layout;
+          static_assert(
+              (std::is_same_v<typename std::remove_cvref_t<decltype(others)>::result_layout, result_layout> && ...),
+              "shardwise::matmul_reduce_scatter: the pairs' sums are reduce-scattered into different layouts "
+              "(their operands' padding rules differ)");
+          const int rank = world_rank_of(first.left);
+          const matrix_extents shape = first.extents();
+          [[maybe_unused]] const auto same_shape = [&](const matrix_extents each) {
+            if (each.rows != shape.rows || each.cols != shape.cols)
+              throw argument_error(rank, "matmul_reduce_scatter",
+                                   "the products to sum are " + std::to_string(shape.rows) + "x" +
+                                       std::to_string(shape.cols) + " and " + std::to_string(each.rows) + "x" +
+                                       std::to_string(each.cols));
+          };
+          (same_shape(others.extents()), ...);
+          using T = typename std::remove_cvref_t<decltype(first.left)>::value_type;
+          if (detail::unfused(form, rank, "matmul_reduce_scatter"))
+            return detail::unfused_reduce_scatter<result_layout>(first, others...);
+          return detail::ring_reduce_scatter<T, result_layout>(first.left.mesh(), shape, first, others...);
+        },
+        products);
+  } else {
+    static_assert(detail::no_collective_rule<std::tuple<Lefts...>>,
+                  "shardwise::matmul_reduce_scatter: a pair is not a 1-D product whose inner dimension both "
+                  "operands cut over axis 0 (Lefts and Rights in the instantiation above; see "
+                  "docs/tensor-parallel.md, Collective matmul)");
+  }
+} catch (...) {
+  const auto& first = std::get<0>(left_operands);
+  rethrow_within_call(world_rank_of(detail::product_operand<std::remove_cvref_t<decltype(first)>>::tensor(first)),
+                      call_text("matmul_reduce_scatter", detail::describe_pairs(left_operands, right_operands,
+                                                                                std::index_sequence_for<Lefts...>{})));
+}
+
 // op(A) · op(B), whose inner dimension both cut over axis 0, with the sum reduce-scattered over the
 // result's rows (col_1d) in a ring that overlaps the GEMMs (see the top of this file). The same values
 // as redistribute<col_1d<Padding>>(matmul(a, b)) with the operands' rule, up to the order of the sum.
 template <matmul_operand Left, matmul_operand Right>
 [[nodiscard]] auto matmul_reduce_scatter(const Left& left_operand, const Right& right_operand,
-                                         collective_matmul_form form = collective_matmul_form::ring) try {
-  using pair = detail::product_pair<Left, Right>;
-  using L = typename pair::left_layout;
-  using R = typename pair::right_layout;
-  constexpr bool tl = pair::transpose_left;
-  constexpr bool tr = pair::transpose_right;
-  if constexpr (detail::reduce_scatter_product<L, R, tl, tr>::exists) {
+                                         collective_matmul_form form = collective_matmul_form::ring) {
+  return matmul_reduce_scatter(std::tie(left_operand), std::tie(right_operand), form);
+}
+
+// gather(op(A)) · op(Bᵢ) for each Bᵢ of a tuple, A (rows cut over axis 0) gathered once, in one ring,
+// for all: the products of linears that read one input, as Q, K and V do,
+//   auto [q, k, v] = all_gather_matmul(x, std::tie(wq, wk, wv));
+//   auto [dwq, dwk, dwv] = all_gather_matmul(transposed(x), std::tie(dq, dk, dv));
+// where a call each would gather x three times. Each result equals all_gather_matmul's of its pair, bit
+// for bit.
+template <matmul_operand Left, class... Rights>
+requires(sizeof...(Rights) > 0)
+[[nodiscard]] auto all_gather_matmul(const Left& left_operand, const std::tuple<Rights...>& right_operands,
+                                     collective_matmul_form form = collective_matmul_form::ring) try {
+  if constexpr ((detail::gathers_left_operand<Left, std::remove_cvref_t<Rights>> && ...)) {
     const auto& left = detail::product_operand<Left>::tensor(left_operand);
-    const auto& right = detail::product_operand<Right>::tensor(right_operand);
-    if (detail::unfused(form, world_rank_of(left), "matmul_reduce_scatter"))
-      return detail::unfused_matmul_reduce_scatter<tl, tr>(left, right);
-    return detail::ring_matmul_reduce_scatter<tl, tr>(left, right);
+    return std::apply(
+        [&](const auto&... right) {
+          if (detail::unfused(form, world_rank_of(left), "all_gather_matmul")) {
+            const auto whole = detail::all_gathered(left);
+            return std::tuple{
+                matmul(detail::maybe_transposed<detail::product_operand<Left>::transposed>(whole), right)...};
+          }
+          auto products = std::tuple{detail::gathered_operands(left_operand, right, "all_gather_matmul")...};
+          std::apply([&](auto&... product) { detail::ring_all_gather(left, product...); }, products);
+          return std::apply([](auto&... product) { return std::tuple{product.take_result()...}; }, products);
+        },
+        right_operands);
   } else {
-    static_assert(detail::no_collective_rule<L>,
-                  "shardwise::matmul_reduce_scatter: the pair is not a 1-D product whose inner dimension both "
-                  "operands cut over axis 0 (L and R in the instantiation above; see docs/tensor-parallel.md, "
-                  "Collective matmul)");
+    static_assert(detail::no_collective_rule<Left>,
+                  "shardwise::all_gather_matmul: the left operand does not have its rows cut over axis 0 (col_1d) "
+                  "such that, gathered, it makes with every right operand a 1-D product that sums nothing (Left "
+                  "and Rights in the instantiation above; see docs/tensor-parallel.md, Collective matmul)");
   }
 } catch (...) {
-  detail::rethrow_within_product("matmul_reduce_scatter", left_operand, right_operand);
+  std::string operands = detail::product_operand<Left>::describe(left_operand);
+  std::apply(
+      [&](const auto&... right) {
+        ((operands += ", " + detail::product_operand<std::remove_cvref_t<decltype(right)>>::describe(right)), ...);
+      },
+      right_operands);
+  rethrow_within_call(world_rank_of(detail::product_operand<Left>::tensor(left_operand)),
+                      call_text("all_gather_matmul", operands));
 }
 
 }  // namespace shardwise
