@@ -92,7 +92,7 @@ TYPED_TEST(collective_matmul_test, linear_layers_use_the_collective_products) {
 // Three linears that read one input, as Q, K and V do (linear::forward_sharing_input): each output, the
 // input gradients' sum and every parameter's gradient equal the serial layers'; as rings the input's
 // rows travel once for the three products, as one all-gather's; the first linear's choice decides for
-// all.
+// all, and all report it.
 TYPED_TEST(collective_matmul_test, linears_sharing_an_input_gather_it_once) {
   TypeParam::run(
       [](communicator auto& world) {
@@ -139,6 +139,13 @@ TYPED_TEST(collective_matmul_test, linears_sharing_an_input_gather_it_once) {
           const auto chosen = q.collective_forms();
           for (const auto f : {chosen.forward, chosen.weight_gradient, chosen.input_gradient})
             EXPECT_NE(f, collective_matmul_form::automatic);
+          // The others report the forms of the rings they shared.
+          for (const layer* other : {&key, &v}) {
+            const auto reported = other->collective_forms();
+            EXPECT_EQ(reported.forward, chosen.forward);
+            EXPECT_EQ(reported.weight_gradient, chosen.weight_gradient);
+            EXPECT_EQ(reported.input_gradient, chosen.input_gradient);
+          }
         }
       },
       {1, 2, 3, 4});

@@ -137,6 +137,14 @@ class linear_product {
     });
   }
 
+  // Takes `leader`'s choices (and any trial under way): linears whose products share one ring
+  // (linear::forward_sharing_input) report the forms that ring takes.
+  void follow(const linear_product& leader) {
+    forward_ = leader.forward_;
+    weight_gradient_ = leader.weight_gradient_;
+    input_gradient_ = leader.input_gradient_;
+  }
+
   [[nodiscard]] forms collective_forms() const noexcept {
     // A reduce-scattered output's two gradients come from one ring, the weight gradient's choice.
     return {forward_.form(), weight_gradient_.form(), (scatters_output ? weight_gradient_ : input_gradient_).form()};
@@ -198,7 +206,7 @@ class linear {
   // forward_without_keeping of several linears of this type that read one input x (Q, K and V): where
   // their products gather x (its rows cut, sequence parallelism), one ring gathers it for all of them,
   // as Megatron's one projection for Q, K and V does, in the form the first linear's products take
-  // (its choice decides for all, and is the one collective_forms() reports).
+  // (its choice decides for all, and all report it in collective_forms()).
   template <std::size_t N>
   [[nodiscard]] static std::array<output_type, N> forward_sharing_input(const input_type& x,
                                                                         linear* const (&linears)[N]) {
@@ -207,6 +215,7 @@ class linear {
       if constexpr (product::gathers_input) {
         try {
           auto products = linears[0]->product_.forward_each(x, std::tie(linears[I]->weight_.value...));
+          follow_the_first(linears);
           return std::array<output_type, N>{add_vector(std::get<I>(products), linears[I]->bias_.value)...};
         } catch (...) {
           rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
@@ -269,9 +278,11 @@ class linear {
     };
     if constexpr (product::gathers_input) {
       for (std::size_t i = 0; i < N; ++i) bias_gradient(i);
-      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto input_gradient = [&]<std::size_t... I>(std::index_sequence<I...>) {
         return linears[0]->product_.backward_each(x, std::tie(*output_gradients[I]...), linears[I]->weight_...);
       }(std::make_index_sequence<N>{});
+      follow_the_first(linears);
+      return input_gradient;
     } else {
       const auto input_addend = [&](std::size_t i) {
         bias_gradient(i);
@@ -281,6 +292,10 @@ class linear {
       for (std::size_t i = 1; i < N; ++i) accumulate(sum, input_addend(i));
       return sum;
     }
+  }
+  template <std::size_t N>
+  static void follow_the_first(linear* const (&linears)[N]) {
+    for (std::size_t i = 1; i < N; ++i) linears[i]->product_.follow(linears[0]->product_);
   }
   [[noreturn]] static void rethrow_within_backward(const output_type& output_gradient) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));
