@@ -218,7 +218,7 @@ class linear {
           follow_the_first(linears);
           return std::array<output_type, N>{add_vector(std::get<I>(products), linears[I]->bias_.value)...};
         } catch (...) {
-          rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
+          rethrow_within_forward(x);
         }
       } else {
         return std::array<output_type, N>{linears[I]->output_of(x)...};
@@ -266,7 +266,7 @@ class linear {
   [[nodiscard]] output_type output_of(const input_type& x) try {
     return add_vector(product_.forward(x, weight_.value), bias_.value);
   } catch (...) {
-    rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
+    rethrow_within_forward(x);
   }
   // Adds the parameters' gradients; returns the sum of the input's addends.
   template <std::size_t N>
@@ -296,6 +296,9 @@ class linear {
   template <std::size_t N>
   static void follow_the_first(linear* const (&linears)[N]) {
     for (std::size_t i = 1; i < N; ++i) linears[i]->product_.follow(linears[0]->product_);
+  }
+  [[noreturn]] static void rethrow_within_forward(const input_type& x) {
+    rethrow_within_call(world_rank_of(x), call_text("nn::linear::forward", describe(x)));
   }
   [[noreturn]] static void rethrow_within_backward(const output_type& output_gradient) {
     rethrow_within_call(world_rank_of(output_gradient), call_text("nn::linear::backward", describe(output_gradient)));

@@ -283,13 +283,13 @@ void ring_all_gather(const dtensor<T, Layout, Mesh>& gathered, Products&... prod
   }
 }
 
-template <bool TransposeLeft, bool TransposeRight, class T, class LeftLayout, class RightLayout, class Mesh>
-[[nodiscard]] auto ring_all_gather_matmul(const dtensor<T, LeftLayout, Mesh>& left,
-                                          const dtensor<T, RightLayout, Mesh>& right) {
-  gathered_product<TransposeLeft, TransposeRight, T, LeftLayout, RightLayout, Mesh> product(left, right,
-                                                                                            "all_gather_matmul");
-  ring_all_gather(product.gathered(), product);
-  return product.take_result();
+// The gathered_product of a pair of operands as matmul takes them (a dtensor, or transposed(dtensor)).
+template <class Left, class Right>
+[[nodiscard]] auto gathered_operands(const Left& left, const Right& right, std::string_view call) {
+  using pair = product_pair<Left, Right>;
+  return gathered_product<pair::transpose_left, pair::transpose_right, typename pair::value_type,
+                          typename pair::left_layout, typename pair::right_layout, typename pair::mesh_type>(
+      product_operand<Left>::tensor(left), product_operand<Right>::tensor(right), call);
 }
 
 // This rank's share of op(left) · op(right), whose inner dimension both cut over axis 0, for some rows
@@ -313,6 +313,15 @@ struct scattered_product {
                                             right.local(), accumulate);
   }
 };
+
+// The scattered_product of a pair of operands as matmul takes them.
+template <class Left, class Right>
+[[nodiscard]] auto scattered_operands(const Left& left, const Right& right) {
+  using pair = product_pair<Left, Right>;
+  return scattered_product<pair::transpose_left, pair::transpose_right, typename pair::value_type,
+                           typename pair::left_layout, typename pair::right_layout, typename pair::mesh_type>{
+      product_operand<Left>::tensor(left), product_operand<Right>::tensor(right)};
+}
 
 // Reduce-scatters over axis 0, in the two-way ring, the sum of `products` (scattered_product, one result
 // shape and layout) into the result's rows, each step's GEMMs running while the sums travel.
@@ -392,12 +401,13 @@ template <class T, class ResultLayout, class Mesh, class... Products>
     }
   }
   // The last step: this rank's own share, and the sums arriving both ways.
+  const piece mine = pieces.at(0);
   auto sum = result.local();
-  shares(sum, pieces.at(0));
+  shares(sum, mine);
   for (std::size_t way = 0; way < 2; ++way) {
     if (ring.length(directions[way]) == 0) continue;
     arrivals[way].wait();
-    add_received(sum, way, pieces.at(0).extent);
+    add_received(sum, way, mine.extent);
   }
   for (auto& way : departures)
     for (request& departure : way) departure.wait();
@@ -444,23 +454,6 @@ template <class ResultLayout, class First, class... Others>
   auto sum = whole(first);
   (accumulate(sum, whole(others)), ...);
   return redistribute<ResultLayout>(std::move(sum));
-}
-
-// The gathered_product and the scattered_product of a pair of operands as matmul takes them (a dtensor,
-// or transposed(dtensor)).
-template <class Left, class Right>
-[[nodiscard]] auto gathered_operands(const Left& left, const Right& right, std::string_view call) {
-  using pair = product_pair<Left, Right>;
-  return gathered_product<pair::transpose_left, pair::transpose_right, typename pair::value_type,
-                          typename pair::left_layout, typename pair::right_layout, typename pair::mesh_type>(
-      product_operand<Left>::tensor(left), product_operand<Right>::tensor(right), call);
-}
-template <class Left, class Right>
-[[nodiscard]] auto scattered_operands(const Left& left, const Right& right) {
-  using pair = product_pair<Left, Right>;
-  return scattered_product<pair::transpose_left, pair::transpose_right, typename pair::value_type,
-                           typename pair::left_layout, typename pair::right_layout, typename pair::mesh_type>{
-      product_operand<Left>::tensor(left), product_operand<Right>::tensor(right)};
 }
 
 // Rule (all_gather_product, reduce_scatter_product) for a pair of operands as matmul takes them.
@@ -523,7 +516,9 @@ template <matmul_operand Left, matmul_operand Right>
     const auto& right = detail::product_operand<Right>::tensor(right_operand);
     if (detail::unfused(form, world_rank_of(left), "all_gather_matmul"))
       return detail::unfused_all_gather_matmul<tl, tr>(left, right);
-    return detail::ring_all_gather_matmul<tl, tr>(left, right);
+    auto product = detail::gathered_operands(left_operand, right_operand, "all_gather_matmul");
+    detail::ring_all_gather(product.gathered(), product);
+    return product.take_result();
   } else {
     static_assert(detail::no_collective_rule<L>,
                   "shardwise::all_gather_matmul: neither operand has its rows cut over axis 0 (col_1d) such that, "
@@ -556,10 +551,8 @@ template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand
       const auto whole = detail::all_gathered(g);
       return std::pair{matmul(a, whole), matmul(whole, b)};
     }
-    detail::gathered_product<tl, false, T, A, Layout, Mesh> times_gathered(detail::product_operand<Left>::tensor(a), g,
-                                                                           name);
-    detail::gathered_product<false, tr, T, Layout, B, Mesh> gathered_times(g, detail::product_operand<Right>::tensor(b),
-                                                                           name);
+    auto times_gathered = detail::gathered_operands(a, g, name);
+    auto gathered_times = detail::gathered_operands(g, b, name);
     detail::ring_all_gather(g, times_gathered, gathered_times);
     return std::pair{times_gathered.take_result(), gathered_times.take_result()};
   } else {
