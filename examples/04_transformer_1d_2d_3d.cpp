@@ -10,7 +10,8 @@
 // curves agree to rounding; what differs is who holds what, and how many bytes each rank moves.
 // On the 1-D mesh a sequence-parallel MLP then shows the collective matmul: activations cut by rows,
 // the all-gather and reduce-scatter run as rings that overlap the GEMMs, the same values as plain 1-D;
-// and the whole stack runs once more in the sequence-parallel family, the same loss curve again.
+// three projections that read one input (Q, K and V) share one ring; and the whole stack runs once
+// more in the sequence-parallel family, the same loss curve again.
 //
 //   cmake --build build --target 04_transformer_1d_2d_3d && build/examples/04_transformer_1d_2d_3d
 //                                                           8 ranks as threads
@@ -18,8 +19,10 @@
 //
 // Read top to bottom; the numbered steps are the tutorial (docs/tensor-parallel.md explains the layers).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
@@ -166,6 +169,35 @@ void sequence_parallel_mlp(Mesh& mesh) {
                              std::to_string(difference));
 }
 
+// 10. Linears that read one input, as attention's Q, K and V do, run together
+//     (linear::forward_sharing_input): one ring gathers x for the three products, where each alone
+//     gathers it again. The results are the same bits; the sequence-parallel family's attention runs its
+//     projections so, forward and backward (backward_sharing_input).
+template <class Mesh>
+void shared_input_projections(Mesh& mesh) {
+  using projection = nn::linear<float, shardwise::col_1d<>, shardwise::row_1d<>, Mesh>;
+  const std::int64_t width = options.hidden;
+  projection q(mesh, width, width, 5), k(mesh, width, width, 6), v(mesh, width, width, 7);
+  const auto x = shardwise::from_function<shardwise::col_1d<>>(mesh, {batch * options.sequence, width}, input_value);
+  const auto start = mesh.traffic();
+  const auto together = projection::forward_sharing_input(x, {&q, &k, &v});
+  const auto shared = mesh.traffic();
+  const std::array alone{q.forward_without_keeping(x), k.forward_without_keeping(x), v.forward_without_keeping(x)};
+  const auto done = mesh.traffic();
+  float difference = 0;
+  for (std::size_t i = 0; i < alone.size(); ++i)
+    difference = std::max(difference,
+                          (shardwise::all_gather(together[i]) - shardwise::all_gather(alone[i])).cwiseAbs().maxCoeff());
+  if (mesh.world().rank() == 0)
+    std::printf(
+        "1-D  Q, K and V from one input: rank 0 sent %.1f KiB for the three in one ring, %.1f KiB one at a "
+        "time; largest difference %.2g\n",
+        double((shared - start).total().bytes_sent) / 1024, double((done - shared).total().bytes_sent) / 1024,
+        double(difference));
+  if (difference != 0.0f)
+    throw std::runtime_error("the projections in one ring differ from each alone by " + std::to_string(difference));
+}
+
 // The largest power of two up to `limit`.
 int power_of_two_up_to(int limit) {
   int n = 1;
@@ -190,19 +222,20 @@ int main(int argc, char** argv) {
     // (8 heads, width 32), so the example runs on any number of ranks; 8 use every rank in each.
     const int ranks = world.size();
 
-    // 10. 1-D on up to 8 ranks (one head each at most), then the sequence-parallel MLP on the same mesh,
-    //     then the stack in the sequence-parallel family (nn/family.hpp): its blocks take and give
-    //     activations cut by tokens, col_1d, and gather them inside each sub-block.
+    // 11. 1-D on up to 8 ranks (one head each at most), then the sequence-parallel MLP and projections
+    //     on the same mesh, then the stack in the sequence-parallel family (nn/family.hpp): its blocks take
+    //     and give activations cut by tokens, col_1d, and gather them inside each sub-block.
     const int heads = static_cast<int>(options.heads);
     const int line = power_of_two_up_to(std::min(ranks, heads));
     on_first(world, line, [&](auto& part) {
       shardwise::process_mesh mesh(part, {line});
       train<nn::tensor_parallel_1d<>>(mesh, "1-D");
       sequence_parallel_mlp(mesh);
+      shared_input_projections(mesh);
       train<nn::sequence_parallel_1d<>>(mesh, "1-D, sequence-parallel");
     });
 
-    // 11. 2-D on the largest square grid.
+    // 12. 2-D on the largest square grid.
     int q = 1;
     while (4 * q * q <= ranks && 2 * q <= heads) q *= 2;
     on_first(world, q * q, [&](auto& part) {
@@ -210,7 +243,7 @@ int main(int argc, char** argv) {
       train<nn::tensor_parallel_2d<>>(mesh, "2-D");
     });
 
-    // 12. 3-D on a p x q x q grid (2x2x2 for 8 ranks, 1x2x2 for 4): the cube's diagonal needs its last
+    // 13. 3-D on a p x q x q grid (2x2x2 for 8 ranks, 1x2x2 for 4): the cube's diagonal needs its last
     //     two extents equal.
     const int side = ranks >= 4 ? 2 : 1;
     const int depth = ranks >= 2 * side * side ? 2 : 1;
