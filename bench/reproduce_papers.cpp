@@ -16,6 +16,11 @@
 //                   [--nics-per-node N]             the 3-D paper's nodes with N EDR NICs instead of
 //                                                   one (the paper does not say how many Longhorn's
 //                                                   nodes have; docs/papers.md shows what 2 does)
+//                   [--cube-placement library|colossal-ai]  where the 3-D cube's axes lie: the
+//                                                   library's default directions (weights gathered
+//                                                   over the axis whose ranks lie furthest apart),
+//                                                   or as Colossal-AI's Initializer_3D places them
+//                                                   (weights gathered inside a node; docs/papers.md)
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
@@ -228,14 +233,23 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
   return times;
 }
 
+// Where a cube's axes lie on the ranks (process_mesh is row-major: the last axis's ranks are adjacent,
+// inside a node). library: directions<> (the paper's (y, x, z)), the weights gathered over x, whose
+// ranks lie furthest apart. colossal_ai: as Colossal-AI's Initializer_3D groups rank i + p*j + p*p*k,
+// the weights gathered over i (adjacent ranks), the activations over j and reduce-scattered over k.
+enum class cube_placement { library, colossal_ai };
+
 step_times simulate(parallelism f, const grid& g, const nn::block_options& options, std::int64_t batch, int layers,
-                    int nics_per_node, const std::string& trace) {
+                    int nics_per_node, cube_placement placement, const std::string& trace) {
   switch (f) {
     case parallelism::one_d:
       return simulate<nn::tensor_parallel_1d<>, 1>(g.shape, options, batch, layers, nics_per_node, trace);
     case parallelism::two_d:
       return simulate<nn::tensor_parallel_2d<>, 2>(g.shape, options, batch, layers, nics_per_node, trace);
     case parallelism::three_d:
+      if (placement == cube_placement::colossal_ai)
+        return simulate<nn::tensor_parallel_3d<directions<1, 2, 0>>, 3>(g.shape, options, batch, layers, nics_per_node,
+                                                                        trace);
       return simulate<nn::tensor_parallel_3d<>, 3>(g.shape, options, batch, layers, nics_per_node, trace);
   }
   throw std::logic_error("unknown family");
@@ -629,6 +643,7 @@ struct arguments {
   nn::recomputation recompute = nn::recomputation::none;  // in the 3-D paper's layers
   std::string timelines;                                  // a directory for the 3-D paper's timelines; empty: none
   int nics_per_node = 1;                                  // of the 3-D paper's V100 nodes
+  cube_placement placement = cube_placement::library;     // of the 3-D paper's cubes
 };
 
 arguments parse(int argc, char** argv) {
@@ -660,10 +675,18 @@ arguments parse(int argc, char** argv) {
         std::fprintf(stderr, "--nics-per-node needs a positive count\n");
         std::exit(2);
       }
+    } else if (std::strcmp(argv[i], "--cube-placement") == 0 && i + 1 < argc) {
+      const std::string placement = argv[++i];
+      if (placement != "library" && placement != "colossal-ai") {
+        std::fprintf(stderr, "--cube-placement takes library or colossal-ai, not '%s'\n", placement.c_str());
+        std::exit(2);
+      }
+      parsed.placement = placement == "library" ? cube_placement::library : cube_placement::colossal_ai;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
-                   "[--recompute none|attention|block] [--timeline DIRECTORY] [--nics-per-node N]\n",
+                   "[--recompute none|attention|block] [--timeline DIRECTORY] [--nics-per-node N] "
+                   "[--cube-placement library|colossal-ai]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -722,16 +745,16 @@ int main(int argc, char** argv) {
 
     step_times times;
     if (source.batch % g.row_ranks == 0) {
-      times = simulate(source.family, g, options, source.batch, given.layers, given.nics_per_node,
+      times = simulate(source.family, g, options, source.batch, given.layers, given.nics_per_node, given.placement,
                        timeline_path(given.timelines, source, source.batch));
     } else {
       // Whole samples per rank: interpolate between the nearest batches that split.
       const std::int64_t lower = source.batch / g.row_ranks * g.row_ranks;
       const std::int64_t upper = lower + g.row_ranks;
       const step_times low = simulate(source.family, g, options, lower, given.layers, given.nics_per_node,
-                                      timeline_path(given.timelines, source, lower));
+                                      given.placement, timeline_path(given.timelines, source, lower));
       const step_times high = simulate(source.family, g, options, upper, given.layers, given.nics_per_node,
-                                       timeline_path(given.timelines, source, upper));
+                                       given.placement, timeline_path(given.timelines, source, upper));
       const double t = static_cast<double>(source.batch - lower) / static_cast<double>(upper - lower);
       times.forward = low.forward + t * (high.forward - low.forward);
       times.backward = low.backward + t * (high.backward - low.backward);
