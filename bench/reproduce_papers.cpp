@@ -21,6 +21,10 @@
 //                                                   over the axis whose ranks lie furthest apart),
 //                                                   or as Colossal-AI's Initializer_3D places them
 //                                                   (weights gathered inside a node; docs/papers.md)
+//                   [--summa in-turn|ahead]         the 2-D rows' SUMMA broadcasts each step's panels
+//                                                   and then multiplies them, as the paper's code did
+//                                                   (in-turn, the default), or starts the next step's
+//                                                   before the product (the library's default)
 // And the weight-update paper (Yuanzhong Xu et al.: "Automatic Cross-Replica Sharding of Weight Update
 // in Data-Parallel Training"): its Transformer step on 1024 TPU v3 chips with the replicated and with
 // the sharded weight update (Section 6.1), further below; --layers applies to the 3-D rows only, and
@@ -51,9 +55,12 @@
 // - Streams: its implementations run on PyTorch, where each process group's NCCL collectives go on a
 //   stream of their own; so do the program's (use_stream before the mesh, whose axes then get a
 //   stream each), and a collective it starts overlaps the kernels that follow and the other axes'
-//   collectives, as the paper's 2-D does with its next SUMMA broadcasts (Colossal-AI's async_op
-//   broadcasts), sharing the links they both cross. The library's 1-D and 3-D layers wait for their
-//   collectives before the products that read them.
+//   collectives (a SUMMA step's row and column broadcasts), sharing the links they both cross.
+// - SUMMA in turn: Optimus's SUMMA as Colossal-AI first released it (October 2021, after the paper)
+//   broadcasts each step's panels, then multiplies them, then reduces (dist.broadcast and dist.reduce
+//   without async_op; the next step's broadcasts started before the product came in December 2021),
+//   so the 2-D rows run with matmul_options::summa = in_turn. The library's 1-D and 3-D layers, like
+//   the paper's, wait for their collectives before the products that read them.
 // Shapes the library does not take as they stand (it keeps whole heads and whole samples on a rank, as
 // attention needs; Megatron's 1-D needs the same of the width):
 // - Table 2, 1-D on 36 GPUs: width 3072 splits into whole heads over 36 ranks for no head count
@@ -644,7 +651,17 @@ struct arguments {
   std::string timelines;                                  // a directory for the 3-D paper's timelines; empty: none
   int nics_per_node = 1;                                  // of the 3-D paper's V100 nodes
   cube_placement placement = cube_placement::library;     // of the 3-D paper's cubes
+  summa_broadcasts summa = summa_broadcasts::in_turn;     // of the 3-D paper's 2-D rows
 };
+
+// Whether option `name`'s value is `first`; a value neither `first` nor `second` ends the program.
+bool is_first_of(const char* name, const std::string& value, const char* first, const char* second) {
+  if (value != first && value != second) {
+    std::fprintf(stderr, "%s takes %s or %s, not '%s'\n", name, first, second, value.c_str());
+    std::exit(2);
+  }
+  return value == first;
+}
 
 arguments parse(int argc, char** argv) {
   arguments parsed;
@@ -676,17 +693,17 @@ arguments parse(int argc, char** argv) {
         std::exit(2);
       }
     } else if (std::strcmp(argv[i], "--cube-placement") == 0 && i + 1 < argc) {
-      const std::string placement = argv[++i];
-      if (placement != "library" && placement != "colossal-ai") {
-        std::fprintf(stderr, "--cube-placement takes library or colossal-ai, not '%s'\n", placement.c_str());
-        std::exit(2);
-      }
-      parsed.placement = placement == "library" ? cube_placement::library : cube_placement::colossal_ai;
+      parsed.placement = is_first_of("--cube-placement", argv[++i], "library", "colossal-ai")
+                             ? cube_placement::library
+                             : cube_placement::colossal_ai;
+    } else if (std::strcmp(argv[i], "--summa") == 0 && i + 1 < argc) {
+      parsed.summa =
+          is_first_of("--summa", argv[++i], "in-turn", "ahead") ? summa_broadcasts::in_turn : summa_broadcasts::ahead;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
                    "[--recompute none|attention|block] [--timeline DIRECTORY] [--nics-per-node N] "
-                   "[--cube-placement library|colossal-ai]\n",
+                   "[--cube-placement library|colossal-ai] [--summa in-turn|ahead]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -741,7 +758,8 @@ int main(int argc, char** argv) {
                                     .sequence = sequence,
                                     .expansion = 4,
                                     .causal = true,
-                                    .recompute = given.recompute};
+                                    .recompute = given.recompute,
+                                    .products = {.summa = given.summa}};
 
     step_times times;
     if (source.batch % g.row_ranks == 0) {

@@ -1,7 +1,7 @@
 // The 1-D (Megatron) and 2-D (SUMMA) products on every backend: each form of each family equals serial
-// Eigen on the whole matrices for every padding rule and shapes that do not divide; gradients match
-// finite differences; the bytes each rank moves are each algorithm's count; SUMMA on a grid that is not
-// square throws, naming the grid.
+// Eigen on the whole matrices for every padding rule and shapes that do not divide (SUMMA with its
+// broadcasts ahead and in turn); gradients match finite differences; the bytes each rank moves are each
+// algorithm's count; SUMMA on a grid that is not square throws, naming the grid.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -76,19 +76,24 @@ void check_megatron(Mesh& mesh, const product_shape& s) {
   expect_equals_serial(dw_rows, x.transpose() * dy);
 }
 
+// Each form with the broadcasts started a step ahead and in turn.
 template <class Padding, class Mesh>
 void check_summa(Mesh& mesh, const product_shape& s) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
-               ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n));
-  const matrix a = serial({s.m, s.k}, 1);
-  const matrix b = serial({s.k, s.n}, 2);
-  const matrix dc = serial({s.m, s.n}, 3);
-  const auto da = distributed<block_2d<Padding>>(mesh, a);
-  const auto db = distributed<block_2d<Padding>>(mesh, b);
-  const auto ddc = distributed<block_2d<Padding>>(mesh, dc);
-  expect_equals_serial(matmul(da, db), a * b);
-  expect_equals_serial(matmul(ddc, transposed(db)), dc * b.transpose());
-  expect_equals_serial(matmul(transposed(da), ddc), a.transpose() * dc);
+  for (const summa_broadcasts when : {summa_broadcasts::ahead, summa_broadcasts::in_turn}) {
+    SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
+                 ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n) +
+                 (when == summa_broadcasts::ahead ? ", broadcasts ahead" : ", broadcasts in turn"));
+    const matrix a = serial({s.m, s.k}, 1);
+    const matrix b = serial({s.k, s.n}, 2);
+    const matrix dc = serial({s.m, s.n}, 3);
+    const auto da = distributed<block_2d<Padding>>(mesh, a);
+    const auto db = distributed<block_2d<Padding>>(mesh, b);
+    const auto ddc = distributed<block_2d<Padding>>(mesh, dc);
+    const matmul_options options{.summa = when};
+    expect_equals_serial(matmul(da, db, options), a * b);
+    expect_equals_serial(matmul(ddc, transposed(db), options), dc * b.transpose());
+    expect_equals_serial(matmul(transposed(da), ddc, options), a.transpose() * dc);
+  }
 }
 
 TYPED_TEST(matmul_1d_2d_test, megatron_products_equal_serial_eigen) {

@@ -45,8 +45,9 @@ struct gpt_config {
   // What each block computes again in the backward pass instead of keeping (nn/recomputation.hpp):
   // attention's probabilities (attention), or everything but the block's input (block).
   nn::recomputation recompute = nn::recomputation::none;
-  // How the blocks' products run (ops/matmul.hpp): the 3-D product in bands, and the form of the
-  // sequence-parallel family's collective products (ring, unfused, or automatic: measured).
+  // How the blocks' products run (ops/matmul.hpp): the 3-D product in bands, SUMMA's broadcasts ahead
+  // or in turn, and the form of the sequence-parallel family's collective products (ring, unfused, or
+  // automatic: measured).
   matmul_options products{};
   std::uint64_t seed = 1;  // of the initial weights: the same seed is the same model on every mesh
 

@@ -42,8 +42,9 @@ struct block_options {
   double layer_norm_epsilon = 1e-5;
   gelu_approximation activation = gelu_approximation::tanh;
   recomputation recompute = recomputation::none;  // what the backward computes again instead of keeping
-  // How its linears' products run (ops/matmul.hpp): in bands (3-D), and sequence parallelism's
-  // collective products as rings, unfused, or as each one's first calls measure faster.
+  // How its linears' products run (ops/matmul.hpp): in bands (3-D), SUMMA's broadcasts ahead of the
+  // products or in turn (2-D), and sequence parallelism's collective products as rings, unfused, or as
+  // each one's first calls measure faster.
   matmul_options products{};
 };
 

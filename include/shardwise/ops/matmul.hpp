@@ -113,6 +113,8 @@ struct matmul_options {
   int chunks = 1;
   // The form of the collective products of a layer whose input or output has its rows cut (nn::linear).
   collective_matmul_form collective = collective_matmul_form::ring;
+  // When SUMMA's broadcasts travel: ahead of the products that read them, or in turn (ops/matmul_2d.hpp).
+  summa_broadcasts summa = summa_broadcasts::ahead;
 
   friend bool operator==(const matmul_options&, const matmul_options&) = default;
 };
@@ -144,7 +146,7 @@ template <matmul_operand Left, matmul_operand Right>
   } else if constexpr (Mesh::dimensions == 3 && detail::cube_product<L, R, tl, tr>::exists) {
     return detail::cube_matmul<tl, tr>(left, right, options.chunks);
   } else if constexpr (Mesh::dimensions == 2 && detail::summa_product<L, R, tl, tr>::exists) {
-    return detail::summa_matmul<tl, tr>(left, right);
+    return detail::summa_matmul<tl, tr>(left, right, options.summa);
   } else if constexpr (detail::megatron_product<L, R, tl, tr>::exists) {
     return detail::megatron_matmul<tl, tr>(left, right);
   } else {

@@ -14,7 +14,8 @@
 // sends |A| + |B| (as the root of one broadcast of each); A·Bᵀ receives (q-1)(|B| + |C|) and sends
 // |B| + (q-1)|C|; Aᵀ·B receives (q-1)(|A| + |C|) and sends |A| + (q-1)|C|.
 //
-// Step t+1's broadcasts are started before step t's product, so they travel during it.
+// Step t+1's broadcasts are started before step t's product, so they travel during it, unless asked to
+// broadcast and multiply in turn (summa_broadcasts, matmul_options::summa).
 //
 // Any padding rule and shape: operands cut the dimension they share over q parts with one rule, so
 // the pieces line up; broadcasts carry the root's stored block (its size known to every rank from the
@@ -36,6 +37,16 @@
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
 #include "shardwise/tensor/dtensor.hpp"
+
+namespace shardwise {
+
+// When SUMMA broadcasts each step's panels: `ahead`, step t+1's started before step t's product, so
+// that they travel during it (two panels of each moving operand in workspace), or `in_turn`, each
+// step's broadcast and then its product (one panel; Optimus's SUMMA as Colossal-AI first released it,
+// which the 3-D paper's 2-D rows ran).
+enum class summa_broadcasts { ahead, in_turn };
+
+}  // namespace shardwise
 
 namespace shardwise::detail {
 
@@ -67,29 +78,37 @@ template <class Mesh>
 
 // The panels of a SUMMA operand: at step t, block (i, t) or (t, j) of `tensor` (this rank's coordinate
 // `axis` replaced by t), copied into a slot by its owner, rank t of the line along `axis`, and
-// broadcast along that line. Two slots, so that step t+1's panel travels while step t's is multiplied
-// (as Optimus's SUMMA does): start(t + 1) before wait(t), once step t−1's product has freed its slot.
+// broadcast along that line. Broadcasting ahead, two slots, so that step t+1's panel travels while step
+// t's is multiplied: start(t + 1) before wait(t), once step t−1's product has freed its slot. In turn,
+// one slot: start(t), then wait(t).
 template <class T, class Layout, class Mesh>
 class summa_panels {
   using line_type = std::remove_cvref_t<decltype(std::declval<Mesh&>().axis(0))>;
 
  public:
-  summa_panels(const dtensor<T, Layout, Mesh>& tensor, int axis, buffer which)
-      : tensor_(&tensor), axis_(axis), line_(&tensor.mesh().axis(axis)) {
+  summa_panels(const dtensor<T, Layout, Mesh>& tensor, int axis, buffer which, summa_broadcasts when)
+      : tensor_(&tensor),
+        axis_(axis),
+        line_(&tensor.mesh().axis(axis)),
+        slot_count_(when == summa_broadcasts::ahead ? 2 : 1) {
     for (int t = 0; t < line_->size(); ++t) slot_elements_ = std::max(slot_elements_, stored_elements(t));
-    slots_ = workspace<T>(which, 2 * slot_elements_);
+    slots_ = workspace<T>(which, static_cast<std::size_t>(slot_count_) * slot_elements_);
   }
+
+  // The step whose broadcast is started before step t's product: t + 1 ahead (once step 0's has been
+  // started before the first), t in turn.
+  [[nodiscard]] int lead() const { return slot_count_ - 1; }
 
   void start(int t) {
     const std::span<T> panel = slot(t);
     if (line_->rank() == t)
       run_copy<T>(*line_, static_cast<std::int64_t>(tensor_->data().size()), "SUMMA panel",
                   [&] { std::ranges::copy(tensor_->data(), panel.begin()); });
-    in_flight_[static_cast<std::size_t>(t % 2)].emplace(line_->ibroadcast(panel, t));
+    in_flight_[static_cast<std::size_t>(t % slot_count_)].emplace(line_->ibroadcast(panel, t));
   }
 
   [[nodiscard]] strided_map<const T> wait(int t) {
-    auto& arriving = in_flight_[static_cast<std::size_t>(t % 2)];
+    auto& arriving = in_flight_[static_cast<std::size_t>(t % slot_count_)];
     arriving->wait();
     arriving.reset();
     return owned_part<const T>(slot(t).data(), tensor_->mapping(), owner(t));
@@ -101,12 +120,13 @@ class summa_panels {
     return static_cast<std::size_t>(tensor_->mapping().block(owner(t), 0).stored_elements());
   }
   [[nodiscard]] std::span<T> slot(int t) const {
-    return slots_.subspan(static_cast<std::size_t>(t % 2) * slot_elements_, stored_elements(t));
+    return slots_.subspan(static_cast<std::size_t>(t % slot_count_) * slot_elements_, stored_elements(t));
   }
 
   const dtensor<T, Layout, Mesh>* tensor_;
   int axis_;
   line_type* line_;
+  int slot_count_;
   std::size_t slot_elements_ = 0;
   std::span<T> slots_;
   std::array<std::optional<typename line_type::request>, 2> in_flight_;
@@ -126,22 +146,26 @@ void require_square(Mesh& mesh, const char* form) {
 // C = A·B: both operands move, C stays.
 template <class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> summa_stationary_result(const dtensor<T, Layout, Mesh>& left,
-                                                               const dtensor<T, Layout, Mesh>& right) {
+                                                               const dtensor<T, Layout, Mesh>& right,
+                                                               summa_broadcasts when) {
   Mesh& mesh = left.mesh();
   dtensor<T, Layout, Mesh> result(mesh, product_extents<false, false>(left, right));
   require_square(mesh, "A*B");
   auto c_ij = result.local();
   // A(i, t) -> every rank of grid row i: broadcast along axis 1 from column t
-  summa_panels a(left, 1, buffer::left);
+  summa_panels a(left, 1, buffer::left, when);
   // B(t, j) -> every rank of grid column j: broadcast along axis 0 from row t
-  summa_panels b(right, 0, buffer::right);
+  summa_panels b(right, 0, buffer::right, when);
   const int q = mesh.shape()[0];
-  a.start(0);
-  b.start(0);
+  const int lead = a.lead();
+  for (int t = 0; t < lead; ++t) {
+    a.start(t);
+    b.start(t);
+  }
   for (int t = 0; t < q; ++t) {
-    if (t + 1 < q) {
-      a.start(t + 1);
-      b.start(t + 1);
+    if (t + lead < q) {
+      a.start(t + lead);
+      b.start(t + lead);
     }
     const auto a_it = a.wait(t);
     const auto b_tj = b.wait(t);
@@ -155,7 +179,8 @@ template <class T, class Layout, class Mesh>
 // the other stays, and each rank's addend of the result's block t is reduced along the other axis.
 template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> summa_stationary_operand(const dtensor<T, Layout, Mesh>& left,
-                                                                const dtensor<T, Layout, Mesh>& right) {
+                                                                const dtensor<T, Layout, Mesh>& right,
+                                                                summa_broadcasts when) {
   static_assert(TransposeLeft != TransposeRight, "shardwise: one operand of this SUMMA form is transposed");
   Mesh& mesh = left.mesh();
   dtensor<T, Layout, Mesh> result(mesh, product_extents<TransposeLeft, TransposeRight>(left, right));
@@ -168,11 +193,12 @@ template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class 
   auto& reduce_line = mesh.axis(reduce_axis);
   const auto stays = staying.local();
   // A·Bᵀ: B(t, j) -> grid column j, along axis 0 from row t.  Aᵀ·B: A(i, t) -> grid row i, along axis 1
-  summa_panels panels(moving, broadcast_axis, buffer::left);
+  summa_panels panels(moving, broadcast_axis, buffer::left, when);
   const int q = mesh.shape()[0];
-  panels.start(0);
+  const int lead = panels.lead();
+  for (int t = 0; t < lead; ++t) panels.start(t);
   for (int t = 0; t < q; ++t) {
-    if (t + 1 < q) panels.start(t + 1);
+    if (t + lead < q) panels.start(t + lead);
     const auto moved = panels.wait(t);
     // A·Bᵀ: A(i, j)·B(t, j)ᵀ, rank (i, j)'s addend of C(i, t).  Aᵀ·B: A(i, t)ᵀ·B(i, j), its addend of C(t, j).
     // Stored as the block's owner stores it, padding zero, so that the sum keeps the padding zero.
@@ -195,11 +221,12 @@ template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class 
 }
 
 template <bool TransposeLeft, bool TransposeRight, class T, class Layout, class Mesh>
-[[nodiscard]] auto summa_matmul(const dtensor<T, Layout, Mesh>& left, const dtensor<T, Layout, Mesh>& right) {
+[[nodiscard]] auto summa_matmul(const dtensor<T, Layout, Mesh>& left, const dtensor<T, Layout, Mesh>& right,
+                                summa_broadcasts when) {
   if constexpr (TransposeLeft || TransposeRight) {
-    return summa_stationary_operand<TransposeLeft, TransposeRight>(left, right);
+    return summa_stationary_operand<TransposeLeft, TransposeRight>(left, right, when);
   } else {
-    return summa_stationary_result(left, right);
+    return summa_stationary_result(left, right, when);
   }
 }
 
