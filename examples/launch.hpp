@@ -3,7 +3,8 @@
 // (shardwise::threads::run, no launcher); built with SHARDWISE_EXAMPLE_MPI (the `<name>_mpi` targets),
 // each MPI process started by `mpiexec -n N` is one rank (shardwise::mpi::run). Returns main's exit
 // status: an error on any rank is printed and gives 1 on threads; under MPI, mpi::run prints it and
-// aborts the whole job, so no rank is left waiting.
+// aborts the whole job, so no rank is left waiting. The examples started here take no options, so an
+// argument (--help, a rank count) is refused with 2 rather than ignored.
 #include <cstdio>
 #include <exception>
 
@@ -16,7 +17,19 @@
 namespace shardwise::examples {
 
 template <class Body>
-int launch([[maybe_unused]] int argc, [[maybe_unused]] char** argv, [[maybe_unused]] int thread_ranks, Body&& body) {
+int launch(int argc, char** argv, [[maybe_unused]] int thread_ranks, Body&& body) {
+  if (argc > 1) {
+#ifdef SHARDWISE_EXAMPLE_MPI
+    std::fprintf(stderr, "%s takes no options (given '%s'): each process mpiexec starts is one rank\n", argv[0],
+                 argv[1]);
+#else
+    std::fprintf(stderr,
+                 "%s takes no options (given '%s'): it runs %d ranks as threads of this process; its _mpi "
+                 "build runs one rank a process under mpiexec -n N\n",
+                 argv[0], argv[1], thread_ranks);
+#endif
+    return 2;
+  }
   try {
 #ifdef SHARDWISE_EXAMPLE_MPI
     shardwise::mpi::run(argc, argv, body);
