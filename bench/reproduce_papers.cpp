@@ -10,6 +10,7 @@
 //                                                   --recompute: the 3-D paper's layers recompute
 //                                                   attention's probabilities or all their
 //                                                   activations in the backward pass
+//                   [--recompute-in 1-D|2-D|3-D]    ... in that family's rows only
 //                   [--timeline DIRECTORY]          writes each 3-D paper configuration's timeline
 //                                                   there, a Chrome trace per configuration
 //                                                   (scripts/trace-summary tells where its time goes)
@@ -648,6 +649,7 @@ struct arguments {
   std::vector<std::string> only;                          // row labels must contain one of these, when any is given
   std::size_t buckets_during_backward = 0;                // elements a bucket, for the weight-update rows; 0: off
   nn::recomputation recompute = nn::recomputation::none;  // in the 3-D paper's layers
+  std::optional<parallelism> recompute_in;                // the one family that recomputes, if not all
   std::string timelines;                                  // a directory for the 3-D paper's timelines; empty: none
   int nics_per_node = 1;                                  // of the 3-D paper's V100 nodes
   cube_placement placement = cube_placement::library;     // of the 3-D paper's cubes
@@ -684,6 +686,14 @@ arguments parse(int argc, char** argv) {
         std::exit(2);
       }
       parsed.recompute = *what;
+    } else if (std::strcmp(argv[i], "--recompute-in") == 0 && i + 1 < argc) {
+      const std::string family = argv[++i];
+      for (const parallelism f : {parallelism::one_d, parallelism::two_d, parallelism::three_d})
+        if (family == family_name(f)) parsed.recompute_in = f;
+      if (!parsed.recompute_in) {
+        std::fprintf(stderr, "--recompute-in takes 1-D, 2-D or 3-D, not '%s'\n", family.c_str());
+        std::exit(2);
+      }
     } else if (std::strcmp(argv[i], "--timeline") == 0 && i + 1 < argc) {
       parsed.timelines = argv[++i];
     } else if (std::strcmp(argv[i], "--nics-per-node") == 0 && i + 1 < argc) {
@@ -702,7 +712,8 @@ arguments parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
-                   "[--recompute none|attention|block] [--timeline DIRECTORY] [--nics-per-node N] "
+                   "[--recompute none|attention|block] [--recompute-in 1-D|2-D|3-D] [--timeline DIRECTORY] "
+                   "[--nics-per-node N] "
                    "[--cube-placement library|colossal-ai] [--summa in-turn|ahead]\n",
                    argv[0]);
       std::exit(2);
@@ -758,7 +769,9 @@ int main(int argc, char** argv) {
                                     .sequence = sequence,
                                     .expansion = 4,
                                     .causal = true,
-                                    .recompute = given.recompute,
+                                    .recompute = !given.recompute_in || *given.recompute_in == source.family
+                                                     ? given.recompute
+                                                     : nn::recomputation::none,
                                     .products = {.summa = given.summa}};
 
     step_times times;
