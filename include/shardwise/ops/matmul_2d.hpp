@@ -95,8 +95,8 @@ class summa_panels {
     slots_ = workspace<T>(which, static_cast<std::size_t>(slot_count_) * slot_elements_);
   }
 
-  // The step whose broadcast is started before step t's product: t + 1 ahead (once step 0's has been
-  // started before the first), t in turn.
+  // How many steps ahead of its product a step's broadcast is started: 1 ahead (step 0's before the
+  // first product), 0 in turn.
   [[nodiscard]] int lead() const { return slot_count_ - 1; }
 
   void start(int t) {
