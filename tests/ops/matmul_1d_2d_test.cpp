@@ -194,13 +194,18 @@ TYPED_TEST(matmul_1d_2d_test, summa_on_a_grid_that_is_not_square_throws_naming_i
         process_mesh grid(world, {1, world.size()});
         const auto a = distributed<block_2d<ragged>>(grid, serial({5, 4}, 1));
         const auto b = distributed<block_2d<ragged>>(grid, serial({4, 3}, 2));
-        try {
-          (void)matmul(a, b);
-          FAIL() << "SUMMA ran on the grid 1x" << world.size();
-        } catch (const mesh_error& e) {
-          const std::string text = e.what();
-          EXPECT_EQ(e.rank(), world.world_rank());
-          EXPECT_NE(text.find("the mesh is 1x" + std::to_string(world.size())), std::string::npos) << text;
+        for (const summa_broadcasts when : {summa_broadcasts::ahead, summa_broadcasts::in_turn}) {
+          try {
+            (void)matmul(a, b, {.summa = when});
+            FAIL() << "SUMMA ran on the grid 1x" << world.size();
+          } catch (const mesh_error& e) {
+            const std::string text = e.what();
+            EXPECT_EQ(e.rank(), world.world_rank());
+            EXPECT_NE(text.find("the mesh is 1x" + std::to_string(world.size())), std::string::npos) << text;
+            // The call as it was made: options other than the defaults are named.
+            const bool names_in_turn = text.find(" 4x3, SUMMA in turn): ") != std::string::npos;
+            EXPECT_EQ(names_in_turn, when == summa_broadcasts::in_turn) << text;
+          }
         }
       },
       {3, 4});

@@ -119,6 +119,17 @@ struct matmul_options {
   friend bool operator==(const matmul_options&, const matmul_options&) = default;
 };
 
+namespace detail {
+
+// The options a product was called with that are not the defaults, as its errors name them.
+inline std::string options_text(const matmul_options& options) {
+  std::string text = options.chunks == 1 ? "" : "chunks " + std::to_string(options.chunks);
+  if (options.summa == summa_broadcasts::in_turn) text += (text.empty() ? "" : ", ") + std::string("SUMMA in turn");
+  return text;
+}
+
+}  // namespace detail
+
 template <matmul_operand Left, matmul_operand Right>
 [[nodiscard]] auto matmul(const Left& left_operand, const Right& right_operand, matmul_options options = {}) try {
   using pair = detail::product_pair<Left, Right>;
@@ -156,8 +167,7 @@ template <matmul_operand Left, matmul_operand Right>
                   "1-D, 2-D and 3-D products take and the layout each returns");
   }
 } catch (...) {
-  detail::rethrow_within_product("matmul", left_operand, right_operand,
-                                 options.chunks == 1 ? "" : "chunks " + std::to_string(options.chunks));
+  detail::rethrow_within_product("matmul", left_operand, right_operand, detail::options_text(options));
 }
 
 }  // namespace shardwise
