@@ -29,7 +29,7 @@ const device_model gpu{20e12, 1.5e12, 4e-6};
 const double gamma = 3 / gpu.memory_bandwidth;  // reduction: read two, write one
 
 // A step that sends for `sending` seconds and reduces `reduced` bytes at `per_byte` seconds a byte:
-// the data arrives in segments of 1 MiB (algorithm_choice::pipeline_segment_bytes) and each is reduced
+// the data arrives in slices of 1 MiB (algorithm_choice::reduction_slice_bytes) and each is reduced
 // while the next arrives, so the step ends one segment's reduction after its transfers, or one
 // segment's transfer before its reductions end, whichever is later.
 double with_reduction(double sending, double reduced, double per_byte = gamma) {
@@ -243,7 +243,7 @@ TEST(collective_cost, a_step_reduces_each_segment_while_the_next_arrives) {
     expect_within_one_percent(modelled(m, P, {collective::reduce_scatter, n, 0}), (P - 1) * expected,
                               "ring reduce-scatter, memory at " + std::to_string(memory_bandwidth) + " bytes/s");
     machine whole = m;
-    whole.algorithms.pipeline_segment_bytes = n;
+    whole.algorithms.reduction_slice_bytes = n;
     expect_within_one_percent(modelled(whole, P, {collective::reduce_scatter, n, 0}), (P - 1) * (sending + reducing),
                               "ring reduce-scatter in one segment");
   }
@@ -722,7 +722,7 @@ TEST(schedule, alike_steps_are_merged_so_large_groups_stay_cheap) {
   EXPECT_DOUBLE_EQ(folded[4].exchanges[0].bytes, 1000.0);
   EXPECT_DOUBLE_EQ(folded[6].exchanges[0].bytes, 4000.0);
   // A pipelined broadcast of 100 segments on 4 ranks: 2 steps fill the chain, 98 full ones (merged), 2 drain it.
-  const auto chain = schedule(algorithm::pipelined, {collective::broadcast, 100.0 * (1 << 20), 2}, 4);
+  const auto chain = schedule(algorithm::pipelined, {collective::broadcast, 100.0 * (1 << 20), 2}, 4, 1 << 20);
   ASSERT_EQ(chain.size(), 5U);
   EXPECT_EQ(chain[2].repeat, 98);
   EXPECT_EQ(chain[2].exchanges.size(), 3U);

@@ -307,13 +307,13 @@ class collective_cost {
   }
 
   // When a step whose transfers end at `arrived` is done, its receivers reducing `reduced` bytes: the
-  // data comes in segments of pipeline_segment_bytes and each is reduced as soon as it is in, while
-  // the next arrives (as NCCL's slices are), so a two-stage pipeline of k segments: it ends one
-  // segment's reduction after the transfers, or one segment's transfer before the reductions end.
+  // data comes in slices of reduction_slice_bytes and each is reduced as soon as it is in, while the
+  // next arrives (as NCCL's slices are), so a two-stage pipeline of k slices: it ends one slice's
+  // reduction after the transfers, or one slice's transfer before the reductions end.
   [[nodiscard]] double reduced_as_it_arrives(double arrived, double reduced) const {
     if (reduced <= 0) return arrived;
     const double reducing = model_->device.reduction_time(reduced);
-    const double segments = std::max(1.0, std::ceil(reduced / model_->algorithms.pipeline_segment_bytes));
+    const double segments = std::max(1.0, std::ceil(reduced / model_->algorithms.reduction_slice_bytes));
     return std::max(arrived + reducing / segments, arrived / segments + reducing);
   }
 

@@ -101,7 +101,7 @@ inline algorithms::pattern<double> pattern_of(algorithm a, const collective_shap
 // `where` says (read by the hierarchical algorithm only). The caller has checked that they fit
 // (algorithm_choice::pick, applies).
 inline std::vector<step> schedule(algorithm a, const collective_shape& shape, int ranks,
-                                  double pipeline_segment_bytes = 1 << 20, placement where = {}, int channels = 1) {
+                                  double pipeline_segment_bytes = 512 * 1024, placement where = {}, int channels = 1) {
   if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: uneven_all_to_all_steps
   const auto pattern = detail::pattern_of(a, shape, ranks, pipeline_segment_bytes, where, channels);
   return detail::steps_of(
