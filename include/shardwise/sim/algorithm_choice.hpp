@@ -29,14 +29,12 @@ namespace shardwise::sim {
 
 struct algorithm_choice {
   double small_message_bytes = 64 * 1024;
-  // How far collectives pipeline, as NCCL (and RCCL, its fork) does with its Simple protocol: 4 MiB of
-  // buffer a channel in NCCL_STEPS = 8 steps of 512 KiB (src/init.cc DEFAULT_BUFFSIZE,
-  // src/include/devcomm.h). A broadcast or reduce chain moves slices of one step
-  // (BROADCAST_SLICESTEPS = REDUCE_SLICESTEPS = 1, src/include/collectives.h); the other collectives
-  // move slices of two (ALLREDUCE_SLICESTEPS = NCCL_STEPS / 4, and alike for all-gather and
-  // reduce-scatter), and a receiver reduces each slice while the next arrives.
-  double pipeline_segment_bytes = 512 * 1024;
-  double reduction_slice_bytes = 1 << 20;
+  // How far collectives pipeline, as NCCL does: a broadcast or reduce chain in slices of one 512 KiB
+  // step (sim/schedule.hpp); the other collectives in slices of two steps, 1 MiB
+  // (ALLREDUCE_SLICESTEPS = NCCL_STEPS / 4, and alike for all-gather and reduce-scatter), each of
+  // which a receiver reduces while the next arrives.
+  double pipeline_segment_bytes = nccl_broadcast_slice_bytes;
+  double reduction_slice_bytes = 2 * nccl_broadcast_slice_bytes;
   algorithm all_reduce = algorithm::automatic;
   algorithm all_gather = algorithm::automatic;
   algorithm reduce_scatter = algorithm::automatic;

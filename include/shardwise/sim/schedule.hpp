@@ -20,6 +20,13 @@ using shardwise::collective;
 using shardwise::name_of;
 using shardwise::placement;
 
+// The slices NCCL (and RCCL, its fork) pipelines a ring broadcast or reduce in: its Simple protocol's
+// 4 MiB of buffer a channel in NCCL_STEPS = 8 steps (src/init.cc DEFAULT_BUFFSIZE,
+// src/include/devcomm.h), one step a slice (BROADCAST_SLICESTEPS = REDUCE_SLICESTEPS = 1,
+// src/include/collectives.h). The pipelined chain's segments, unless the machine model says otherwise
+// (algorithm_choice::pipeline_segment_bytes).
+inline constexpr double nccl_broadcast_slice_bytes = 512 * 1024;
+
 // One collective call as the cost model sees it: which, how big, from where.
 struct collective_shape {
   collective kind = collective::barrier;
@@ -101,7 +108,8 @@ inline algorithms::pattern<double> pattern_of(algorithm a, const collective_shap
 // `where` says (read by the hierarchical algorithm only). The caller has checked that they fit
 // (algorithm_choice::pick, applies).
 inline std::vector<step> schedule(algorithm a, const collective_shape& shape, int ranks,
-                                  double pipeline_segment_bytes = 512 * 1024, placement where = {}, int channels = 1) {
+                                  double pipeline_segment_bytes = nccl_broadcast_slice_bytes, placement where = {},
+                                  int channels = 1) {
   if (ranks <= 1 || shape.kind == collective::all_to_all_v) return {};  // all_to_all_v: uneven_all_to_all_steps
   const auto pattern = detail::pattern_of(a, shape, ranks, pipeline_segment_bytes, where, channels);
   return detail::steps_of(
