@@ -33,7 +33,7 @@
 // --reduce-during-backward MIB its gradients lie in buckets of MIB MiB whose reductions start as the
 // backward pass completes them, the communicator on a stream of its own (docs/sharded-update.md).
 // Each row: {paper, table, row, quantity, simulated, published, note?, alternative?, absolute?,
-// storage_mib?} (storage_mib: the largest device's storage high-water mark, on a configuration's last
+// memory_mib?} (memory_mib: the largest device's memory high-water mark, on a configuration's last
 // time row). The
 // 3-D paper's times are in seconds; the weight-update paper's in milliseconds, and its rows are
 // "absolute" (the simulated step is the whole model's, so no unknown factor stands between the two).
@@ -191,7 +191,7 @@ struct step_times {
   double forward = 0;
   double backward = 0;
   double makespan = 0;
-  std::int64_t storage_high_water = 0;
+  std::int64_t memory_high_water = 0;
 };
 
 // One step of `layers` blocks (forward, then backward) on the family's mesh, shapes only. Forward and
@@ -233,7 +233,7 @@ step_times simulate(const std::vector<int>& shape, const nn::block_options& opti
       },
       sim_gpu::execution::shapes_only);
   times.makespan = report.makespan();
-  times.storage_high_water = report.largest_memory_high_water();
+  times.memory_high_water = report.largest_memory_high_water();
   if (!trace.empty()) {
     report.timeline->write_chrome_trace(trace);
     std::fprintf(stderr, "timeline: %s\n", trace.c_str());
@@ -278,9 +278,9 @@ struct output_row {
   bool alternative;
   const char* paper_name = paper;
   bool absolute = false;  // the published value is the simulated quantity itself, with no unknown factor
-  // The configuration's storage high-water mark on its largest device, on the row that closes its
-  // configuration (0: none), so that check-modelled-results holds the docs' storage figures too.
-  double storage_mib = 0;
+  // The configuration's memory high-water mark on its largest device, on the row that closes its
+  // configuration (0: none), so that check-modelled-results holds the docs' memory figures too.
+  double memory_mib = 0;
 };
 
 double mebibytes(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -293,8 +293,8 @@ std::string format_row(const output_row& r) {
   if (!r.note.empty()) line += ", \"note\": " + json_string(r.note);
   if (r.alternative) line += ", \"alternative\": true";
   if (r.absolute) line += ", \"absolute\": true";
-  if (r.storage_mib > 0) {
-    std::snprintf(numbers, sizeof numbers, ", \"storage_mib\": %.6g", r.storage_mib);
+  if (r.memory_mib > 0) {
+    std::snprintf(numbers, sizeof numbers, ", \"memory_mib\": %.6g", r.memory_mib);
     line += numbers;
   }
   return line + "}";
@@ -352,7 +352,7 @@ const char* variant_name(update_variant v) {
 struct training_step_times {
   double step = 0;    // forward, backward, gradient reduction, update, weight all-gather
   double update = 0;  // from the barrier after the backward to the end of the step
-  std::int64_t storage_high_water = 0;
+  std::int64_t memory_high_water = 0;
 };
 
 // One training step of the Transformer on every device of `machine`, a replica each, data-parallel,
@@ -414,7 +414,7 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
         }
       },
       sim_gpu::execution::shapes_only);
-  times.storage_high_water = report.largest_memory_high_water();
+  times.memory_high_water = report.largest_memory_high_water();
   return times;
 }
 
@@ -441,13 +441,13 @@ void weight_update_rows(const std::vector<std::string>& only, std::size_t bucket
     const training_step_times times = simulate_training_step(
         variant, sim::presets::tpu_v3_pod(pod_rows, pod_cols, cores_per_chip), buckets_during_backward);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    std::fprintf(stderr, "%s %s: step %.3f ms, update phase %.3f ms, storage %.0f MiB per core; %.1f s wall\n",
+    std::fprintf(stderr, "%s %s: step %.3f ms, update phase %.3f ms, memory %.0f MiB per core; %.1f s wall\n",
                  weight_update_table, row.c_str(), times.step * 1e3, times.update * 1e3,
-                 mebibytes(times.storage_high_water), wall);
+                 mebibytes(times.memory_high_water), wall);
     const bool alternative = variant == update_variant::sharded_in_all;
     const double published = variant == update_variant::replicated ? step_replicated_ms : step_sharded_ms;
     output.push_back({weight_update_table, row, "step time (ms)", model_note, times.step * 1e3, published, alternative,
-                      weight_update_paper, true, mebibytes(times.storage_high_water)});
+                      weight_update_paper, true, mebibytes(times.memory_high_water)});
     (variant == update_variant::replicated          ? replicated
      : variant == update_variant::sharded_in_groups ? grouped
                                                     : everywhere) = times;
@@ -790,24 +790,24 @@ int main(int argc, char** argv) {
       times.forward = low.forward + t * (high.forward - low.forward);
       times.backward = low.backward + t * (high.backward - low.backward);
       times.makespan = low.makespan + t * (high.makespan - low.makespan);
-      times.storage_high_water = high.storage_high_water;
+      times.memory_high_water = high.memory_high_water;
       note += "; batch " + std::to_string(source.batch) + " interpolated between " + std::to_string(lower) + " and " +
               std::to_string(upper) + " (whole samples over " + std::to_string(g.row_ranks) + " ranks)";
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     std::fprintf(stderr,
                  "%s %s %2d GPUs batch %3lld hidden %lld: forward %.4f s, backward %.4f s, makespan %.4f s, "
-                 "storage %.0f MiB per GPU; %.1f s wall\n",
+                 "memory %.0f MiB per GPU; %.1f s wall\n",
                  source.table, family_name(source.family), source.gpus, static_cast<long long>(source.batch),
                  static_cast<long long>(hidden), times.forward, times.backward, times.makespan,
-                 mebibytes(times.storage_high_water), wall);
+                 mebibytes(times.memory_high_water), wall);
 
     const auto batch = static_cast<double>(source.batch);
     output.push_back({source.table, row, "forward time (s)", note, times.forward, source.forward, source.alternative});
     output.push_back(
         {source.table, row, "backward time (s)", note, times.backward, source.backward, source.alternative});
     output.push_back({source.table, row, "average step time (s)", note, (times.forward + times.backward) / batch,
-                      source.average_step, source.alternative, paper, false, mebibytes(times.storage_high_water)});
+                      source.average_step, source.alternative, paper, false, mebibytes(times.memory_high_water)});
     simulated.push_back({&source, times});
   }
 

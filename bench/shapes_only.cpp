@@ -12,10 +12,10 @@
 //   bench_shapes_only --benchmark_filter=/gpt/4096/ --benchmark_out=shapes_only_gpt_4096.json
 //   --benchmark_out_format=json
 // Reported time: the run's wall time (manual time, one iteration). Counters: step_ms, the step's modelled
-// time, from a barrier after the setup to the next (the slowest rank's); storage_mib, the largest high-water mark of
-// element storage over the ranks (what a GPU would hold, not this process); sent_mib, the most a rank sent;
-// peak_rss_mib, this process's peak resident memory so far (getrusage), which is the run's own only when one step and P
-// run per process, as scripts/bench-shapes-only does.
+// time, from a barrier after the setup to the next (the slowest rank's); memory_mib, the largest high-water mark of
+// element storage and working memory over the ranks (what a GPU would hold, not this process); sent_mib, the most a
+// rank sent; peak_rss_mib, this process's peak resident memory so far (getrusage), which is the run's own only when one
+// step and P run per process, as scripts/bench-shapes-only does.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -67,7 +67,7 @@ void measure(benchmark::State& state, int ranks, Body body) {
     std::int64_t sent = 0;
     for (const auto& t : report.traffic) sent = std::max(sent, t.bytes_sent);
     state.counters["step_ms"] = step_seconds * 1e3;
-    state.counters["storage_mib"] = static_cast<double>(report.largest_memory_high_water()) / mib;
+    state.counters["memory_mib"] = static_cast<double>(report.largest_memory_high_water()) / mib;
     state.counters["sent_mib"] = static_cast<double>(sent) / mib;
   }
   state.counters["peak_rss_mib"] = peak_resident_mib();

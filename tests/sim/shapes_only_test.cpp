@@ -1,7 +1,7 @@
 // Shapes-only execution of simulated GPUs (sim_gpu::execution::shapes_only): the same library program
 // run with its values and without them gives the same virtual time on every rank (to 1e-9 relative),
-// the same traffic and the same high-water mark of element storage; and that mark is the storage the
-// program allocated, counted by hand. The transformer block compiles in a source of its own
+// the same traffic and the same high-water mark of element memory; and that mark is the storage and
+// working memory the program allocated, counted by hand. The transformer block compiles in a source of its own
 // (shapes_only_block.cpp); the gpt step and the fused embedding are in shapes_only_model_test.cpp.
 #include <gtest/gtest.h>
 
@@ -110,11 +110,39 @@ TEST(shapes_only, the_memory_high_water_mark_is_the_storage_allocated) {
   }
 }
 
+// A product's buffers are working memory, held beside the storage: SUMMA on a 2 x 2 grid, C = A·B of
+// 8x6 and 6x4, blocks of 4x3 (A), 3x2 (B) and 4x2 (C) floats. Broadcasting ahead it holds two panels
+// of each operand, 2 x (12 + 6) floats (144 bytes); in turn one (72 bytes); and keeps them for the
+// next product. The mark is A, B and C (104 bytes) and the panels.
+TEST(shapes_only, summa_panels_are_working_memory_in_the_high_water_mark) {
+  constexpr std::int64_t operands_and_product = (12 + 6 + 8) * sizeof(float);
+  for (const auto when : {summa_broadcasts::ahead, summa_broadcasts::in_turn}) {
+    const std::int64_t panels = (when == summa_broadcasts::ahead ? 2 : 1) * (12 + 6) * sizeof(float);
+    for (const auto how : {sim_gpu::execution::full, sim_gpu::execution::shapes_only}) {
+      const auto report = sim_gpu::run(
+          4, sim::presets::mi210_nodes(4),
+          [&](sim_gpu::communicator& world) {
+            const element_memory& memory = *element_memory::of_this_thread();
+            process_mesh mesh(world, {2, 2});
+            const dtensor<float, block_2d<>, decltype(mesh)> a(mesh, {8, 6}), b(mesh, {6, 4});
+            {
+              const auto c = matmul(a, b, matmul_options{.summa = when});
+              EXPECT_EQ(memory.bytes_held(), operands_and_product);
+            }
+            EXPECT_EQ(memory.working_bytes_held(), panels);
+          },
+          how);
+      for (const std::int64_t mark : report.memory_high_water) EXPECT_EQ(mark, operands_and_product + panels);
+    }
+  }
+}
+
 // The activations an operation keeps for its backward pass are storage too, by hand on 2 ranks:
 // attention keeps each (sample, head) tile's probabilities, here 2 samples of 4 positions and a head a
 // rank, 2 tiles of 4x4 floats (128 bytes), beside its output (8x2 floats, 64 bytes); a second call
 // gives the first's back before it takes its own; the backward's three gradients come beside them.
-// Attention that recomputes its probabilities in the backward pass keeps none.
+// Attention that recomputes its probabilities in the backward pass keeps none, and works a tile at a
+// time in working memory: one tile and 64 bytes more, to start it where a kept tile would (128 bytes).
 TEST(shapes_only, attention_keeps_its_probabilities_as_storage) {
   for (const auto how : {attention_probabilities::kept, attention_probabilities::recomputed}) {
     SCOPED_TRACE(how == attention_probabilities::kept ? "kept" : "recomputed");
@@ -126,15 +154,17 @@ TEST(shapes_only, attention_keeps_its_probabilities_as_storage) {
       const std::int64_t before = memory.bytes_held();
       ASSERT_EQ(memory.high_water(), before);
       constexpr std::int64_t output = 8 * 2 * sizeof(float);
-      const std::int64_t probabilities = how == attention_probabilities::kept ? 2 * 4 * 4 * sizeof(float) : 0;
+      const bool kept = how == attention_probabilities::kept;
+      const std::int64_t probabilities = kept ? 2 * 4 * 4 * sizeof(float) : 0;
+      const std::int64_t tile = kept ? 0 : (4 * 4 + 16) * sizeof(float);
       for (int call = 0; call < 2; ++call) {
         (void)attention_forward(x, x, x, shape, saved, how);
         EXPECT_EQ(memory.bytes_held() - before, probabilities) << "call " << call;
-        EXPECT_EQ(memory.high_water() - before, probabilities + output) << "call " << call;
+        EXPECT_EQ(memory.high_water() - before, probabilities + output + tile) << "call " << call;
       }
       (void)attention_backward(x, x, x, x, shape, saved);
       EXPECT_EQ(memory.bytes_held() - before, probabilities) << "kept until the next forward";
-      EXPECT_EQ(memory.high_water() - before, probabilities + 3 * output);
+      EXPECT_EQ(memory.high_water() - before, probabilities + 3 * output + tile);
     });
   }
 }

@@ -1,8 +1,10 @@
 #pragma once
-// The element storage of one rank: the bytes its tensors, parameters and optimizer state hold now, their
-// high-water mark, and whether elements are stored at all. A backend that runs each rank as a thread
-// and reports memory (sim_gpu, sim/sim_gpu.hpp) opens a scope on each rank's thread; shared_buffer
-// (core/shared_buffer.hpp), where that storage is allocated, reports to it. Outside such a scope
+// The element memory of one rank: the bytes its tensors, parameters and optimizer state hold now (its
+// storage), the bytes of working memory its operations hold now (buffers filled before they are read:
+// the products' gather buffers, the exchanges' send and receive buffers), the high-water mark of the
+// two together, and whether elements are stored at all. A backend that runs each rank as a thread and
+// reports memory (sim_gpu, sim/sim_gpu.hpp) opens a scope on each rank's thread; shared_buffer
+// (core/shared_buffer.hpp), where that memory is allocated, reports to it. Outside such a scope
 // nothing is counted and elements are stored.
 //
 // Shapes only: a rank that stores no elements counts its storage as a full run does, but its values
@@ -23,23 +25,28 @@
 
 namespace shardwise {
 
+enum class memory_use { storage, working };
+
 class element_memory {
  public:
   explicit element_memory(bool stores_elements) noexcept : stores_elements_(stores_elements) {}
 
   [[nodiscard]] bool stores_elements() const noexcept { return stores_elements_; }
-  [[nodiscard]] std::int64_t bytes_held() const noexcept { return held_.load(); }
+  // The storage held now.
+  [[nodiscard]] std::int64_t bytes_held() const noexcept { return storage_.load(); }
+  [[nodiscard]] std::int64_t working_bytes_held() const noexcept { return working_.load(); }
+  // The most the storage and the working memory held at once: what the device must have.
   [[nodiscard]] std::int64_t high_water() const noexcept { return high_water_.load(); }
 
   // Atomic: a buffer may be freed on another thread than the one that allocated it (the last holder
   // of a view), through the accounting it captured, which the backend keeps alive.
-  void allocated(std::int64_t bytes) noexcept {
-    const std::int64_t now = held_ += bytes;
+  void allocated(std::int64_t bytes, memory_use use) noexcept {
+    const std::int64_t now = (counter(use) += bytes) + counter(other(use)).load();
     std::int64_t mark = high_water_.load();
     while (now > mark && !high_water_.compare_exchange_weak(mark, now)) {
     }
   }
-  void freed(std::int64_t bytes) noexcept { held_ -= bytes; }
+  void freed(std::int64_t bytes, memory_use use) noexcept { counter(use) -= bytes; }
 
   // The accounting of the calling thread's rank, null outside a scope.
   [[nodiscard]] static element_memory* of_this_thread() noexcept { return current(); }
@@ -87,9 +94,16 @@ class element_memory {
     element_memory* memory = nullptr;
   };
   static element_memory*& current() noexcept { return rank_local<accounting>().memory; }
+  static memory_use other(memory_use use) noexcept {
+    return use == memory_use::storage ? memory_use::working : memory_use::storage;
+  }
+  std::atomic<std::int64_t>& counter(memory_use use) noexcept {
+    return use == memory_use::storage ? storage_ : working_;
+  }
 
   bool stores_elements_;
-  std::atomic<std::int64_t> held_{0};
+  std::atomic<std::int64_t> storage_{0};
+  std::atomic<std::int64_t> working_{0};
   std::atomic<std::int64_t> high_water_{0};
 };
 

@@ -36,13 +36,12 @@ class shared_buffer {
   // `count` value-initialised elements (zeros for arithmetic types): storage of a tensor, of parameters
   // or of optimizer state, counted by the rank's element_memory (core/element_memory.hpp) while it
   // lives. Where the rank stores no elements the memory is allocated but left untouched.
-  [[nodiscard]] static shared_buffer zeros(std::size_t count) {
-    return allocate(count, element_memory::of_this_thread());
-  }
+  [[nodiscard]] static shared_buffer zeros(std::size_t count) { return allocate(count, memory_use::storage); }
 
-  // Like zeros, but working memory that an operation fills before reading and keeps for reuse (the
-  // products' gather buffers), not storage: never counted.
-  [[nodiscard]] static shared_buffer scratch(std::size_t count) { return allocate(count, nullptr); }
+  // Like zeros, for working memory that an operation fills before it reads (the products' gather
+  // buffers, the exchanges' send and receive buffers): counted as such, apart from the storage, and in
+  // the high-water mark with it, since a device must hold both at once.
+  [[nodiscard]] static shared_buffer scratch(std::size_t count) { return allocate(count, memory_use::working); }
 
   // Elements [offset, offset + count) of this buffer, sharing its memory. The caller keeps the range
   // inside the buffer.
@@ -63,7 +62,8 @@ class shared_buffer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
  private:
-  static shared_buffer allocate(std::size_t count, element_memory* counted) {
+  static shared_buffer allocate(std::size_t count, memory_use use) {
+    element_memory* const counted = element_memory::of_this_thread();
     static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
     shared_buffer buffer;
     const std::size_t bytes = std::max<std::size_t>(count, 1) * sizeof(T);
@@ -75,9 +75,9 @@ class shared_buffer {
       elements = static_cast<T*>(block_cache::take(bytes));
       if (element_memory::stored_on_this_thread()) std::uninitialized_value_construct_n(elements, count);
     }
-    if (counted != nullptr) counted->allocated(static_cast<std::int64_t>(count * sizeof(T)));
-    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, count, bytes, stored = buffer.stored_](T* p) {
-      if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)));
+    if (counted != nullptr) counted->allocated(static_cast<std::int64_t>(count * sizeof(T)), use);
+    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, use, count, bytes, stored = buffer.stored_](T* p) {
+      if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)), use);
       if (stored) block_cache::give_back(p, bytes);
     });
     buffer.data_ = elements;

@@ -190,9 +190,9 @@ template <class T, class Layout, class Mesh>
   saved.how = how;
   saved.probabilities = shared_buffer<T>{};
   if (how == attention_probabilities::kept) saved.probabilities = shared_buffer<T>::zeros(tiles * tile_elements);
+  const auto scratch = detail::probabilities_scratch(saved, tile_elements);
   run_kernel(q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), false, how), "attention",
              [&] {
-               const auto scratch = detail::probabilities_scratch(saved, tile_elements);
                std::size_t tile = 0;
                detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
                  const detail::strided_map<T> p(detail::tile_at(saved, scratch, tile++, tile_elements), n, n,
@@ -234,10 +234,10 @@ template <class T, class Layout, class Mesh>
                              " probabilities, these tensors need " + std::to_string(tiles) + " tiles of " +
                              std::to_string(n) + "x" + std::to_string(n) + ": pass the state of the same forward call");
   attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
+  const auto scratch = detail::probabilities_scratch(saved, tile_elements);
   run_kernel(
       q.mesh().world(), detail::attention_work<T>(shape, static_cast<double>(tiles), true, saved.how),
       "attention backward", [&] {
-        const auto scratch = detail::probabilities_scratch(saved, tile_elements);
         std::size_t tile = 0;
         detail::for_each_tile(q, shape, [&](int b, std::int64_t r, std::int64_t c) {
           const detail::strided_map<T> p(detail::tile_at(saved, scratch, tile++, tile_elements), n, n,

@@ -130,8 +130,10 @@ template <class T>
   shared_buffer<T>& held = rank_local<workspace_buffers<T>>().buffers[static_cast<std::size_t>(which)];
   // A thread may run a shapes-only rank and later a full one: a buffer without memory of its own
   // (core/element_memory.hpp) is not reused where values are stored.
-  if (held.size() < elements || (!held.stored() && element_memory::stored_on_this_thread()))
-    held = shared_buffer<T>::scratch(elements);  // no copy of stale contents
+  if (held.size() < elements || (!held.stored() && element_memory::stored_on_this_thread())) {
+    held = {};  // given back first: no copy of stale contents, and never both held at once
+    held = shared_buffer<T>::scratch(elements);
+  }
   return held.span().first(elements);
 }
 

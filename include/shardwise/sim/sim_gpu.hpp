@@ -613,8 +613,8 @@ static_assert(shardwise::communicator<communicator>, "sim_gpu::communicator must
 
 // What a run leaves, per GPU: its virtual time when its body returned (after its streams drained), the
 // traffic of all its collectives and messages (comm/traffic.hpp), and the high-water mark of the
-// element storage its tensors, parameters and optimizer state held (core/element_memory.hpp), in
-// bytes; and the timeline if the machine recorded one.
+// element storage its tensors, parameters and optimizer state and the working memory its operations
+// held together (core/element_memory.hpp), in bytes; and the timeline if the machine recorded one.
 struct report {
   std::vector<double> finish_times;
   std::vector<traffic_count> traffic;
@@ -623,7 +623,7 @@ struct report {
   [[nodiscard]] double makespan() const {
     return finish_times.empty() ? 0.0 : *std::max_element(finish_times.begin(), finish_times.end());
   }
-  // The largest GPU's high-water mark of element storage, in bytes.
+  // The largest GPU's high-water mark of element memory, in bytes.
   [[nodiscard]] std::int64_t largest_memory_high_water() const {
     return memory_high_water.empty() ? 0 : *std::max_element(memory_high_water.begin(), memory_high_water.end());
   }

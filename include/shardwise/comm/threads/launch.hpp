@@ -14,6 +14,7 @@
 #include "shardwise/comm/threads/failure.hpp"
 #include "shardwise/comm/threads/group.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/rank_local.hpp"
 
 namespace shardwise::threads {
 
@@ -51,6 +52,10 @@ void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
     std::vector<std::jthread> others;
     others.reserve(static_cast<std::size_t>(ranks - 1));
     for (int r = 1; r < ranks; ++r) others.emplace_back(rank_main, r);
+    // Rank 0 runs on the calling thread but not with its state: what the rank keeps (its products'
+    // buffers, accounted to a simulated device's memory) ends with the run, as on the other threads.
+    rank_state rank_0;
+    const rank_state::scope as_rank(rank_0);
     rank_main(0);
   }
 
