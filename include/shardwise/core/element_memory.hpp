@@ -34,6 +34,7 @@ class element_memory {
   [[nodiscard]] bool stores_elements() const noexcept { return stores_elements_; }
   // The storage held now.
   [[nodiscard]] std::int64_t bytes_held() const noexcept { return storage_.load(); }
+  // The working memory held now (shared_buffer::scratch).
   [[nodiscard]] std::int64_t working_bytes_held() const noexcept { return working_.load(); }
   // The most the storage and the working memory held at once: what the device must have.
   [[nodiscard]] std::int64_t high_water() const noexcept { return high_water_.load(); }
