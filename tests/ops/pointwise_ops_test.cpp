@@ -72,7 +72,7 @@ TYPED_TEST(pointwise_ops_test, gelu_and_dropout_match_serial_eigen) {
           const matrix dy_rounded = dy_whole.cast<float>().cast<double>();
           const auto x_float = transform(x, to_float);
           const auto dy_float = transform(dy, to_float);
-          for (const auto [approximation, formula] :
+          for (const auto& [approximation, formula] :
                {std::pair{gelu_approximation::tanh, &serial_gelu}, std::pair{exact, &serial_exact_gelu}}) {
             const matrix float_slopes = (x_rounded.array() + step).unaryExpr(formula).matrix() -
                                         (x_rounded.array() - step).unaryExpr(formula).matrix();
