@@ -2,6 +2,7 @@
 // apart from the GPT step, which is most of what the test instantiates.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +56,52 @@ TEST(shapes_only, the_fused_embedding_costs_what_its_full_run_costs) {
                             std::span<nn::sparse_rows<float>* const>(into));
           op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans,
                                std::span<nn::sparse_rows<float>* const>(into));
+        },
+        gpus_per_node);
+}
+
+// The operator's memory, counted by hand in both modes: its window (two outputs and their flags, and
+// from the first backward two gradient buffers and theirs) and the buffers it keeps across calls, the
+// baseline's pooled rows and what it receives, grown to the larger of the forward's and the backward's.
+TEST(shapes_only, the_fused_embeddings_window_and_buffers_are_counted_working_memory) {
+  for (const int gpus_per_node : {4, 2})
+    expect_same_costs(
+        4,
+        [](sim_gpu::communicator& world) {
+          const element_memory& memory = *element_memory::of_this_thread();
+          const std::int64_t before = memory.working_bytes_held();
+          fused::embedding_options options;
+          options.slice_rows = 3;
+          fused::embedding_all_to_all op(world, {11, 8, 37}, options);
+          const auto& plan = op.plan();
+          const int r = world.rank();
+          const auto floats = [](std::int64_t n) { return n * static_cast<std::int64_t>(sizeof(float)); };
+          const auto flags = [](std::size_t n) { return static_cast<std::int64_t>(n * sizeof(epoch_flag_word)); };
+          const std::int64_t outputs = 2 * floats(plan.output_floats(r)) + flags(plan.flags_at(r));
+          EXPECT_EQ(memory.working_bytes_held() - before, outputs);
+
+          const shardwise::testing::rank_inputs in(op.plan(), world.rank(), 0);
+          // The forward's pooled rows: every rank's samples, this rank's tables; received: its samples, every table.
+          const std::int64_t pooled = floats(plan.shape().global_batch * plan.width_of(r));
+          const std::int64_t received = floats(plan.output_floats(r));
+          (void)op.baseline(in.table_spans, in.bag_spans);
+          EXPECT_EQ(memory.working_bytes_held() - before, outputs + pooled + received);
+          (void)op.fused(in.table_spans, in.bag_spans);  // its staging buffer, slices to the other node, fits
+          EXPECT_EQ(memory.working_bytes_held() - before, outputs + pooled + received);
+
+          std::vector<nn::sparse_rows<float>> gradients;
+          for (const auto& table : in.tables) gradients.emplace_back(table.rows(), static_cast<int>(table.cols()));
+          std::vector<nn::sparse_rows<float>*> into;
+          for (auto& g : gradients) into.push_back(&g);
+          const std::vector<float> output_gradient(static_cast<std::size_t>(plan.output_floats(r)), 0.5F);
+          op.fused_backward(std::span<const float>(output_gradient), in.bag_spans,
+                            std::span<nn::sparse_rows<float>* const>(into));
+          const std::int64_t gradient_window = 2 * floats(plan.gradient_floats(r)) + flags(plan.backward_flags_at(r));
+          EXPECT_EQ(memory.working_bytes_held() - before, outputs + gradient_window + pooled + received);
+          // The backward's exchange goes the other way: what the forward received is sent, and back.
+          op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans,
+                               std::span<nn::sparse_rows<float>* const>(into));
+          EXPECT_EQ(memory.working_bytes_held() - before, outputs + gradient_window + 2 * std::max(pooled, received));
         },
         gpus_per_node);
 }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "shardwise/core/rank_local.hpp"
 
@@ -106,6 +107,45 @@ class element_memory {
   std::atomic<std::int64_t> storage_{0};
   std::atomic<std::int64_t> working_{0};
   std::atomic<std::int64_t> high_water_{0};
+};
+
+// Bytes a rank holds outside shared_buffer (an operator's buffers kept across calls, a shared-memory
+// window), counted by the calling thread's accounting while this lives, in full and shapes-only runs
+// alike: the memory a full run takes, whether or not this one takes it.
+class counted_bytes {
+ public:
+  counted_bytes() = default;
+  counted_bytes(std::int64_t bytes, memory_use use) noexcept
+      : memory_(element_memory::of_this_thread()), bytes_(bytes), use_(use) {
+    if (memory_ != nullptr) memory_->allocated(bytes_, use_);
+  }
+  counted_bytes(counted_bytes&& other) noexcept
+      : memory_(std::exchange(other.memory_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), use_(other.use_) {}
+  counted_bytes& operator=(counted_bytes&& other) noexcept {
+    if (this != &other) {
+      release();
+      memory_ = std::exchange(other.memory_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+      use_ = other.use_;
+    }
+    return *this;
+  }
+  counted_bytes(const counted_bytes&) = delete;
+  counted_bytes& operator=(const counted_bytes&) = delete;
+  ~counted_bytes() { release(); }
+
+  [[nodiscard]] std::int64_t bytes() const noexcept { return bytes_; }
+
+ private:
+  void release() noexcept {
+    if (memory_ != nullptr) memory_->freed(bytes_, use_);
+    memory_ = nullptr;
+    bytes_ = 0;
+  }
+
+  element_memory* memory_ = nullptr;
+  std::int64_t bytes_ = 0;
+  memory_use use_ = memory_use::working;
 };
 
 // Copies elements, unless the calling thread's rank stores none (then there is nothing to copy).

@@ -60,20 +60,33 @@ namespace shardwise::fused {
 
 namespace detail {
 
-// A buffer kept across calls: allocating a large one per call costs page faults on every call (on
-// threads, more than the all-to-all itself). On huge pages when large (core/huge_pages.hpp), as the
-// outputs are: the baseline pools into it a row per sample too, this rank's tables' width apart.
+// A buffer kept across calls and grown to the largest asked of it: allocating a large one per call
+// costs page faults on every call (on threads, more than the all-to-all itself). On huge pages when
+// large (core/huge_pages.hpp), as the outputs are: the baseline pools into it a row per sample too, this
+// rank's tables' width apart. Counted as the rank's working memory (core/element_memory.hpp); a rank
+// that stores no values (shapes only) gets the unstored range instead, counted alike.
 template <class T>
-using kept_buffer = std::vector<T, huge_page_allocator<T>>;
+class kept_buffer {
+ public:
+  // `elements` of it, which the caller fills before reading: a larger buffer replaces the old one, whose
+  // contents are not kept (given back first: never both held).
+  [[nodiscard]] std::span<T> take(std::size_t elements) {
+    if (const auto bytes = static_cast<std::int64_t>(elements * sizeof(T)); bytes > counted_.bytes()) {
+      counted_ = {};
+      counted_ = counted_bytes(bytes, memory_use::working);
+    }
+    if (T* nowhere = element_memory::unstored_on_this_thread<T>(elements)) return {nowhere, elements};
+    if (values_.size() < elements) {
+      std::vector<T, huge_page_allocator<T>>().swap(values_);
+      values_.resize(elements);
+    }
+    return {values_.data(), elements};
+  }
 
-// `elements` of a kept buffer. A rank that stores no values (shapes only) gets the unstored range
-// instead (core/element_memory.hpp).
-template <class T>
-std::span<T> kept(kept_buffer<T>& buffer, std::size_t elements) {
-  if (T* nowhere = element_memory::unstored_on_this_thread<T>(elements)) return {nowhere, elements};
-  if (buffer.size() < elements) buffer.resize(elements);
-  return {buffer.data(), elements};
-}
+ private:
+  std::vector<T, huge_page_allocator<T>> values_;
+  counted_bytes counted_;
+};
 
 inline std::size_t total(const std::vector<int>& counts) {
   std::size_t n = 0;
@@ -183,8 +196,8 @@ class embedding_all_to_all {
     const auto width = plan_.width_of(r);
     // Pooled blocks by destination: {rows of d, local tables side by side}.
     const auto [send_counts, receive_counts] = baseline_counts(direction::forward);
-    const auto pooled = detail::kept(send_buffer_, detail::total(send_counts));
-    const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
+    const auto pooled = send_buffer_.take(detail::total(send_counts));
+    const auto received = receive_buffer_.take(detail::total(receive_counts));
     for (int t = 0; t < local_tables; ++t) {
       const auto& table = tables[static_cast<std::size_t>(t)];
       const auto& bag = bags[static_cast<std::size_t>(t)];
@@ -243,14 +256,14 @@ class embedding_all_to_all {
             incoming.push_back({slice, received_elements});
             received_elements += elements(slice);
           }
-    const auto received = detail::kept(receive_buffer_, received_elements);
+    const auto received = receive_buffer_.take(received_elements);
     for (const auto& a : incoming)
       outputs_.receive(plan_.owner_of(a.slice.table), received.subspan(a.at, elements(a.slice)));
     // Slices that leave through a buffer (messages, puts): each its own range, kept until it has left.
     std::size_t leaving = 0;
     for (int d = 0; d < P; ++d)
       if (outputs_.delivery_to(d) != delivery::store) leaving += static_cast<std::size_t>(plan_.block_floats(r, d));
-    const auto sending = detail::kept(send_buffer_, leaving);
+    const auto sending = send_buffer_.take(leaving);
     auto kernel = backend_.fused_kernel(plan_);
     std::size_t next = 0, at = 0;
     plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
@@ -346,8 +359,8 @@ class embedding_all_to_all {
     const auto row_width = static_cast<std::size_t>(plan_.row_width());
     // Packed by owner o: {o's tables, this rank's rows, D_t}; received from s: {this rank's tables, s's rows, D_t}.
     const auto [send_counts, receive_counts] = baseline_counts(direction::backward);
-    const auto packed = detail::kept(send_buffer_, detail::total(send_counts));
-    const auto received = detail::kept(receive_buffer_, detail::total(receive_counts));
+    const auto packed = send_buffer_.take(detail::total(send_counts));
+    const auto received = receive_buffer_.take(detail::total(receive_counts));
     backend_.launch(unpack_work(plan_, r), "pack all-to-all", [&] {
       std::size_t at = 0;
       for (int t = 0; t < plan_.shape().tables; ++t) {
@@ -418,7 +431,7 @@ class embedding_all_to_all {
     std::size_t leaving = 0;
     for (const auto& slice : slices)
       if (exchange.delivery_to(slice.destination) != delivery::store) leaving += elements(slice);
-    const auto staging = detail::kept(send_buffer_, leaving);
+    const auto staging = send_buffer_.take(leaving);
     auto kernel = backend_.fused_backward_kernel(plan_);
     const bool values = element_memory::stored_on_this_thread();  // shapes only: nothing to copy
     std::size_t at = 0;
@@ -617,7 +630,7 @@ class embedding_all_to_all {
   done_bitmask done_;    // per slice of this rank's order, a bit per row; marked by this rank's thread alone
   slice_exchange<T, Backend> outputs_;                   // every rank's two outputs and their flags
   std::optional<slice_exchange<T, Backend>> gradients_;  // every rank's two gradient buffers: backward_exchange()
-  detail::kept_buffer<T> send_buffer_, receive_buffer_;  // for detail::kept()
+  detail::kept_buffer<T> send_buffer_, receive_buffer_;
   bool fuses_ = true, fuses_backward_ = true;
   std::optional<path_trial> trial_, backward_trial_;
 };

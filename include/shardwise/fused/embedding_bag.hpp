@@ -156,7 +156,7 @@ class embedding_bag {
     const auto& plan = operator_->plan();
     const auto pooled_width = static_cast<std::size_t>(plan.row_width());
     // Shapes only: the operator reads no gradient values, so none are gathered (the unstored range).
-    const auto piece_gradient = detail::kept(piece_gradient_, static_cast<std::size_t>(rows()) * pooled_width);
+    const auto piece_gradient = piece_gradient_.take(static_cast<std::size_t>(rows()) * pooled_width);
     if (element_memory::stored_on_this_thread()) {
       std::ranges::fill(piece_gradient, T(0));
       const auto dy = output_gradient.local();

@@ -20,7 +20,8 @@
 //
 // A rank that stores no values (shapes-only runs, sim/sim_gpu.hpp) keeps only its flags in the window:
 // its buffers and its peers' lie in the unstored range (core/element_memory.hpp), stores into them are
-// skipped (the kernels do not run) and puts move nothing; flags and messages behave as ever.
+// skipped (the kernels do not run) and puts move nothing; flags and messages behave as ever. Either way
+// the window's buffers and flags are counted as the rank's working memory.
 #include <algorithm>
 #include <chrono>
 #include <concepts>
@@ -55,6 +56,8 @@ class slice_exchange {
         operation_(operation),
         elements_(elements),
         unstored_(element_memory::unstored_on_this_thread<T>(elements)),
+        window_bytes_(static_cast<std::int64_t>(buffers * elements * sizeof(T) + flags * sizeof(epoch_flag_word)),
+                      memory_use::working),
         group_(backend.data_communicator().split(backend.group_of(backend.data_communicator().rank()),
                                                  backend.data_communicator().rank())) {
     const int P = backend.data_communicator().size(), r = backend.data_communicator().rank();
@@ -153,6 +156,7 @@ class slice_exchange {
   std::string operation_;
   std::size_t elements_;
   T* unstored_;                   // where this rank's and its peers' buffers lie when it stores no values
+  counted_bytes window_bytes_;    // the window's buffers and flags, as a full run maps them
   data_communicator_type group_;  // the ranks of this rank's group
   std::vector<int> group_rank_;   // each rank's rank in group_, or -1
   std::optional<symmetric_window<T>> window_;
