@@ -7,11 +7,13 @@
 //   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel   activations cut by tokens between sub-blocks
 //   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel --collective automatic
 //                                                        its rings or unfused collectives, as measured
+//   build/examples/07_train_gpt --precision bf16          bf16 weights and activations, float32 master weights
 //
 // The corpus is the `fortunes` package's quotations (any text file or folder with --data), read as
 // bytes: a vocabulary of 256. Every --eval-every steps the run prints the validation loss; at the end,
 // a few lines sampled from the model. --checkpoint DIR saves every --checkpoint-every steps; --resume
-// DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it.
+// DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it, and in
+// either precision: a checkpoint holds float32 weights (a bf16 run's master weights).
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/core/bf16.hpp"
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
@@ -61,6 +64,7 @@ struct options {
   std::string tensor_parallel = "1d:1";  // 1d:P, 2d:RxC or 3d:PxQxR
   std::vector<int> grid;                 // its extents, from parse()
   bool sequence_parallel = false;        // 1-D only: activations cut by tokens between the sub-blocks
+  std::string precision = "float";       // of the weights and activations: float or bf16
   sw::model::gpt_config model;
   long steps = 2500;
   long batch = 8;  // samples per step, over all replicas: small batches learn more per token here
@@ -88,7 +92,8 @@ constexpr const char* options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --sequence-parallel\n"
     "         --collective ring|unfused|automatic\n"
     "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
-    "         --recompute attention|block  --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
+    "         --recompute attention|block  --precision float|bf16\n"
+    "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
     "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help\n"
@@ -205,6 +210,9 @@ options parse(int argc, char** argv) {
       const auto what = sw::nn::recomputation_named(value);
       if (!what) usage("--recompute takes none, attention or block, not \"" + value + "\"");
       o.model.recompute = *what;
+    } else if (flag == "--precision") {
+      if (value != "float" && value != "bf16") usage("--precision takes float or bf16, not \"" + value + "\"");
+      o.precision = value;
     } else if (flag == "--optimizer")
       o.optimizer = value;
     else if (flag == "--lr")
@@ -290,7 +298,7 @@ bool decays(const std::string& name) {
   return name.starts_with("blocks.") && name.ends_with(".weight") && name.find("norm") == std::string::npos;
 }
 
-template <class Family, class Optimizer, sw::optim::weight_update Mode, class Communicator>
+template <class Weight, class Family, class Optimizer, sw::optim::weight_update Mode, class Communicator>
 void train(Communicator& world, const options& o) {
   const bool speaks = world.rank() == 0;
   const auto say = [&](auto... args) {
@@ -314,8 +322,10 @@ void train(Communicator& world, const options& o) {
 
   // 3. The model, the same on every mesh for one seed, and its update: sharded across the replicas
   //    unless --replicated, one copy of the weights per rank (the update holds the parameters' storage).
-  sw::model::gpt<float, Family, std::remove_cvref_t<decltype(tensor_parallel)>> model(tensor_parallel, o.model);
-  sw::optim::data_parallel_update<Optimizer, Mode> update(model, data, hyper_parameters<Optimizer>(o));
+  //    In bf16 the model stores its weights and activations as bf16 and the update keeps float32
+  //    master weights; gradients and optimizer state are float32 in either precision.
+  sw::model::gpt<Weight, Family, std::remove_cvref_t<decltype(tensor_parallel)>> model(tensor_parallel, o.model);
+  sw::optim::data_parallel_update<Optimizer, Mode, Weight> update(model, data, hyper_parameters<Optimizer>(o));
   if constexpr (requires { Optimizer{}.weight_decay; }) {
     auto no_decay = hyper_parameters<Optimizer>(o);
     no_decay.weight_decay = 0;
@@ -329,8 +339,9 @@ void train(Communicator& world, const options& o) {
     const auto saved = sw::optim::load_model_checkpoint(o.resume, update, world);
     first_step = update.steps_done() + 1;
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
-    say("resumed from %s at step %ld (saved on data %s x %s)\n", o.resume.c_str(), update.steps_done(),
-        saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str());
+    const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
+    say("resumed from %s at step %ld (saved on data %s x %s%s)\n", o.resume.c_str(), update.steps_done(),
+        saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
   }
 
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
@@ -339,9 +350,10 @@ void train(Communicator& world, const options& o) {
   double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
   world.broadcast(std::span<double>(&peak, 1), 0);
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s%s, %s %s update%s%s\n",
+  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s%s, %s, %s %s update%s%s\n",
       sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
       o.tensor_parallel.c_str(), sequence_parallelism(o.sequence_parallel, o.model.products.collective),
+      std::is_same_v<Weight, sw::bf16> ? "bf16 over float32 master weights" : "float32",
       o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
       o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
       std::string(sw::nn::describe(o.model.recompute)).c_str());
@@ -373,7 +385,7 @@ void train(Communicator& world, const options& o) {
       const auto batch = corpus.training_batch(step, data.rank() * o.micro_batches + m,
                                                o.data_parallel * o.micro_batches, micro_batch, o.model.context, o.seed);
       loss += model.forward(batch.tokens, batch.targets) / static_cast<double>(o.micro_batches);
-      model.backward(1.0f / static_cast<float>(o.micro_batches));
+      model.backward(Weight(1.0f / static_cast<float>(o.micro_batches)));
     }
     // The others are in the update's collectives by now: they must stop too, not wait for this rank.
     if (step == o.fail_at_step && world.world_rank() == o.fail_rank)
@@ -404,6 +416,7 @@ void train(Communicator& world, const options& o) {
           o.checkpoint, update, data, world,
           {{"data_parallel", std::to_string(o.data_parallel)},
            {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
+           {"precision", o.precision},
            {"seed", std::to_string(o.seed)}});
   }
 
@@ -421,8 +434,9 @@ void train(Communicator& world, const options& o) {
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);  // the losses to the last bit: a resumed run is compared with an uninterrupted one
-    out << "{\"params\": " << sw::model::parameter_count(o.model) << ", \"steps\": " << o.steps
-        << ", \"tokens\": " << tokens_trained << ", \"tokens_per_s\": " << tokens_per_second
+    out << "{\"params\": " << sw::model::parameter_count(o.model) << ", \"precision\": \"" << o.precision
+        << "\", \"steps\": " << o.steps << ", \"tokens\": " << tokens_trained
+        << ", \"tokens_per_s\": " << tokens_per_second
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
         << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss;
     for (const auto& [name, curve] :
@@ -442,7 +456,7 @@ int ranks_needed(const options& o) {
   return ranks;
 }
 
-// The family and the optimizer are types: the options pick one instantiation of train().
+// The precision, the family and the optimizer are types: the options pick one instantiation of train().
 template <class Communicator>
 void run(Communicator& world, const options& o) {
   if (ranks_needed(o) != world.size())
@@ -456,9 +470,14 @@ void run(Communicator& world, const options& o) {
         "--fail-rank " + std::to_string(o.fail_rank) + " is not a rank of this run of " + std::to_string(world.size()));
   const auto with_optimizer = [&]<class Family>() {
     const auto with_mode = [&]<class Optimizer>() {
-      if (o.replicated) train<Family, Optimizer, sw::optim::weight_update::replicated>(world, o);
+      const auto with_precision = [&]<sw::optim::weight_update Mode>() {
+        if (o.precision == "bf16") train<sw::bf16, Family, Optimizer, Mode>(world, o);
+        else
+          train<float, Family, Optimizer, Mode>(world, o);
+      };
+      if (o.replicated) with_precision.template operator()<sw::optim::weight_update::replicated>();
       else
-        train<Family, Optimizer, sw::optim::weight_update::sharded>(world, o);
+        with_precision.template operator()<sw::optim::weight_update::sharded>();
     };
     if (o.optimizer == "adamw") with_mode.template operator()<sw::optim::adamw>();
     else if (o.optimizer == "lamb")
