@@ -5,9 +5,11 @@
 // `extern template` below): the 3-D family takes longer to compile than the 1-D and 2-D ones together.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "ops/ops_testing.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/ops/add_vector.hpp"
@@ -36,6 +38,17 @@ void expect_family_matches_serial_vector_ops(shardwise::testing::backend::commun
     const auto b = distribute<vector_layout_t<Layout>>(mesh, b_whole);
 
     expect_near(add_vector(a, b), a_whole.rowwise() + b_whole.row(0), tolerance, "A + b");
+    // A temporary takes b in its own storage; a tensor bound to an update's buffer leaves the buffer be.
+    auto temporary = distribute<Layout>(mesh, a_whole);
+    const auto* storage = temporary.data().data();
+    const auto in_place = add_vector(std::move(temporary), b);
+    EXPECT_EQ(in_place.data().data(), storage) << "A + b of a temporary is a new tensor";
+    expect_near(in_place, a_whole.rowwise() + b_whole.row(0), tolerance, "A + b in place");
+    auto bound = distribute<Layout>(mesh, a_whole);
+    const auto flat = shared_buffer<typename decltype(bound)::value_type>::zeros(bound.data().size());
+    bound.bind(flat);
+    expect_near(add_vector(std::move(bound), b), a_whole.rowwise() + b_whole.row(0), tolerance, "A + b, A bound");
+    EXPECT_TRUE(std::ranges::equal(flat.span(), a.data())) << "A + b wrote into the buffer A is bound to";
     const auto [add_da, add_db] = add_vector_backward(dc);
     expect_near(add_da, dc_whole, 0, "dA of A + b");
     expect_near(add_db, dc_whole.colwise().sum(), tolerance, "db of A + b");

@@ -216,7 +216,7 @@ class linear {
         try {
           auto products = linears[0]->product_.forward_each(x, std::tie(linears[I]->weight_.value...));
           follow_the_first(linears);
-          return std::array<output_type, N>{add_vector(std::get<I>(products), linears[I]->bias_.value)...};
+          return std::array<output_type, N>{add_vector(std::move(std::get<I>(products)), linears[I]->bias_.value)...};
         } catch (...) {
           rethrow_within_forward(x);
         }

@@ -5,6 +5,7 @@
 // 7 (forward) and 8 (backward); the communication is in ops/vector_broadcast.hpp. C has A's layout.
 //
 //   auto c = add_vector(a, bias);                          // dtensor<T, Layout, Mesh>
+//   auto y = add_vector(matmul(x, w), bias);               // a temporary takes the bias in place
 //   auto [d_a, d_bias] = add_vector_backward(std::move(d_c));
 //
 // A partial-sum A does not compile: b added to each addend would count once per addend.
@@ -21,15 +22,39 @@
 
 namespace shardwise {
 
+namespace detail {
+
+// into = matrix + b in every row, b already spread as `matrix`'s rows need it; `into` may be `matrix`.
+template <class T, class Layout, class Mesh, class Spread>
+void add_spread_vector(dtensor<T, Layout, Mesh>& into, const dtensor<T, Layout, Mesh>& matrix, const Spread& spread) {
+  run_kernel(matrix.mesh().world(), matrix_vector_work(matrix, spread), "add vector",
+             [&] { into.local() = matrix.local().rowwise() + spread.local().row(0); });
+}
+
+}  // namespace detail
+
 template <value_element T, split_layout Layout, class Mesh>
 [[nodiscard]] dtensor<T, Layout, Mesh> add_vector(const dtensor<T, Layout, Mesh>& matrix,
                                                   const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
   detail::check_vector_fits(matrix, vector, "add_vector");
   const auto& spread = broadcast_vector<Layout>(vector);
   dtensor<T, Layout, Mesh> sum(matrix.mesh(), matrix.extents());
-  run_kernel(matrix.mesh().world(), detail::matrix_vector_work(matrix, spread), "add vector",
-             [&] { sum.local() = matrix.local().rowwise() + spread.local().row(0); });
+  detail::add_spread_vector(sum, matrix, spread);
   return sum;
+} catch (...) {
+  rethrow_within_call(world_rank_of(matrix), call_text("add_vector", describe(matrix), describe(vector)));
+}
+
+// A temporary A (a product's output, a bias's input) takes b in its own storage: C is A's elements, and
+// no second matrix is held beside it. A tensor bound to an update's buffer shares that buffer, so it is
+// left as it is and C is a new tensor.
+template <value_element T, split_layout Layout, class Mesh>
+[[nodiscard]] dtensor<T, Layout, Mesh> add_vector(dtensor<T, Layout, Mesh>&& matrix,
+                                                  const dtensor<T, vector_layout_t<Layout>, Mesh>& vector) try {
+  if (matrix.is_bound()) return add_vector(std::as_const(matrix), vector);
+  detail::check_vector_fits(matrix, vector, "add_vector");
+  detail::add_spread_vector(matrix, matrix, broadcast_vector<Layout>(vector));
+  return std::move(matrix);
 } catch (...) {
   rethrow_within_call(world_rank_of(matrix), call_text("add_vector", describe(matrix), describe(vector)));
 }

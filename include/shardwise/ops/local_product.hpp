@@ -128,8 +128,9 @@ struct workspace_buffers {
 template <class T>
 [[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
   shared_buffer<T>& held = rank_local<workspace_buffers<T>>().buffers[static_cast<std::size_t>(which)];
-  // A thread may run a shapes-only rank and later a full one: a buffer without memory of its own
-  // (core/element_memory.hpp) is not reused where values are stored.
+  // A buffer without memory of its own (core/element_memory.hpp) is not reused where values are stored:
+  // the library's backends give each run's ranks fresh rank states, but a backend of a user's own that
+  // opens element_memory scopes may run a shapes-only rank and later a full one on one thread.
   if (held.size() < elements || (!held.stored() && element_memory::stored_on_this_thread())) {
     held = {};  // given back first: no copy of stale contents, and never both held at once
     held = shared_buffer<T>::scratch(elements);
