@@ -26,6 +26,20 @@ namespace {
 using namespace shardwise;
 using shardwise::testing::expect_same_costs;
 
+// A sparse gradient for each of a rank's tables, and the pointers to them the operator's backward takes.
+struct table_gradients {
+  explicit table_gradients(const shardwise::testing::rank_inputs& in) {
+    for (const auto& table : in.tables) rows.emplace_back(table.rows(), static_cast<int>(table.cols()));
+    for (auto& g : rows) pointers.push_back(&g);
+  }
+  table_gradients(const table_gradients&) = delete;
+  table_gradients& operator=(const table_gradients&) = delete;
+  [[nodiscard]] std::span<nn::sparse_rows<float>* const> span() const { return pointers; }
+
+  std::vector<nn::sparse_rows<float>> rows;
+  std::vector<nn::sparse_rows<float>*> pointers;
+};
+
 // The fused operator and its unfused baseline, forward and backward, uneven bags, on four ranks in one
 // node (the slices stored into the peers) and in two nodes (put to the other node): with shapes only,
 // neither pools nor moves a value, and both outputs lie in the range that holds no memory.
@@ -46,16 +60,11 @@ TEST(shapes_only, the_fused_embedding_costs_what_its_full_run_costs) {
           EXPECT_EQ(unstored(fused), !element_memory::stored_on_this_thread());
           EXPECT_EQ(unstored(baseline), !element_memory::stored_on_this_thread());
 
-          std::vector<nn::sparse_rows<float>> gradients;
-          for (const auto& table : in.tables) gradients.emplace_back(table.rows(), static_cast<int>(table.cols()));
-          std::vector<nn::sparse_rows<float>*> into;
-          for (auto& g : gradients) into.push_back(&g);
+          table_gradients into(in);
           const std::vector<float> output_gradient(static_cast<std::size_t>(op.plan().output_floats(world.rank())),
                                                    0.5F);
-          op.fused_backward(std::span<const float>(output_gradient), in.bag_spans,
-                            std::span<nn::sparse_rows<float>* const>(into));
-          op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans,
-                               std::span<nn::sparse_rows<float>* const>(into));
+          op.fused_backward(std::span<const float>(output_gradient), in.bag_spans, into.span());
+          op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans, into.span());
         },
         gpus_per_node);
 }
@@ -89,18 +98,13 @@ TEST(shapes_only, the_fused_embeddings_window_and_buffers_are_counted_working_me
           (void)op.fused(in.table_spans, in.bag_spans);  // its staging buffer, slices to the other node, fits
           EXPECT_EQ(memory.working_bytes_held() - before, outputs + pooled + received);
 
-          std::vector<nn::sparse_rows<float>> gradients;
-          for (const auto& table : in.tables) gradients.emplace_back(table.rows(), static_cast<int>(table.cols()));
-          std::vector<nn::sparse_rows<float>*> into;
-          for (auto& g : gradients) into.push_back(&g);
+          table_gradients into(in);
           const std::vector<float> output_gradient(static_cast<std::size_t>(plan.output_floats(r)), 0.5F);
-          op.fused_backward(std::span<const float>(output_gradient), in.bag_spans,
-                            std::span<nn::sparse_rows<float>* const>(into));
+          op.fused_backward(std::span<const float>(output_gradient), in.bag_spans, into.span());
           const std::int64_t gradient_window = 2 * floats(plan.gradient_floats(r)) + flags(plan.backward_flags_at(r));
           EXPECT_EQ(memory.working_bytes_held() - before, outputs + gradient_window + pooled + received);
           // The backward's exchange goes the other way: what the forward received is sent, and back.
-          op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans,
-                               std::span<nn::sparse_rows<float>* const>(into));
+          op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans, into.span());
           EXPECT_EQ(memory.working_bytes_held() - before, outputs + gradient_window + 2 * std::max(pooled, received));
         },
         gpus_per_node);
