@@ -81,12 +81,15 @@ TEST(shapes_only, the_fused_embeddings_window_and_buffers_are_counted_working_me
           const std::int64_t before = memory.working_bytes_held();
           fused::embedding_options options;
           options.slice_rows = 3;
-          fused::embedding_all_to_all op(world, {11, 8, 37}, options);
+          fused::embedding_all_to_all op(world, {11, 6, 37}, options);
           const auto& plan = op.plan();
           const int r = world.rank();
           const auto floats = [](std::int64_t n) { return n * static_cast<std::int64_t>(sizeof(float)); };
-          const auto flags = [](std::size_t n) { return static_cast<std::int64_t>(n * sizeof(epoch_flag_word)); };
-          const std::int64_t outputs = 2 * floats(plan.output_floats(r)) + flags(plan.flags_at(r));
+          // A window's block: its two buffers, rounded up to a cache line, then its flags.
+          const auto window = [](std::int64_t buffer_bytes, std::size_t flags) {
+            return (2 * buffer_bytes + 63) / 64 * 64 + static_cast<std::int64_t>(flags * sizeof(epoch_flag_word));
+          };
+          const std::int64_t outputs = window(floats(plan.output_floats(r)), plan.flags_at(r));
           EXPECT_EQ(memory.working_bytes_held() - before, outputs);
 
           const shardwise::testing::rank_inputs in(op.plan(), world.rank(), 0);
@@ -101,7 +104,7 @@ TEST(shapes_only, the_fused_embeddings_window_and_buffers_are_counted_working_me
           table_gradients into(in);
           const std::vector<float> output_gradient(static_cast<std::size_t>(plan.output_floats(r)), 0.5F);
           op.fused_backward(std::span<const float>(output_gradient), in.bag_spans, into.span());
-          const std::int64_t gradient_window = 2 * floats(plan.gradient_floats(r)) + flags(plan.backward_flags_at(r));
+          const std::int64_t gradient_window = window(floats(plan.gradient_floats(r)), plan.backward_flags_at(r));
           EXPECT_EQ(memory.working_bytes_held() - before, outputs + gradient_window + pooled + received);
           // The backward's exchange goes the other way: what the forward received is sent, and back.
           op.baseline_backward(std::span<const float>(output_gradient), in.bag_spans, into.span());

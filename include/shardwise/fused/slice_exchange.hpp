@@ -56,7 +56,7 @@ class slice_exchange {
         operation_(operation),
         elements_(elements),
         unstored_(element_memory::unstored_on_this_thread<T>(elements)),
-        window_bytes_(static_cast<std::int64_t>(buffers * elements * sizeof(T) + flags * sizeof(epoch_flag_word)),
+        window_bytes_(static_cast<std::int64_t>(symmetric_window<T>::bytes_of(buffers * elements, flags)),
                       memory_use::working),
         group_(backend.data_communicator().split(backend.group_of(backend.data_communicator().rank()),
                                                  backend.data_communicator().rank())) {

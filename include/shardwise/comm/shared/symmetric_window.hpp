@@ -52,12 +52,16 @@ class symmetric_window {
   template <class Comm>
   [[nodiscard]] static std::optional<symmetric_window> create(Comm& comm, std::size_t elements, std::size_t flags) {
     if constexpr (requires { share_memory(comm, elements); }) {
-      auto memory = share_memory(comm, flags_at(elements) + flags * sizeof(epoch_flag_word));
+      auto memory = share_memory(comm, bytes_of(elements, flags));
       if (!memory) return std::nullopt;
       return symmetric_window(comm, std::move(*memory), elements, flags);
     } else {
       return std::nullopt;
     }
+  }
+  // The bytes of one rank's block: what create() maps for it, and what a simulated device counts.
+  [[nodiscard]] static constexpr std::size_t bytes_of(std::size_t elements, std::size_t flags) noexcept {
+    return flags_at(elements) + flags * sizeof(epoch_flag_word);
   }
   symmetric_window(symmetric_window&&) noexcept = default;
   symmetric_window& operator=(symmetric_window&&) = delete;
