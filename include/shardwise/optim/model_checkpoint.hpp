@@ -122,147 +122,129 @@ inline void index_blocks(std::span<const std::byte> bytes, const std::string& fi
   }
 }
 
-}  // namespace detail
-
-// Collective over `world` (every rank of every replica). Returns once the checkpoint is committed; a
-// failure on any rank throws checkpoint_error on every rank and leaves earlier checkpoints as they were.
-// `data` is the update's communicator (the replicas), `world` every rank of the run. Metadata keys are
-// single words; values are one line.
-template <class Optimizer, weight_update Mode, class Weight, communicator Data, communicator World>
-void save_model_checkpoint(const std::filesystem::path& directory,
-                           const data_parallel_update<Optimizer, Mode, Weight>& update, Data& data, World& world,
-                           const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
-  const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
-  const auto records = update.parameters();
-  constexpr auto state_names = Optimizer::state_names;
-
-  std::string description =
-      "steps " + std::to_string(update.steps_done()) + "\nstate " + std::to_string(state_names.size());
+// The manifest's text after its header: the steps, the optimizer's state names, every parameter's name
+// and global shape, the caller's metadata.
+[[nodiscard]] inline std::string model_description(long steps, std::span<const std::string_view> state_names,
+                                                   std::span<const parameter_record> records,
+                                                   const std::map<std::string, std::string>& metadata,
+                                                   const checkpoint_call& call) {
+  std::string description = "steps " + std::to_string(steps) + "\nstate " + std::to_string(state_names.size());
   for (const auto name : state_names) description += " " + std::string(name);
   description += "\nparameters " + std::to_string(records.size()) + "\n";
   for (const auto& record : records)
-    description += std::string(detail::manifest_word(record.name, "a parameter's name", call)) + " " +
+    description += std::string(manifest_word(record.name, "a parameter's name", call)) + " " +
                    std::to_string(record.extents.rows) + " " + std::to_string(record.extents.cols) + "\n";
   description += "metadata " + std::to_string(metadata.size()) + "\n";
   for (const auto& [key, value] : metadata) {
     if (value.find_first_of("\n\r") != std::string::npos)
       throw argument_error(call.rank, call.operation, "metadata \"" + key + "\" is not one line");
-    description += std::string(detail::manifest_word(key, "a metadata key", call)) + " " + value + "\n";
+    description += std::string(manifest_word(key, "a metadata key", call)) + " " + value + "\n";
   }
-
-  // Every rank of every replica takes part in gathering the state, and a bf16 model's float32 master
-  // weights (a float model's weights are whole on every replica already); replica 0's counted copies
-  // write.
-  constexpr bool float_weights = std::is_same_v<Weight, float>;
-  std::vector<std::vector<float>> masters(float_weights ? 0 : records.size());
-  std::vector<std::vector<std::vector<float>>> states(records.size());
-  for (std::size_t t = 0; t < records.size(); ++t) {
-    if constexpr (!float_weights) masters[t] = update.gather_master_weights(data, t);
-    for (std::size_t k = 0; k < state_names.size(); ++k) states[t].push_back(update.gather_state(data, k, t));
-  }
-  const auto float32_weights = [&](std::size_t t) -> std::span<const float> {
-    if constexpr (float_weights) {
-      return update.weights(t);
-    } else {
-      return masters[t];
-    }
-  };
-  std::vector<std::byte> bytes;
-  if (data.rank() == 0)
-    for (std::size_t t = 0; t < records.size(); ++t) {
-      if (!records[t].counted) continue;
-      detail::append_blocks(bytes, records[t].name, records[t], float32_weights(t));
-      for (std::size_t k = 0; k < state_names.size(); ++k)
-        detail::append_blocks(bytes, detail::state_tensor_name(records[t].name, state_names[k]), records[t],
-                              states[t][k]);
-    }
-  detail::save_checkpoint_files(world, directory, update.steps_done(), detail::model_manifest_header, description,
-                                bytes.empty() ? std::nullopt : std::optional<std::span<const std::byte>>(bytes), keep,
-                                call);
-} catch (...) {
-  rethrow_within_call(world.world_rank(), call_text("save_model_checkpoint", directory.string(),
-                                                    "step " + std::to_string(update.steps_done())));
+  return description;
 }
 
-// Loads the checkpoint at `path` (a directory with `latest`, or a step folder) into `update` and so
-// into the model it was built from. Returns the saved metadata, with "steps" added.
-template <class Optimizer, weight_update Mode, class Weight, communicator World>
-std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::path& path,
-                                                         data_parallel_update<Optimizer, Mode, Weight>& update,
-                                                         World& world) try {
-  const detail::checkpoint_call call{world.world_rank(), "load_model_checkpoint"};
-  detail::checkpoint_folder checkpoint(path, detail::model_manifest_header, call);
-  const auto fail = [&](const std::string& what) { return call.error(checkpoint.path().string() + ": " + what); };
-  auto& in = checkpoint.manifest();
-  in.expect("steps");
-  const long steps = in.number<long>("the step count");
-  in.end_line();
-  in.expect("state");
-  std::vector<std::string> state_names(in.count("the state count", 2));
-  for (auto& name : state_names) name = in.word();
-  in.end_line();
-  in.expect("parameters");
-  const std::size_t parameter_count = in.count("the parameter count", 6);
-  in.end_line();
-  std::map<std::string, matrix_extents> shapes;
-  for (std::size_t p = 0; p < parameter_count; ++p) {
-    const std::string name(in.word());
-    matrix_extents extents;
-    extents.rows = in.number<std::int64_t>("a parameter's rows");
-    extents.cols = in.number<std::int64_t>("a parameter's columns");
+// What a rank writes: the blocks of the parameters whose counted copy it holds, their float32 weights
+// (weights[t]) and each state variable (states[t][k]).
+[[nodiscard]] inline std::vector<std::byte> counted_blocks(std::span<const parameter_record> records,
+                                                           std::span<const std::string_view> state_names,
+                                                           std::span<const std::span<const float>> weights,
+                                                           const std::vector<std::vector<std::vector<float>>>& states) {
+  std::vector<std::byte> bytes;
+  for (std::size_t t = 0; t < records.size(); ++t) {
+    if (!records[t].counted) continue;
+    append_blocks(bytes, records[t].name, records[t], weights[t]);
+    for (std::size_t k = 0; k < state_names.size(); ++k)
+      append_blocks(bytes, state_tensor_name(records[t].name, state_names[k]), records[t], states[t][k]);
+  }
+  return bytes;
+}
+
+// A model checkpoint read from disk and checked against a model's parameters and its optimizer's state
+// names: the manifest, every file (size and checksum), and an index of the saved blocks by tensor name.
+class model_checkpoint_contents {
+ public:
+  model_checkpoint_contents(const std::filesystem::path& path, std::span<const parameter_record> records,
+                            std::span<const std::string_view> optimizer_state_names, const checkpoint_call& call)
+      : call_(call), checkpoint_(path, model_manifest_header, call_) {
+    auto& in = checkpoint_.manifest();
+    in.expect("steps");
+    steps_ = in.number<long>("the step count");
     in.end_line();
-    if (!shapes.emplace(name, extents).second) throw in.malformed("parameter \"" + name + "\" is listed twice");
-  }
-  in.expect("metadata");
-  const std::size_t metadata_count = in.count("the metadata count", 3);
-  in.end_line();
-  std::map<std::string, std::string> metadata;
-  for (std::size_t m = 0; m < metadata_count; ++m) {
-    const std::string key(in.word());
-    metadata[key] = in.rest_of_line();
-  }
-  in.expect_end();
+    in.expect("state");
+    state_names_.resize(in.count("the state count", 2));
+    for (auto& name : state_names_) name = in.word();
+    in.end_line();
+    in.expect("parameters");
+    const std::size_t parameter_count = in.count("the parameter count", 6);
+    in.end_line();
+    std::map<std::string, matrix_extents> shapes;
+    for (std::size_t p = 0; p < parameter_count; ++p) {
+      const std::string name(in.word());
+      matrix_extents extents;
+      extents.rows = in.number<std::int64_t>("a parameter's rows");
+      extents.cols = in.number<std::int64_t>("a parameter's columns");
+      in.end_line();
+      if (!shapes.emplace(name, extents).second) throw in.malformed("parameter \"" + name + "\" is listed twice");
+    }
+    in.expect("metadata");
+    const std::size_t metadata_count = in.count("the metadata count", 3);
+    in.end_line();
+    for (std::size_t m = 0; m < metadata_count; ++m) {
+      const std::string key(in.word());
+      metadata_[key] = in.rest_of_line();
+    }
+    in.expect_end();
 
-  // The model must be the checkpoint's: the same names with the same global shapes.
-  const auto records = update.parameters();
-  for (const auto& record : records) {
-    const auto saved = shapes.find(record.name);
-    if (saved == shapes.end()) throw fail("it has no parameter \"" + record.name + "\" (another model?)");
-    if (saved->second != record.extents)
-      throw fail("parameter \"" + record.name + "\" is " + std::to_string(saved->second.rows) + "x" +
-                 std::to_string(saved->second.cols) + " there and " + std::to_string(record.extents.rows) + "x" +
-                 std::to_string(record.extents.cols) + " in this model");
-  }
-  if (shapes.size() != records.size())
-    throw fail("it has " + std::to_string(shapes.size()) + " parameters, this model " + std::to_string(records.size()));
-  if (!std::ranges::equal(state_names, Optimizer::state_names))
-    throw fail("its optimizer state (" + std::to_string(state_names.size()) + " variables) is not this optimizer's (" +
-               std::to_string(Optimizer::state_names.size()) + ")");
+    // The model must be the checkpoint's: the same names with the same global shapes.
+    for (const auto& record : records) {
+      const auto saved = shapes.find(record.name);
+      if (saved == shapes.end()) throw fail("it has no parameter \"" + record.name + "\" (another model?)");
+      if (saved->second != record.extents)
+        throw fail("parameter \"" + record.name + "\" is " + std::to_string(saved->second.rows) + "x" +
+                   std::to_string(saved->second.cols) + " there and " + std::to_string(record.extents.rows) + "x" +
+                   std::to_string(record.extents.cols) + " in this model");
+    }
+    if (shapes.size() != records.size())
+      throw fail("it has " + std::to_string(shapes.size()) + " parameters, this model " +
+                 std::to_string(records.size()));
+    if (!std::ranges::equal(state_names_, optimizer_state_names))
+      throw fail("its optimizer state (" + std::to_string(state_names_.size()) +
+                 " variables) is not this optimizer's (" + std::to_string(optimizer_state_names.size()) + ")");
 
-  // Every file, checked, and an index of its blocks by tensor name: each parameter and its state.
-  std::map<std::string, matrix_extents> tensors;
-  for (const auto& [name, extents] : shapes) {
-    tensors[name] = extents;
-    for (const auto& state : state_names) tensors[detail::state_tensor_name(name, state)] = extents;
-  }
-  std::vector<std::vector<std::byte>> contents;
-  std::map<std::string, std::vector<detail::saved_block>> blocks;
-  for (const auto& file : checkpoint.files()) {
-    contents.push_back(checkpoint.read(file));
-    detail::index_blocks(contents.back(), checkpoint.file_path(file), tensors, blocks, call);
+    // Every file, checked, and an index of its blocks by tensor name: each parameter and its state.
+    std::map<std::string, matrix_extents> tensors;
+    for (const auto& [name, extents] : shapes) {
+      tensors[name] = extents;
+      for (const auto& state : state_names_) tensors[state_tensor_name(name, state)] = extents;
+    }
+    for (const auto& file : checkpoint_.files()) {
+      contents_.push_back(checkpoint_.read(file));
+      index_blocks(contents_.back(), checkpoint_.file_path(file), tensors, blocks_, call);
+    }
   }
 
-  // This rank's blocks of one named tensor, assembled from every saved block that meets them.
-  const auto assemble = [&](const parameter_record& record, const std::string& name) {
+  // The saved blocks point into the files' bytes held here.
+  model_checkpoint_contents(const model_checkpoint_contents&) = delete;
+  model_checkpoint_contents& operator=(const model_checkpoint_contents&) = delete;
+
+  [[nodiscard]] long steps() const noexcept { return steps_; }
+  [[nodiscard]] const std::vector<std::string>& state_names() const noexcept { return state_names_; }
+  [[nodiscard]] const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+
+  // This rank's blocks of the tensor `name`, laid out as `record` stores them, assembled from every saved
+  // block that meets them.
+  [[nodiscard]] std::vector<float> assemble(const parameter_record& record, const std::string& name) const {
     std::vector<float> storage;
-    const auto starts = detail::block_starts(record);
+    const auto starts = block_starts(record);
     storage.assign(
         starts.empty() ? 0 : starts.back() + static_cast<std::size_t>(record.blocks.back().stored_elements()), 0.0f);
+    const auto saved_blocks = blocks_.find(name);
     std::int64_t filled = 0, owned = 0;
     for (std::size_t b = 0; b < record.blocks.size(); ++b) {
       const block_info& mine = record.blocks[b];
       owned += mine.elements();
-      for (const detail::saved_block& saved : blocks[name]) {
+      if (saved_blocks == blocks_.end()) continue;
+      for (const saved_block& saved : saved_blocks->second) {
         const std::int64_t r0 = std::max(mine.row_offset, saved.row_offset);
         const std::int64_t r1 = std::min(mine.row_offset + mine.rows, saved.row_offset + saved.rows);
         const std::int64_t c0 = std::max(mine.col_offset, saved.col_offset);
@@ -282,14 +264,80 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
       throw fail("its blocks of \"" + name + "\" cover " + std::to_string(filled) + " of the " + std::to_string(owned) +
                  " elements this rank holds");
     return storage;
-  };
-  for (std::size_t t = 0; t < records.size(); ++t) {
-    update.set_weights(t, assemble(records[t], records[t].name));
-    for (std::size_t k = 0; k < state_names.size(); ++k)
-      update.set_state(k, t, assemble(records[t], detail::state_tensor_name(records[t].name, state_names[k])));
   }
-  update.set_steps_done(steps);
-  metadata["steps"] = std::to_string(steps);
+
+ private:
+  [[nodiscard]] checkpoint_error fail(const std::string& what) const {
+    return call_.error(checkpoint_.path().string() + ": " + what);
+  }
+
+  checkpoint_call call_;
+  checkpoint_folder checkpoint_;
+  long steps_ = 0;
+  std::vector<std::string> state_names_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<std::vector<std::byte>> contents_;  // the files' bytes, which the saved blocks point into
+  std::map<std::string, std::vector<saved_block>> blocks_;
+};
+
+}  // namespace detail
+
+// Collective over `world` (every rank of every replica). Returns once the checkpoint is committed; a
+// failure on any rank throws checkpoint_error on every rank and leaves earlier checkpoints as they were.
+// `data` is the update's communicator (the replicas), `world` every rank of the run. Metadata keys are
+// single words; values are one line.
+template <class Optimizer, weight_update Mode, class Weight, communicator Data, communicator World>
+void save_model_checkpoint(const std::filesystem::path& directory,
+                           const data_parallel_update<Optimizer, Mode, Weight>& update, Data& data, World& world,
+                           const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
+  const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
+  const auto records = update.parameters();
+  constexpr auto state_names = Optimizer::state_names;
+  const std::string description = detail::model_description(update.steps_done(), state_names, records, metadata, call);
+
+  // Every rank of every replica takes part in gathering the state, and a bf16 model's float32 master
+  // weights (a float model's weights are whole on every replica already); replica 0's counted copies
+  // write.
+  std::vector<std::vector<float>> masters(records.size());
+  std::vector<std::span<const float>> weights(records.size());
+  std::vector<std::vector<std::vector<float>>> states(records.size());
+  for (std::size_t t = 0; t < records.size(); ++t) {
+    if constexpr (std::is_same_v<Weight, float>) {
+      weights[t] = update.weights(t);
+    } else {
+      masters[t] = update.gather_master_weights(data, t);
+      weights[t] = masters[t];
+    }
+    for (std::size_t k = 0; k < state_names.size(); ++k) states[t].push_back(update.gather_state(data, k, t));
+  }
+  const auto bytes =
+      data.rank() == 0 ? detail::counted_blocks(records, state_names, weights, states) : std::vector<std::byte>{};
+  detail::save_checkpoint_files(world, directory, update.steps_done(), detail::model_manifest_header, description,
+                                bytes.empty() ? std::nullopt : std::optional<std::span<const std::byte>>(bytes), keep,
+                                call);
+} catch (...) {
+  rethrow_within_call(world.world_rank(), call_text("save_model_checkpoint", directory.string(),
+                                                    "step " + std::to_string(update.steps_done())));
+}
+
+// Loads the checkpoint at `path` (a directory with `latest`, or a step folder) into `update` and so
+// into the model it was built from. Returns the saved metadata, with "steps" added.
+template <class Optimizer, weight_update Mode, class Weight, communicator World>
+std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::path& path,
+                                                         data_parallel_update<Optimizer, Mode, Weight>& update,
+                                                         World& world) try {
+  const auto records = update.parameters();
+  const detail::model_checkpoint_contents saved(path, records, Optimizer::state_names,
+                                                {world.world_rank(), "load_model_checkpoint"});
+  for (std::size_t t = 0; t < records.size(); ++t) {
+    update.set_weights(t, saved.assemble(records[t], records[t].name));
+    for (std::size_t k = 0; k < saved.state_names().size(); ++k)
+      update.set_state(k, t,
+                       saved.assemble(records[t], detail::state_tensor_name(records[t].name, saved.state_names()[k])));
+  }
+  update.set_steps_done(saved.steps());
+  auto metadata = saved.metadata();
+  metadata["steps"] = std::to_string(saved.steps());
   return metadata;
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
