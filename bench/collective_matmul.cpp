@@ -1,10 +1,12 @@
 // bench/collective_matmul: collective matmul beside its unfused form, side by side in one run, float:
 //   gather/ring        all_gather_matmul(x, w): X 2048 x 1024 rows cut (col_1d), W 1024 x 1024 columns cut
-//   gather/unfused     the same product as one all_gather of X over the ranks, then matmul
+//   gather/unfused     all_gather_matmul(x, w, collective_matmul_form::unfused): X gathered whole, then matmul
 //   scatter/ring       matmul_reduce_scatter(h, v): H 2048 x 1024 columns cut, V 1024 x 1024 rows cut
-//   scatter/unfused    matmul(h, v), then one reduce_scatter of the sum into rows cut
+//   scatter/unfused    matmul_reduce_scatter(h, v, collective_matmul_form::unfused): matmul, then the
+//                      sum reduce-scattered into rows cut
 //   gather/collective_alone, scatter/collective_alone   the all_gather of X, the reduce_scatter of the
-//                      sum, without the products: the most that overlapping could hide
+//                      sum (the communicator's collectives into buffers of the result's layout), without
+//                      the products: the most that overlapping could hide
 //   cube/chunks:1      the 3-D C = A·B of 1024 x 1024 matrices on balanced_shape<3>(P), as matmul does by default
 //   cube/chunks:4      the same pipelined in 4 bands of rows (matmul_options::chunks)
 // each at P = 2 and 4 on
@@ -79,6 +81,10 @@ const std::array variants = {
     variant{"cube/chunks:4", product::cube, 4},
 };
 bool multiplies(const variant& v) { return v.what != product::gather_alone && v.what != product::scatter_alone; }
+collective_matmul_form form_of(const variant& v) {
+  return v.what == product::gather_unfused || v.what == product::scatter_unfused ? collective_matmul_form::unfused
+                                                                                 : collective_matmul_form::ring;
+}
 constexpr std::array rank_counts = {2, 4};
 
 using whole_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -119,10 +125,8 @@ whole_matrix run_variant(benchmark::State* state, long long iterations, const va
       line.all_gather(x.data(), gathered.data());
       return gathered;
     };
-    if (v.what == product::gather_ring)
-      return time_or_check(state, iterations, world, [&] { return all_gather_matmul(x, w); });
     if (v.what == product::gather_alone) return time_or_check(state, iterations, world, gather_x);
-    return time_or_check(state, iterations, world, [&] { return matmul(gather_x(), w); });
+    return time_or_check(state, iterations, world, [&] { return all_gather_matmul(x, w, form_of(v)); });
   }
   const auto h = from_function<row_1d<>>(mesh, {tokens, width}, value_a);
   const auto v_rows = from_function<col_1d<>>(mesh, {width, width}, value_b);
@@ -131,13 +135,11 @@ whole_matrix run_variant(benchmark::State* state, long long iterations, const va
     line.reduce_scatter(addends.data(), sums.data());
     return sums;
   };
-  if (v.what == product::scatter_ring)
-    return time_or_check(state, iterations, world, [&] { return matmul_reduce_scatter(h, v_rows); });
   if (v.what == product::scatter_alone) {
     const auto addends = matmul(h, v_rows);
     return time_or_check(state, iterations, world, [&] { return scatter(addends); });
   }
-  return time_or_check(state, iterations, world, [&] { return scatter(matmul(h, v_rows)); });
+  return time_or_check(state, iterations, world, [&] { return matmul_reduce_scatter(h, v_rows, form_of(v)); });
 }
 
 void report(benchmark::State& state, const variant& v, int ranks) {
