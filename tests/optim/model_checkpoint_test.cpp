@@ -1,8 +1,8 @@
 // Checkpoints of a model's training state: a GPT trained on one data x tensor-parallel mesh, saved,
 // and loaded on the same mesh (the next step is bitwise the uninterrupted run's) and on meshes of
 // other shapes and families (weights and optimizer state land exactly where the layouts put them; the
-// next step agrees within float rounding); a checkpoint of another model, a damaged file and a
-// missing one are errors naming what is wrong; a save leaves earlier ones alone. The 2-D and 3-D
+// next step agrees within float rounding); a checkpoint of another model or another optimizer, a
+// damaged file and a missing one are errors naming what is wrong; a save leaves earlier ones alone. The 2-D and 3-D
 // families' models compile in sources of their own (model_checkpoint_checks.hpp).
 #include "shardwise/optim/model_checkpoint.hpp"
 
@@ -21,6 +21,7 @@
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/sgd.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "support/backends.hpp"
 #include "support/files.hpp"
@@ -141,6 +142,14 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
               other(mesh.tensor_parallel(), wider);
           optim::sharded_update<optim::adamw> update(other, mesh.data());
           expect_error(update, folder, "parameter \"embedding.token.weight\" is 13x16 there and 13x24 in this model");
+        }
+        // The same model under another optimizer: the state variables' counts are named.
+        {
+          data_parallel_mesh mesh(world, 1, coordinates<1>{world.size()});
+          model::gpt<float, nn::tensor_parallel_1d<padded>, std::remove_cvref_t<decltype(mesh.tensor_parallel())>> same(
+              mesh.tensor_parallel(), config);
+          optim::sharded_update<optim::sgd> update(same, mesh.data());
+          expect_error(update, folder, "its optimizer state (2 variables) is not this optimizer's (0)");
         }
         world.barrier();
         // A damaged file names itself; a missing manifest names the file.
