@@ -2,8 +2,8 @@
 // and loaded on the same mesh (the next step is bitwise the uninterrupted run's) and on meshes of
 // other shapes and families (weights and optimizer state land exactly where the layouts put them; the
 // next step agrees within float rounding); a checkpoint of another model or another optimizer, a
-// damaged file and a missing one are errors naming what is wrong; a save leaves earlier ones alone. The 2-D and 3-D
-// families' models compile in sources of their own (model_checkpoint_checks.hpp).
+// damaged file and a missing one are errors naming what is wrong; a save leaves earlier ones alone.
+// The 2-D and 3-D families' models compile in sources of their own (model_checkpoint_checks.hpp).
 #include "shardwise/optim/model_checkpoint.hpp"
 
 #include <gtest/gtest.h>
@@ -133,22 +133,19 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
             EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
           }
         };
-        // Another model: a wider one names the first parameter whose shape differs.
+        // On the run's mesh, a model of the run's type: a wider one names the first parameter whose shape
+        // differs; the same one under another optimizer names the state variables' counts.
+        using model_type = decltype(run.gpt);
         {
           auto wider = config;
           wider.hidden = 24;
-          data_parallel_mesh mesh(world, 1, coordinates<1>{world.size()});
-          model::gpt<float, nn::tensor_parallel_1d<padded>, std::remove_cvref_t<decltype(mesh.tensor_parallel())>>
-              other(mesh.tensor_parallel(), wider);
-          optim::sharded_update<optim::adamw> update(other, mesh.data());
+          model_type other(run.mesh.tensor_parallel(), wider);
+          optim::sharded_update<optim::adamw> update(other, run.mesh.data());
           expect_error(update, folder, "parameter \"embedding.token.weight\" is 13x16 there and 13x24 in this model");
         }
-        // The same model under another optimizer: the state variables' counts are named.
         {
-          data_parallel_mesh mesh(world, 1, coordinates<1>{world.size()});
-          model::gpt<float, nn::tensor_parallel_1d<padded>, std::remove_cvref_t<decltype(mesh.tensor_parallel())>> same(
-              mesh.tensor_parallel(), config);
-          optim::sharded_update<optim::sgd> update(same, mesh.data());
+          model_type same(run.mesh.tensor_parallel(), config);
+          optim::sharded_update<optim::sgd> update(same, run.mesh.data());
           expect_error(update, folder, "its optimizer state (2 variables) is not this optimizer's (0)");
         }
         world.barrier();

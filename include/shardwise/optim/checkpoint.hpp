@@ -101,9 +101,7 @@ void save_checkpoint(C& comm, const data_parallel_update<Optimizer, Mode, Weight
                             std::to_string(update.layout().tensor_count()) + "\n";
   for (const auto& shape : update.layout().shapes())
     description += std::to_string(shape.rows) + " " + std::to_string(shape.cols) + "\n";
-  description += "state " + std::to_string(Optimizer::state_names.size());
-  for (const auto name : Optimizer::state_names) description += " " + std::string(name);
-  description += "\n";
+  description += detail::state_names_line(Optimizer::state_names);
   detail::save_checkpoint_files(comm, directory, update.steps_done(), detail::flat_manifest_header, description,
                                 std::as_bytes(std::span<const float>(values)), keep,
                                 {comm.world_rank(), "save_checkpoint"});
@@ -139,10 +137,7 @@ void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& upd
     shape.cols = in.number<std::size_t>("a tensor's columns");
     in.end_line();
   }
-  in.expect("state");
-  std::vector<std::string> state_names(in.count("the state count", 2));
-  for (auto& name : state_names) name = in.word();
-  in.end_line();
+  const auto state_names = detail::read_state_names(in);
   in.expect_end();
 
   const auto mismatch = [&](const std::string& what) {

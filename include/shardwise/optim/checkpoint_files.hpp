@@ -454,6 +454,20 @@ class text_reader {
   int line_ = 1;
 };
 
+// A manifest's line of the optimizer's state variables, "state K name...", as written and as read.
+[[nodiscard]] inline std::string state_names_line(std::span<const std::string_view> names) {
+  std::string line = "state " + std::to_string(names.size());
+  for (const auto name : names) line += " " + std::string(name);
+  return line + "\n";
+}
+[[nodiscard]] inline std::vector<std::string> read_state_names(text_reader& in) {
+  in.expect("state");
+  std::vector<std::string> names(in.count("the state count", 2));
+  for (auto& name : names) name = in.word();
+  in.end_line();
+  return names;
+}
+
 // Reads a binary file's values in order; every length is checked against the bytes that remain.
 class byte_reader {
  public:

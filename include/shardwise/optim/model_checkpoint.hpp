@@ -128,9 +128,8 @@ inline void index_blocks(std::span<const std::byte> bytes, const std::string& fi
                                                    std::span<const parameter_record> records,
                                                    const std::map<std::string, std::string>& metadata,
                                                    const checkpoint_call& call) {
-  std::string description = "steps " + std::to_string(steps) + "\nstate " + std::to_string(state_names.size());
-  for (const auto name : state_names) description += " " + std::string(name);
-  description += "\nparameters " + std::to_string(records.size()) + "\n";
+  std::string description = "steps " + std::to_string(steps) + "\n" + state_names_line(state_names) + "parameters " +
+                            std::to_string(records.size()) + "\n";
   for (const auto& record : records)
     description += std::string(manifest_word(record.name, "a parameter's name", call)) + " " +
                    std::to_string(record.extents.rows) + " " + std::to_string(record.extents.cols) + "\n";
@@ -170,10 +169,7 @@ class model_checkpoint_contents {
     in.expect("steps");
     steps_ = in.number<long>("the step count");
     in.end_line();
-    in.expect("state");
-    state_names_.resize(in.count("the state count", 2));
-    for (auto& name : state_names_) name = in.word();
-    in.end_line();
+    state_names_ = read_state_names(in);
     in.expect("parameters");
     const std::size_t parameter_count = in.count("the parameter count", 6);
     in.end_line();
