@@ -16,9 +16,7 @@
 
 #include "optim/model_checkpoint_checks.hpp"
 #include "shardwise/core/bf16.hpp"
-#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
-#include "shardwise/model/gpt.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/sgd.hpp"
