@@ -25,14 +25,17 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "shardwise/comm/reduction.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/bf16.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
@@ -360,6 +363,15 @@ void train(Communicator& world, const options& o) {
   say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
       o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
 
+  // Memory: what a rank has held at most of tensors, parameters, optimizer state and the operations'
+  // buffers, as every backend counts it (sw::element_memory); the largest rank's, in MiB.
+  const sw::element_memory& memory = *sw::element_memory::of_this_thread();
+  const auto memory_mib = [&] {
+    double mib = static_cast<double>(memory.high_water()) / (1 << 20);
+    world.all_reduce(std::span<double>(&mib, 1), sw::op::max);
+    return mib;
+  };
+
   // The validation loss: the same held-out samples every time, split over the replicas; under
   // no_grad the layers keep nothing for a backward.
   const auto validation_loss = [&] {
@@ -405,9 +417,11 @@ void train(Communicator& world, const options& o) {
     if (evaluates || step == first_step || step % 10 == 0) {
       const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
       const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
-      say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  left %s\n", step, o.steps,
-          train_loss, evaluates ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", report.gradient_norm,
-          schedule(step), tokens_per_second, 100 * mfu,
+      const double mib = memory_mib();
+      say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  memory %.1f MiB"
+          "  left %s\n",
+          step, o.steps, train_loss, evaluates ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "",
+          report.gradient_norm, schedule(step), tokens_per_second, 100 * mfu, mib,
           duration(static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1))
               .c_str());
     }
@@ -429,8 +443,10 @@ void train(Communicator& world, const options& o) {
   }
 
   const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
-  say("final: train loss %.4f, validation loss %.4f nats per byte, %.0f tokens/s, MFU %.1f%%\n", train_loss, val_loss,
-      tokens_per_second, 100 * tokens_per_second * sw::model::training_flops_per_token(o.model) / peak);
+  const double mib = memory_mib();
+  say("final: train loss %.4f, validation loss %.4f nats per byte, %.0f tokens/s, MFU %.1f%%, memory %.1f MiB\n",
+      train_loss, val_loss, tokens_per_second,
+      100 * tokens_per_second * sw::model::training_flops_per_token(o.model) / peak, mib);
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);  // the losses to the last bit: a resumed run is compared with an uninterrupted one
@@ -438,7 +454,8 @@ void train(Communicator& world, const options& o) {
         << "\", \"steps\": " << o.steps << ", \"tokens\": " << tokens_trained
         << ", \"tokens_per_s\": " << tokens_per_second
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
-        << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss;
+        << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss
+        << ", \"memory_mib\": " << mib;
     for (const auto& [name, curve] :
          {std::pair{"val_curve", &validation_curve}, std::pair{"train_curve", &training_curve}}) {
       out << ", \"" << name << "\": [";

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "shardwise/comm/threads.hpp"
 #ifdef SHARDWISE_TEST_MPI
 #include "shardwise/comm/mpi.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "support/rank_counts.hpp"
 #endif
 #ifdef SHARDWISE_TEST_SIM_GPU
@@ -61,6 +63,8 @@ struct mpi_backend {
       FAIL() << "this test runs on " << rank_counts_text(rank_counts, ", ") << " MPI ranks, not on " << world.size()
              << ": launch it with mpiexec -n <one of those> (its CTest tests do)";
     }
+    // The rank's element memory counted, as mpi::run counts it (the test main has started MPI).
+    const element_memory::scope counted(std::make_shared<element_memory>(true));
     body(world);
   }
 };

@@ -44,6 +44,7 @@
 #include "shardwise/comm/detail/backend_hooks.hpp"
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/bf16.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::mpi {
@@ -850,12 +851,14 @@ class environment {
 };
 
 // Runs body(communicator&) on this process's rank of MPI_COMM_WORLD, initialising and finalising MPI
-// around it when nobody else does. If body throws, the error is printed ("[rank N] …") and the whole
-// job is aborted, so no rank hangs waiting for this one.
+// around it when nobody else does, its element memory counted (core/element_memory.hpp). If body
+// throws, the error is printed ("[rank N] …") and the whole job is aborted, so no rank hangs waiting
+// for this one.
 template <class Body>
 void run(int& argc, char**& argv, Body&& body) {
   environment session(argc, argv);
   try {
+    const element_memory::scope counted(std::make_shared<element_memory>(true));  // what the rank holds
     auto world = communicator::world();
     std::forward<Body>(body)(world);
   } catch (...) {

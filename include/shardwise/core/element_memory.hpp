@@ -2,10 +2,12 @@
 // The element memory of one rank: the bytes its tensors, parameters and optimizer state hold now (its
 // storage), the bytes of working memory its operations hold now (buffers filled before they are read:
 // the products' gather buffers, the exchanges' send and receive buffers), the high-water mark of the
-// two together, and whether elements are stored at all. A backend that runs each rank as a thread and
-// reports memory (sim_gpu, sim/sim_gpu.hpp) opens a scope on each rank's thread; shared_buffer
-// (core/shared_buffer.hpp), where that memory is allocated, reports to it. Outside such a scope
-// nothing is counted and elements are stored.
+// two together, and whether elements are stored at all. Every backend opens a scope around each rank's
+// body (threads::run, mpi::run, sim_gpu::run, which also reports the marks), so a program reads its
+// rank's figures with element_memory::of_this_thread(); shared_buffer (core/shared_buffer.hpp), where
+// that memory is allocated, reports to it. Outside such a scope nothing is counted and elements are
+// stored. A buffer shares ownership of the accounting it was counted in, so a buffer that outlives
+// its rank's body (a result handed out of the run) gives its bytes back to an accounting still there.
 //
 // Shapes only: a rank that stores no elements counts its storage as a full run does, but its values
 // (core/element.hpp's value_element) get no memory of their own: every such buffer lies at the start
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -51,11 +54,13 @@ class element_memory {
   void freed(std::int64_t bytes, memory_use use) noexcept { counter(use) -= bytes; }
 
   // The accounting of the calling thread's rank, null outside a scope.
-  [[nodiscard]] static element_memory* of_this_thread() noexcept { return current(); }
+  [[nodiscard]] static element_memory* of_this_thread() noexcept { return current().get(); }
+  // The same, shared: what a buffer keeps so that it can give its bytes back whenever it goes.
+  [[nodiscard]] static std::shared_ptr<element_memory> shared_of_this_thread() noexcept { return current(); }
 
   // Whether the calling thread's rank stores elements (true outside a scope).
   [[nodiscard]] static bool stored_on_this_thread() noexcept {
-    const element_memory* memory = current();
+    const element_memory* memory = current().get();
     return memory == nullptr || memory->stores_elements();
   }
 
@@ -82,20 +87,21 @@ class element_memory {
   // Makes `memory` the calling thread's accounting until the scope closes.
   class scope {
    public:
-    explicit scope(element_memory& memory) noexcept : previous_(current()) { current() = &memory; }
+    explicit scope(std::shared_ptr<element_memory> memory) noexcept
+        : previous_(std::exchange(current(), std::move(memory))) {}
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
-    ~scope() { current() = previous_; }
+    ~scope() { current() = std::move(previous_); }
 
    private:
-    element_memory* previous_;
+    std::shared_ptr<element_memory> previous_;
   };
 
  private:
   struct accounting {
-    element_memory* memory = nullptr;
+    std::shared_ptr<element_memory> memory;
   };
-  static element_memory*& current() noexcept { return rank_local<accounting>().memory; }
+  static std::shared_ptr<element_memory>& current() noexcept { return rank_local<accounting>().memory; }
   static memory_use other(memory_use use) noexcept {
     return use == memory_use::storage ? memory_use::working : memory_use::storage;
   }
@@ -116,15 +122,15 @@ class counted_bytes {
  public:
   counted_bytes() = default;
   counted_bytes(std::int64_t bytes, memory_use use) noexcept
-      : memory_(element_memory::of_this_thread()), bytes_(bytes), use_(use) {
+      : memory_(element_memory::shared_of_this_thread()), bytes_(bytes), use_(use) {
     if (memory_ != nullptr) memory_->allocated(bytes_, use_);
   }
   counted_bytes(counted_bytes&& other) noexcept
-      : memory_(std::exchange(other.memory_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), use_(other.use_) {}
+      : memory_(std::move(other.memory_)), bytes_(std::exchange(other.bytes_, 0)), use_(other.use_) {}
   counted_bytes& operator=(counted_bytes&& other) noexcept {
     if (this != &other) {
       release();
-      memory_ = std::exchange(other.memory_, nullptr);
+      memory_ = std::move(other.memory_);
       bytes_ = std::exchange(other.bytes_, 0);
       use_ = other.use_;
     }
@@ -139,11 +145,11 @@ class counted_bytes {
  private:
   void release() noexcept {
     if (memory_ != nullptr) memory_->freed(bytes_, use_);
-    memory_ = nullptr;
+    memory_.reset();
     bytes_ = 0;
   }
 
-  element_memory* memory_ = nullptr;
+  std::shared_ptr<element_memory> memory_;
   std::int64_t bytes_ = 0;
   memory_use use_ = memory_use::working;
 };

@@ -63,7 +63,7 @@ class shared_buffer {
 
  private:
   static shared_buffer allocate(std::size_t count, memory_use use) {
-    element_memory* const counted = element_memory::of_this_thread();
+    std::shared_ptr<element_memory> counted = element_memory::shared_of_this_thread();
     static_assert(std::is_trivially_destructible_v<T>, "shared_buffer holds plain numbers");
     shared_buffer buffer;
     const std::size_t bytes = std::max<std::size_t>(count, 1) * sizeof(T);
@@ -76,10 +76,11 @@ class shared_buffer {
       if (element_memory::stored_on_this_thread()) std::uninitialized_value_construct_n(elements, count);
     }
     if (counted != nullptr) counted->allocated(static_cast<std::int64_t>(count * sizeof(T)), use);
-    buffer.owner_ = std::shared_ptr<T[]>(elements, [counted, use, count, bytes, stored = buffer.stored_](T* p) {
-      if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)), use);
-      if (stored) block_cache::give_back(p, bytes);
-    });
+    buffer.owner_ = std::shared_ptr<T[]>(
+        elements, [counted = std::move(counted), use, count, bytes, stored = buffer.stored_](T* p) {
+          if (counted != nullptr) counted->freed(static_cast<std::int64_t>(count * sizeof(T)), use);
+          if (stored) block_cache::give_back(p, bytes);
+        });
     buffer.data_ = elements;
     buffer.size_ = count;
     return buffer;

@@ -197,7 +197,7 @@ struct machine_state {
         in_flight(static_cast<std::size_t>(ranks)) {
     for (int r = 0; r < ranks; ++r) {
       devices.push_back(std::make_unique<sim::device>(r, model.device, trace.get()));
-      memory.push_back(std::make_unique<element_memory>(how == execution::full));
+      memory.push_back(std::make_shared<element_memory>(how == execution::full));
     }
   }
   machine_state(const machine_state&) = delete;
@@ -221,7 +221,7 @@ struct machine_state {
   const std::shared_ptr<sim::timeline> trace;
   sim::collective_cost costs;
   std::vector<std::unique_ptr<sim::device>> devices;
-  std::vector<std::unique_ptr<element_memory>> memory;  // per device
+  std::vector<std::shared_ptr<element_memory>> memory;  // per device
   std::vector<traffic_count> traffic;                   // per device, each written by its rank's thread
   std::vector<sim::collectives_in_flight> in_flight;    // per device, each written by its rank's thread
   std::mutex mutex;
@@ -647,7 +647,7 @@ report run(int ranks, sim::machine machine, Body&& body, execution how = executi
       [&](threads::communicator& data) {
         const int rank = data.rank();
         auto& gpu = *state->devices[static_cast<std::size_t>(rank)];
-        const element_memory::scope storage(*state->memory[static_cast<std::size_t>(rank)]);
+        const element_memory::scope storage(state->memory[static_cast<std::size_t>(rank)]);
         communicator comm(std::move(data),
                           std::make_shared<detail::rank_clock>(state, world, rank, gpu.default_stream()));
         body(comm);

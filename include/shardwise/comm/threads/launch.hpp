@@ -13,6 +13,7 @@
 #include "shardwise/comm/threads/communicator.hpp"
 #include "shardwise/comm/threads/failure.hpp"
 #include "shardwise/comm/threads/group.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/rank_local.hpp"
 
@@ -24,7 +25,8 @@ namespace shardwise::threads {
 // Either way each rank has its own rank_local state and the program computes the same.
 enum class ranks_as { threads, fibers };
 
-// Runs body(communicator&) on `ranks` ranks and returns when all have finished. An exception on any
+// Runs body(communicator&) on `ranks` ranks and returns when all have finished, each rank's element
+// memory counted (core/element_memory.hpp: element_memory::of_this_thread()). An exception on any
 // rank aborts the others' calls (each throws peer_error, "stopped because rank R failed: …"); run()
 // rethrows the error of the rank that failed on its own (detail::originating_error): a
 // shardwise::error as it is (it names its rank and the user's calls), anything else nested in a
@@ -39,6 +41,7 @@ void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
 
   auto rank_main = [&](int rank) {
     try {
+      const element_memory::scope counted(std::make_shared<element_memory>(true));  // what the rank holds
       communicator comm(world, rank);
       body(comm);
     } catch (...) {

@@ -1,0 +1,80 @@
+// Every backend counts each rank's element memory (core/element_memory.hpp): a dtensor's block while
+// it lives, summed over the ranks the serial matrix's bytes; a replicated copy beside it, and the
+// high-water mark kept after both are gone; and a buffer handed out of the run gives its bytes back,
+// after the run, to the accounting it was counted in.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/reduction.hpp"
+#include "shardwise/core/element_memory.hpp"
+#include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/process_mesh.hpp"
+#include "shardwise/tensor/distribute.hpp"
+#include "shardwise/tensor/dtensor.hpp"
+#include "tensor/dtensor_checks.hpp"
+
+namespace {
+
+using namespace shardwise;
+using namespace shardwise::testing;
+
+constexpr std::initializer_list<int> memory_rank_counts = {1, 4, 8, 9};
+
+TYPED_TEST(dtensor_test, each_rank_counts_the_blocks_it_holds) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const element_memory* memory = element_memory::of_this_thread();
+        ASSERT_NE(memory, nullptr) << "rank " << world.rank() << " has no element memory counted";
+        process_mesh mesh(world, {world.size()});
+        const std::int64_t before = memory->bytes_held();
+        std::int64_t peak = 0;
+        {
+          const matrix_extents shape{37, 5};  // 37 rows over up to 9 ranks: blocks of different sizes
+          const dtensor<double, col_1d<ragged>, decltype(mesh)> rows(mesh, shape);
+          std::int64_t held = memory->bytes_held() - before;
+          EXPECT_EQ(held, static_cast<std::int64_t>(rows.data().size_bytes())) << "rank " << world.rank();
+          world.all_reduce(std::span<std::int64_t>(&held, 1), op::sum);
+          EXPECT_EQ(held, shape.rows * shape.cols * static_cast<std::int64_t>(sizeof(double)));
+
+          // Every row gathered onto every rank: the whole matrix held beside the rank's block.
+          const auto everywhere = redistribute<replicated<>>(rows);
+          peak = memory->bytes_held();
+          EXPECT_EQ(peak - before,
+                    static_cast<std::int64_t>(rows.data().size_bytes() + everywhere.data().size_bytes()));
+        }
+        EXPECT_EQ(memory->bytes_held(), before) << "rank " << world.rank() << " kept bytes of tensors it no longer has";
+        EXPECT_GE(memory->high_water(), peak) << "rank " << world.rank() << " lost its high-water mark";
+      },
+      memory_rank_counts);
+}
+
+TYPED_TEST(dtensor_test, a_buffer_handed_out_of_the_run_gives_its_bytes_back_after_it) {
+  // A slot a rank; under MPI only this process's rank fills its own.
+  constexpr int ranks = 4;
+  std::vector<std::shared_ptr<element_memory>> accounts(ranks);
+  std::vector<shared_buffer<double>> kept(ranks);
+  TypeParam::run(
+      [&](communicator auto& world) {
+        const auto r = static_cast<std::size_t>(world.rank());
+        accounts[r] = element_memory::shared_of_this_thread();
+        kept[r] = shared_buffer<double>::zeros(100 + r);
+      },
+      {ranks});
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (accounts[r] == nullptr) continue;
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(accounts[r]->bytes_held(), static_cast<std::int64_t>((100 + r) * sizeof(double)));
+    kept[r] = {};  // after the run: the accounting is still there to take the bytes back
+    EXPECT_EQ(accounts[r]->bytes_held(), 0);
+  }
+}
+
+}  // namespace
