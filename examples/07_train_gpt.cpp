@@ -32,10 +32,9 @@
 #include <thread>
 #include <vector>
 
-#include "shardwise/comm/reduction.hpp"
+#include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/bf16.hpp"
-#include "shardwise/core/element_memory.hpp"
 #include "shardwise/data/byte_corpus.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
@@ -363,14 +362,9 @@ void train(Communicator& world, const options& o) {
   say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
       o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
 
-  // Memory: what a rank has held at most of tensors, parameters, optimizer state and the operations'
-  // buffers, as every backend counts it (sw::element_memory); the largest rank's, in MiB.
-  const sw::element_memory& memory = *sw::element_memory::of_this_thread();
-  const auto memory_mib = [&] {
-    double mib = static_cast<double>(memory.high_water()) / (1 << 20);
-    world.all_reduce(std::span<double>(&mib, 1), sw::op::max);
-    return mib;
-  };
+  // Memory: the most a rank has held of tensors, parameters, optimizer state and the operations'
+  // buffers, as every backend counts it; the largest rank's, in MiB.
+  const auto memory_mib = [&] { return static_cast<double>(sw::largest_memory_high_water(world)) / (1 << 20); };
 
   // The validation loss: the same held-out samples every time, split over the replicas; under
   // no_grad the layers keep nothing for a backward.

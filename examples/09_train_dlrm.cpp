@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
@@ -337,12 +338,15 @@ void train(Communicator& world, const options& o) {
   }
 
   const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
+  // The most a rank held of tables, weights, optimizer state and buffers, as every backend counts it.
+  const double memory_mib = static_cast<double>(sw::largest_memory_high_water(world)) / (1 << 20);
   say("final: held-out loss %.4f, %.0f%% below the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %.0f samples/s; "
-      "step %.2f ms fused against %.2f ms unfused (%.1f%% less), embedding + all-to-all %.2f against %.2f ms\n",
+      "step %.2f ms fused against %.2f ms unfused (%.1f%% less), embedding + all-to-all %.2f against %.2f ms; "
+      "memory %.1f MiB\n",
       last.loss, 100 * (1 - last.loss / last.constant_predictor_loss), last.constant_predictor_loss, last.auc,
       last.accuracy, samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused),
       100 * (1 - median(step_fused) / median(step_unfused)), 1e3 * median(embedding_fused),
-      1e3 * median(embedding_unfused));
+      1e3 * median(embedding_unfused), memory_mib);
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);
@@ -353,7 +357,7 @@ void train(Communicator& world, const options& o) {
         << ", \"step_ms_unfused\": " << 1e3 * median(step_unfused)
         << ", \"embedding_ms_fused\": " << 1e3 * median(embedding_fused)
         << ", \"embedding_ms_unfused\": " << 1e3 * median(embedding_unfused)
-        << ", \"compared_steps\": " << step_fused.size() << "}\n";
+        << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory_mib << "}\n";
   }
 }
 

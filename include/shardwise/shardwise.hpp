@@ -7,6 +7,7 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/comm/interface.hpp"
+#include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/path_trial.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/comm/shared_memory.hpp"

@@ -1,9 +1,11 @@
 // Every backend counts each rank's element memory (core/element_memory.hpp): a dtensor's block while
 // it lives, summed over the ranks the serial matrix's bytes; a replicated copy beside it, and the
 // high-water mark kept after both are gone; and a buffer handed out of the run gives its bytes back,
-// after the run, to the accounting it was counted in.
+// after the run, to the accounting it was counted in. largest_memory_high_water is the largest of the
+// ranks' marks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/shared_buffer.hpp"
@@ -52,6 +55,22 @@ TYPED_TEST(dtensor_test, each_rank_counts_the_blocks_it_holds) {
         }
         EXPECT_EQ(memory->bytes_held(), before) << "rank " << world.rank() << " kept bytes of tensors it no longer has";
         EXPECT_GE(memory->high_water(), peak) << "rank " << world.rank() << " lost its high-water mark";
+      },
+      memory_rank_counts);
+}
+
+TYPED_TEST(dtensor_test, the_largest_high_water_mark_is_the_largest_ranks) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        // Rank r holds (r + 1) kibibytes more than the others at its peak, so the ranks' marks differ.
+        {
+          const auto held = shared_buffer<std::byte>::zeros(static_cast<std::size_t>(world.rank() + 1) << 10);
+        }
+        const std::int64_t mine = element_memory::of_this_thread()->high_water();
+        std::vector<std::int64_t> marks(static_cast<std::size_t>(world.size()));
+        world.all_gather(std::span<const std::int64_t>(&mine, 1), std::span<std::int64_t>(marks));
+        EXPECT_EQ(largest_memory_high_water(world), *std::max_element(marks.begin(), marks.end()))
+            << "rank " << world.rank();
       },
       memory_rank_counts);
 }
