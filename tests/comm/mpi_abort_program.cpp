@@ -3,6 +3,10 @@
 // timeout would catch a hang, and its expected output a missing or doubled message).
 //   mpi_abort_program              rank 1 throws std::runtime_error("rank one gives up")
 //   mpi_abort_program redistribute rank 1's all_to_all_v fails inside redistribute (an injected fault)
+//   mpi_abort_program window       rank 1 throws holding memory shared with the others (an MPI window,
+//                                  whose freeing waits for every rank)
+//   mpi_abort_program receive      rank 1 throws with a receive posted that no rank will match
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -13,9 +17,9 @@
 #include "support/faulty_communicator.hpp"
 
 int main(int argc, char** argv) {
-  const bool inside_redistribute = argc > 1 && std::string_view(argv[1]) == "redistribute";
+  const std::string_view mode = argc > 1 ? argv[1] : "";
   shardwise::mpi::run(argc, argv, [&](shardwise::mpi::communicator& world) {
-    if (inside_redistribute) {
+    if (mode == "redistribute") {
       shardwise::testing::faulty_communicator faulty(world.split(0, world.rank()), 1, "all_to_all_v");
       shardwise::process_mesh line(faulty, {faulty.size()});
       const auto t =
@@ -23,9 +27,13 @@ int main(int argc, char** argv) {
       (void)shardwise::redistribute<shardwise::col_1d<>>(t);
       return;
     }
-    std::vector<double> data(16, 1.0);
+    const auto shared = mode == "window" ? shardwise::mpi::share_memory(world, 64) : std::nullopt;
+    std::vector<double> data(16, 1.0), never_sent(16);
     world.all_reduce(data, shardwise::op::sum);
-    if (world.rank() == 1) throw std::runtime_error("rank one gives up");
+    if (world.rank() == 1) {
+      const auto posted = mode == "receive" ? std::optional(world.irecv(never_sent, 0)) : std::nullopt;
+      throw std::runtime_error("rank one gives up");
+    }
     world.all_reduce(data, shardwise::op::sum);  // the others block here until the job is aborted
   });
   return 0;

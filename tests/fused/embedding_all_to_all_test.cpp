@@ -135,7 +135,10 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
                                 what + ", fused call " + std::to_string(call));
           const std::vector<float> kept(fused_out.begin(), fused_out.end());
           const auto baseline_out = op.baseline(in.table_spans, in.bag_spans);
-          EXPECT_EQ(std::memcmp(kept.data(), baseline_out.data(), kept.size() * sizeof(float)), 0) << what;
+          ASSERT_EQ(baseline_out.size(), kept.size()) << what;
+          // Bit for bit; a rank that receives no rows has empty outputs, which memcmp must not be given.
+          EXPECT_TRUE(kept.empty() || std::memcmp(kept.data(), baseline_out.data(), kept.size() * sizeof(float)) == 0)
+              << what;
           expect_rows_of_serial(serial, op.plan(), comm.rank(), op(in.table_spans, in.bag_spans),
                                 what + ", operator()");
         }

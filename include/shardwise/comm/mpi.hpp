@@ -273,8 +273,9 @@ struct deferred_starts {
 
 // A started operation. wait() and test() complete it (and run its completion step once); a request
 // whose wait failed is finished. Destroying an active request waits for it, since MPI may still be
-// using its buffers; an error there is swallowed only while another exception unwinds the stack
-// (otherwise it escapes the noexcept destructor and terminates: loud, never silent).
+// using its buffers, except a receive destroyed while an exception unwinds the stack, which is
+// cancelled; an error there is swallowed only while another exception unwinds the stack (otherwise it
+// escapes the noexcept destructor and terminates: loud, never silent).
 class request {
  public:
   request() = default;
@@ -345,6 +346,14 @@ class request {
   void finish() noexcept {
     if (handle_ == MPI_REQUEST_NULL && !deferred_ && !complete_ && expected_bytes_ < 0) return;
     if (std::uncaught_exceptions() > 0) {
+      // A receive is cancelled: its sender may be waiting for this failing rank and never send, and
+      // waiting for it would keep the error from mpi::run, which aborts the job.
+      if (handle_ != MPI_REQUEST_NULL && expected_bytes_ >= 0 && MPI_Cancel(&handle_) == MPI_SUCCESS) {
+        MPI_Wait(&handle_, MPI_STATUS_IGNORE);
+        complete_ = {};
+        expected_bytes_ = -1;
+        return;
+      }
       try {
         wait();
       } catch (...) {  // the exception already in flight is the one to report
@@ -818,7 +827,10 @@ struct node_ranks {
     detail::check(MPI_Win_shared_query(window, r, &size, &unit, &block), rank, "share_memory");
     blocks.emplace_back(static_cast<std::byte*>(block), static_cast<std::size_t>(size));
   }
+  // Freeing waits for every rank of the window. A rank unwinding an error leaves it to the job's abort
+  // (mpi::run), which would otherwise never come while its peers wait in another call.
   return shared_memory(std::move(blocks), comm.rank(), [window]() mutable {
+    if (std::uncaught_exceptions() > 0) return;
     MPI_Win_unlock_all(window);
     MPI_Win_free(&window);
   });

@@ -20,8 +20,10 @@ namespace shardwise {
 
 class shared_memory {
  public:
-  // `blocks`: every rank's block, as this rank addresses it; `release` frees this rank's block (for MPI
-  // a collective: every rank destroys its shared_memory in the same order).
+  // `blocks`: every rank's block, as this rank addresses it; `release` lets go of them: for MPI a
+  // collective that frees this rank's block (every rank destroys its shared_memory in the same order;
+  // a rank unwinding an error frees nothing, its job about to be aborted), for threads this rank's hold
+  // on every block, each freed by the last rank to let go of it.
   shared_memory(std::vector<std::span<std::byte>> blocks, int rank, std::function<void()> release)
       : blocks_(std::move(blocks)), rank_(rank), release_(std::move(release)) {}
   shared_memory(shared_memory&& other) noexcept
