@@ -6,7 +6,12 @@
 //   mpi_abort_program window       rank 1 throws holding memory shared with the others (an MPI window,
 //                                  whose freeing waits for every rank)
 //   mpi_abort_program receive      rank 1 throws with a receive posted that no rank will match
+//   mpi_abort_program send         rank 1 throws with a send to rank 0 outstanding, above the eager
+//                                  limit, that rank 0 (in the all-reduce) never receives
+//   mpi_abort_program send_caught  as send, but rank 1 catches its error and goes on to the all-reduce,
+//                                  whose call must abort the job: MPI may still read the send's buffer
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -28,10 +33,18 @@ int main(int argc, char** argv) {
       return;
     }
     const auto shared = mode == "window" ? shardwise::mpi::share_memory(world, 64) : std::nullopt;
-    std::vector<double> data(16, 1.0), never_sent(16);
+    std::vector<double> data(16, 1.0), never_sent(16), never_received(mode.starts_with("send") ? 1 << 21 : 0);
     world.all_reduce(data, shardwise::op::sum);
-    if (world.rank() == 1) {
-      const auto posted = mode == "receive" ? std::optional(world.irecv(never_sent, 0)) : std::nullopt;
+    if (world.rank() == 1 && mode == "send_caught") {
+      try {
+        const auto posted = world.isend(std::span<const double>(never_received), 0);
+        throw std::runtime_error("rank one gives up");
+      } catch (const std::runtime_error&) {
+      }
+    } else if (world.rank() == 1) {
+      const auto posted = mode == "receive" ? std::optional(world.irecv(never_sent, 0))
+                          : mode == "send"  ? std::optional(world.isend(std::span<const double>(never_received), 0))
+                                            : std::nullopt;
       throw std::runtime_error("rank one gives up");
     }
     world.all_reduce(data, shardwise::op::sum);  // the others block here until the job is aborted

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -269,13 +271,42 @@ struct deferred_starts {
   std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
 }
 
+// Operations this process left unfinished while an error unwound its stack (request::finish). MPI may
+// still read or write their buffers, so what they own stays here until the process ends, and the
+// process makes no further call: the next one, or the end of mpi::run, aborts the job.
+struct abandoned_operations {
+  std::vector<completion> kept;
+  std::string first;  // the first one's name, for the abort's message
+};
+inline abandoned_operations& abandoned() {
+  static abandoned_operations operations;
+  return operations;
+}
+
+// Aborts the job if this process left an operation unfinished; `call` is what it was about to do.
+inline void refuse_after_abandoned(int world_rank, std::string_view call) noexcept {
+  if (abandoned().first.empty()) return;
+  std::fprintf(stderr,
+               "[rank %d] %.*s: this rank went on after an error left its %s unfinished (MPI cannot cancel it "
+               "and may still use its buffers); aborting the job\n",
+               world_rank, static_cast<int>(call.size()), call.data(), abandoned().first.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+// How long a rank unwinding an error waits for a send or a collective it started to finish before it
+// leaves it: long enough for a peer already in the matching call, far shorter than a job's timeout
+// for a peer that waits for this rank in another call and never will be.
+inline constexpr auto unwinding_wait = std::chrono::seconds(2);
+
 }  // namespace detail
 
 // A started operation. wait() and test() complete it (and run its completion step once); a request
 // whose wait failed is finished. Destroying an active request waits for it, since MPI may still be
-// using its buffers, except a receive destroyed while an exception unwinds the stack, which is
-// cancelled; an error there is swallowed only while another exception unwinds the stack (otherwise it
-// escapes the noexcept destructor and terminates: loud, never silent).
+// using its buffers, except while an exception unwinds the stack: a receive is then cancelled, and a
+// send or collective is waited for detail::unwinding_wait and then left to MPI, its buffers kept (an
+// error there is swallowed: the exception already in flight is the one to report).
 class request {
  public:
   request() = default;
@@ -354,12 +385,34 @@ class request {
         expected_bytes_ = -1;
         return;
       }
+      // A send or a collective cannot be cancelled (Open MPI cancels no send), and its peer may be
+      // waiting for this rank elsewhere: waited for a while, then left.
+      if (handle_ != MPI_REQUEST_NULL && !deferred_ && !finished_within(detail::unwinding_wait)) {
+        auto& left = detail::abandoned();
+        if (left.first.empty()) left.first = std::string(operation_);
+        left.kept.push_back(std::exchange(complete_, {}));
+        handle_ = MPI_REQUEST_NULL;
+        expected_bytes_ = -1;
+        return;
+      }
       try {
         wait();
       } catch (...) {  // the exception already in flight is the one to report
       }
     } else {
       wait();
+    }
+  }
+
+  // Tests the operation until it finishes or `limit` has passed, sleeping between tests so that the
+  // peers it waits for get the cores. False: still running.
+  bool finished_within(std::chrono::steady_clock::duration limit) noexcept {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      int done = 0;
+      if (MPI_Test(&handle_, &done, &status_) != MPI_SUCCESS || done != 0) return true;
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 
@@ -452,11 +505,13 @@ class communicator : public communicator_interface<communicator> {
 
   template <class Call>
   void run(const Call& call) {
+    detail::refuse_after_abandoned(world_rank_, Call::name);
     if constexpr (agreement::collective_call<Call>) agree(call);
     if (auto complete = issue(call, nullptr)) complete();
   }
   template <class Call>
   [[nodiscard]] request start(const Call& call) {
+    detail::refuse_after_abandoned(world_rank_, Call::name);
     request started(world_rank_, Call::name);
     if constexpr (agreement::checked_on_mpi && agreement::collective_call<Call>) {
       if (!starts_) {
@@ -873,6 +928,7 @@ void run(int& argc, char**& argv, Body&& body) {
     const element_memory::scope counted(std::make_shared<element_memory>(true));  // what the rank holds
     auto world = communicator::world();
     std::forward<Body>(body)(world);
+    detail::refuse_after_abandoned(world.world_rank(), "mpi::run");  // finalising would wait for it
   } catch (...) {
     detail::abort_world();
   }
