@@ -15,6 +15,7 @@
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -277,6 +278,9 @@ void train(Communicator& world, const options& o) {
   // 4. The loop. Comparison steps run forward and backward fused and unfused in turns on the same
   //    batch (the same gradients either way) before the one update.
   std::vector<double> step_fused, step_unfused, embedding_fused, embedding_unfused;
+  // The most a rank has held so far of tables, weights, optimizer state and buffers, as every backend
+  // counts it, in MiB (collective: one all-reduce).
+  const auto memory_mib = [&] { return static_cast<double>(sw::largest_memory_high_water(world)) / (1 << 20); };
   double training_seconds = 0, trained_samples = 0, loss = 0;
   held_out last;
   for (long step = 1; step <= o.steps; ++step) {
@@ -323,8 +327,14 @@ void train(Communicator& world, const options& o) {
     if (evaluates) last = evaluate();
     if (evaluates || step == 1) {
       const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
-      say("step %5ld/%ld  loss %.4f%s  %8.0f samples/s  step %.2f ms fused, %.2f ms unfused  embedding + all-to-all "
-          "%.2f ms fused, %.2f ms unfused\n",
+      const auto milliseconds = [](const std::vector<double>& seconds) {
+        if (seconds.empty()) return std::string("-");  // no step compared yet
+        std::array<char, 32> text{};
+        std::snprintf(text.data(), text.size(), "%.2f", 1e3 * median(seconds));
+        return std::string(text.data());
+      };
+      say("step %5ld/%ld  loss %.4f%s  %8.0f samples/s  step %s ms fused, %s ms unfused  embedding + all-to-all "
+          "%s ms fused, %s ms unfused  memory %.1f MiB\n",
           step, o.steps, loss,
           evaluates
               ? ("  held-out " + std::to_string(last.loss).substr(0, 6) + " (constant " +
@@ -332,21 +342,21 @@ void train(Communicator& world, const options& o) {
                  std::to_string(last.auc).substr(0, 5) + " accuracy " + std::to_string(last.accuracy).substr(0, 5))
                     .c_str()
               : "",
-          samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused), 1e3 * median(embedding_fused),
-          1e3 * median(embedding_unfused));
+          samples_per_second, milliseconds(step_fused).c_str(), milliseconds(step_unfused).c_str(),
+          milliseconds(embedding_fused).c_str(), milliseconds(embedding_unfused).c_str(), memory_mib());
     }
   }
 
   const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
-  // The most a rank held of tables, weights, optimizer state and buffers, as every backend counts it.
-  const double memory_mib = static_cast<double>(sw::largest_memory_high_water(world)) / (1 << 20);
+  const double memory = memory_mib();
+  const double fused_less = 1 - median(step_fused) / median(step_unfused);  // negative where fusing lost
   say("final: held-out loss %.4f, %.0f%% below the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %.0f samples/s; "
-      "step %.2f ms fused against %.2f ms unfused (%.1f%% less), embedding + all-to-all %.2f against %.2f ms; "
+      "step %.2f ms fused against %.2f ms unfused (%.1f%% %s), embedding + all-to-all %.2f against %.2f ms; "
       "memory %.1f MiB\n",
       last.loss, 100 * (1 - last.loss / last.constant_predictor_loss), last.constant_predictor_loss, last.auc,
       last.accuracy, samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused),
-      100 * (1 - median(step_fused) / median(step_unfused)), 1e3 * median(embedding_fused),
-      1e3 * median(embedding_unfused), memory_mib);
+      100 * std::abs(fused_less), fused_less >= 0 ? "less" : "more", 1e3 * median(embedding_fused),
+      1e3 * median(embedding_unfused), memory);
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);
@@ -357,7 +367,7 @@ void train(Communicator& world, const options& o) {
         << ", \"step_ms_unfused\": " << 1e3 * median(step_unfused)
         << ", \"embedding_ms_fused\": " << 1e3 * median(embedding_fused)
         << ", \"embedding_ms_unfused\": " << 1e3 * median(embedding_unfused)
-        << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory_mib << "}\n";
+        << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory << "}\n";
   }
 }
 
