@@ -29,6 +29,10 @@
 //     automatic_paired/…  the same pairs with operator() (after its trial calls) in place of fused():
 //                         whether the automatic choice is ever slower than the baseline. Counters:
 //                         automatic_ms, baseline_ms, automatic_over_baseline, fuses (1: it fused)
+//     pooling_paired/8    the same pairs with the pooling alone in place of fused(): each rank pools
+//                         its bags into a buffer of its own, as the baseline does before its
+//                         all-to-all, and nothing moves; the least any path that pools can take.
+//                         Counters: pooling_ms, baseline_ms, pooling_over_baseline
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
 //           an MPI-3 shared-memory window; fused_messages sends its slices as non-blocking messages, as
@@ -171,6 +175,7 @@ struct measured_path {
   bool share_memory;
   int ranks_per_node;
   bool paired = false;
+  bool pooling_alone = false;  // paired: the pooling alone in place of the operator's first path
 };
 // The last two only on MPI: every slice sent as a message, and the 8 processes grouped as two nodes of
 // 4 (stores within, messages between), the paper's two-node setup on one machine.
@@ -179,9 +184,10 @@ constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
                                    {"automatic", fused::path::automatic, true, 0},
                                    {"paired", fused::path::fused, true, 0, true},
                                    {"automatic_paired", fused::path::automatic, true, 0, true},
+                                   {"pooling_paired", fused::path::baseline, true, 0, true, true},
                                    {"fused_messages", fused::path::fused, false, 0},
                                    {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
-constexpr int paths_on_threads = 5;
+constexpr int paths_on_threads = 6;
 
 double median(std::vector<double> values) {
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
@@ -189,12 +195,39 @@ double median(std::vector<double> values) {
   return *middle;
 }
 
-// paired/… and automatic_paired/…: `iterations` pairs of calls on `op`, fused() (or operator(), once
-// its trial is over) and baseline(), the first of them first in every other pair.
+// The baseline's pooling alone: this rank's bags pooled into `pooled` ({global batch, this rank's tables
+// side by side}), stored as the operator's paths store them.
+template <class Operator, class Tables, class Bags>
+std::span<const float> pool_alone(const Operator& op, int r, const Tables& tables, const Bags& bags,
+                                  std::vector<float>& pooled) {
+  const auto& plan = op.plan();
+  const auto width = static_cast<std::size_t>(plan.width_of(r));
+  pooled.resize(static_cast<std::size_t>(plan.shape().global_batch) * width);
+  const auto stores = op.forward_row_stores();
+  std::size_t column = 0;
+  for (std::size_t t = 0; t < tables.size(); ++t) {
+    const int D = plan.dimension_of(plan.first_table(r) + static_cast<int>(t));
+    for (std::int64_t row = 0; row < plan.shape().global_batch; ++row)
+      fused::pool_bag(tables[t], D, bags[t], row, fused::pooling::sum,
+                      pooled.data() + static_cast<std::size_t>(row) * width + column, r, stores);
+    column += static_cast<std::size_t>(D);
+  }
+  if (stores == fused::row_stores::streaming) shardwise::detail::finish_streaming();
+  return pooled;
+}
+
+// paired/…, automatic_paired/… and pooling_paired/…: `iterations` pairs of calls on `op`, fused() (or
+// operator(), once its trial is over, or the pooling alone) and baseline(), the first of them first in
+// every other pair.
 template <class Comm, class Operator, class Tables, class Bags>
 void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Operator& op, const Tables& tables,
-                   const Bags& bags, bool automatic) {
-  const auto first_path = [&] { return automatic ? op(tables, bags) : op.fused(tables, bags); };
+                   const Bags& bags, const measured_path& which) {
+  const bool automatic = which.choice == fused::path::automatic;
+  std::vector<float> pooled;
+  const auto first_path = [&] {
+    if (which.pooling_alone) return pool_alone(op, comm.rank(), tables, bags, pooled);
+    return automatic ? op(tables, bags) : op.fused(tables, bags);
+  };
   while (automatic && op.measuring()) (void)op(tables, bags);
   // Two calls of each path, so each path has written both outputs (see measure_path).
   for (int call = 0; call < 4; ++call) (void)(call < 2 ? first_path() : op.baseline(tables, bags));
@@ -216,7 +249,7 @@ void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Op
   for (auto _ : *state) state->SetIterationTime(pair());
   std::vector<double> ratios;
   for (std::size_t i = 0; i < first_seconds.size(); ++i) ratios.push_back(first_seconds[i] / baseline_seconds[i]);
-  const std::string first = automatic ? "automatic" : "fused";
+  const std::string first = which.pooling_alone ? "pooling" : automatic ? "automatic" : "fused";
   state->counters[first + "_ms"] = 1e3 * median(first_seconds);
   state->counters["baseline_ms"] = 1e3 * median(baseline_seconds);
   state->counters[first + "_over_baseline"] = median(ratios);
@@ -242,7 +275,7 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   for (const auto& w : weights) table_spans.emplace_back(w);
   const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
   if (which.paired) {
-    measure_pairs(comm, state, c.iterations, op, table_spans, bags, which.choice == fused::path::automatic);
+    measure_pairs(comm, state, c.iterations, op, table_spans, bags, which);
     return;
   }
   // Untimed calls first, whose page faults would otherwise weigh on the few iterations of the large
@@ -308,6 +341,8 @@ void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int wor
   for (std::size_t i = 0; i < all.size(); ++i)
     for (int p = 0; p < static_cast<int>(std::size(paths)); ++p) {
       const auto& c = all[i];
+      // The pooling alone on the original configuration only, where docs/fused.md asks what limits it.
+      if (paths[p].pooling_alone && c.name != "/8") continue;
       if (p < paths_on_threads)
         benchmark::RegisterBenchmark(("threads/" + std::string(paths[p].name) + c.name).c_str(),
                                      [p, c](benchmark::State& s) {
@@ -319,7 +354,7 @@ void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int wor
             ->Unit(benchmark::kMillisecond)
             ->Iterations(c.iterations);
 #ifdef SHARDWISE_BENCH_MPI
-      if (!c.on_mpi || world_size < measured_ranks) continue;
+      if (!c.on_mpi || world_size < measured_ranks || paths[p].pooling_alone) continue;
       benchmark::RegisterBenchmark(
           ("mpi/" + std::string(paths[p].name) + c.name).c_str(),
           [driver, i, p](benchmark::State& s) { driver->run(command{static_cast<int>(i), p, measured_ranks}, &s); })
