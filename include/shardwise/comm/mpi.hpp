@@ -305,8 +305,8 @@ inline constexpr auto unwinding_wait = std::chrono::seconds(2);
 // A started operation. wait() and test() complete it (and run its completion step once); a request
 // whose wait failed is finished. Destroying an active request waits for it, since MPI may still be
 // using its buffers, except while an exception unwinds the stack: a receive is then cancelled, and a
-// send or collective is waited for detail::unwinding_wait and then left to MPI, its buffers kept (an
-// error there is swallowed: the exception already in flight is the one to report).
+// send or collective is waited for detail::unwinding_wait and then left to MPI with what the request
+// owns (an error there is swallowed: the exception already in flight is the one to report).
 class request {
  public:
   request() = default;
