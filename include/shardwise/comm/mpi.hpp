@@ -247,8 +247,15 @@ struct deferred_starts {
   std::deque<std::shared_ptr<deferred_start>> waiting;
 };
 
-// Prints why this rank failed, then takes every rank down so none waits forever for this one.
-// Call only from a catch handler.
+// Prints `text` (a line), then takes every rank down so none waits forever for this one.
+[[noreturn]] inline void abort_job(const std::string& text) noexcept {
+  std::fprintf(stderr, "%s\n", text.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
+}
+
+// Prints why this rank failed, then aborts the job (abort_job). Call only from a catch handler.
 [[noreturn]] inline void abort_world() noexcept {
   auto prefix = [] {
     int rank = -1;
@@ -265,10 +272,7 @@ struct deferred_starts {
   } catch (...) {
     text = prefix() + "the rank body threw a non-standard exception";
   }
-  std::fprintf(stderr, "%s\n", text.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
+  abort_job(text);
 }
 
 // Operations this process left unfinished while an error unwound its stack (request::finish). MPI may
@@ -286,13 +290,9 @@ inline abandoned_operations& abandoned() {
 // Aborts the job if this process left an operation unfinished; `call` is what it was about to do.
 inline void refuse_after_abandoned(int world_rank, std::string_view call) noexcept {
   if (abandoned().first.empty()) return;
-  std::fprintf(stderr,
-               "[rank %d] %.*s: this rank went on after an error left its %s unfinished (MPI cannot cancel it "
-               "and may still use its buffers); aborting the job\n",
-               world_rank, static_cast<int>(call.size()), call.data(), abandoned().first.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
+  abort_job("[rank " + std::to_string(world_rank) + "] " + std::string(call) +
+            ": this rank went on after an error left its " + abandoned().first +
+            " unfinished (MPI cannot cancel it and may still use its buffers); aborting the job");
 }
 
 // How long a rank unwinding an error waits for a send or a collective it started to finish before it
