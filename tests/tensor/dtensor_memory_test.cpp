@@ -2,7 +2,7 @@
 // it lives, summed over the ranks the serial matrix's bytes; a replicated copy beside it, and the
 // high-water mark kept after both are gone; and a buffer handed out of the run gives its bytes back,
 // after the run, to the accounting it was counted in. largest_memory_high_water is the largest of the
-// ranks' marks.
+// ranks' marks. A reused_buffer is working memory at its largest size, one block at a time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,8 @@
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element_memory.hpp"
+#include "shardwise/core/huge_pages.hpp"
+#include "shardwise/core/reused_buffer.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
@@ -94,6 +96,42 @@ TYPED_TEST(dtensor_test, a_buffer_handed_out_of_the_run_gives_its_bytes_back_aft
     kept[r] = {};  // after the run: the accounting is still there to take the bytes back
     EXPECT_EQ(accounts[r]->bytes_held(), 0);
   }
+}
+
+TYPED_TEST(dtensor_test, a_reused_buffer_counts_its_largest_size_as_working_memory) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const element_memory* memory = element_memory::of_this_thread();
+        ASSERT_NE(memory, nullptr) << "rank " << world.rank() << " has no element memory counted";
+        const auto r = static_cast<std::size_t>(world.rank());
+        const std::int64_t before = memory->working_bytes_held();
+        const auto bytes = [](std::size_t elements) { return static_cast<std::int64_t>(elements * sizeof(double)); };
+        {
+          reused_buffer<double> buffer;
+          const std::span<double> first = buffer.take(100 + r);
+          EXPECT_EQ(first.size(), 100 + r);
+          EXPECT_EQ(reinterpret_cast<std::uintptr_t>(first.data()) % shared_buffer<double>::alignment, 0U);
+          EXPECT_EQ(memory->working_bytes_held() - before, bytes(100 + r)) << "rank " << r;
+
+          const std::span<double> smaller = buffer.take(50);  // the same memory, nothing counted again
+          EXPECT_EQ(smaller.data(), first.data()) << "rank " << r;
+          EXPECT_EQ(memory->working_bytes_held() - before, bytes(100 + r)) << "rank " << r;
+
+          // Larger than a huge page: the old block is given back before the new one is counted.
+          const std::size_t large = huge_page_bytes / sizeof(double) + r;
+          const std::int64_t high_water = memory->high_water();
+          const std::int64_t held = memory->bytes_held() + memory->working_bytes_held();
+          const std::span<double> grown = buffer.take(large);
+          EXPECT_EQ(grown.size(), large);
+          EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown.data()) % huge_page_bytes, 0U) << "rank " << r;
+          EXPECT_EQ(memory->working_bytes_held() - before, bytes(large)) << "rank " << r;
+          EXPECT_EQ(memory->high_water(), std::max(high_water, held - bytes(100 + r) + bytes(large)))
+              << "rank " << r << " held the old block and the new one at once";
+          std::fill(grown.begin(), grown.end(), 1.0);  // its memory is the rank's to write
+        }
+        EXPECT_EQ(memory->working_bytes_held(), before) << "rank " << r << " kept the bytes of a buffer it let go";
+      },
+      memory_rank_counts);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@
 #include "shardwise/comm/path_trial.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/core/huge_pages.hpp"
+#include "shardwise/core/reused_buffer.hpp"
 #include "shardwise/fused/embedding_backend.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/fused/embedding_kernels.hpp"
@@ -59,34 +59,6 @@
 namespace shardwise::fused {
 
 namespace detail {
-
-// A buffer kept across calls and grown to the largest asked of it: allocating a large one per call
-// costs page faults on every call (on threads, more than the all-to-all itself). On huge pages when
-// large (core/huge_pages.hpp), as the outputs are: the baseline pools into it a row per sample too, this
-// rank's tables' width apart. Counted as the rank's working memory (core/element_memory.hpp); a rank
-// that stores no values (shapes only) gets the unstored range instead, counted alike.
-template <class T>
-class kept_buffer {
- public:
-  // `elements` of it, which the caller fills before reading: a larger buffer replaces the old one, whose
-  // contents are not kept (given back first: never both held).
-  [[nodiscard]] std::span<T> take(std::size_t elements) {
-    if (const auto bytes = static_cast<std::int64_t>(elements * sizeof(T)); bytes > counted_.bytes()) {
-      counted_ = {};
-      counted_ = counted_bytes(bytes, memory_use::working);
-    }
-    if (T* nowhere = element_memory::unstored_on_this_thread<T>(elements)) return {nowhere, elements};
-    if (values_.size() < elements) {
-      std::vector<T, huge_page_allocator<T>>().swap(values_);
-      values_.resize(elements);
-    }
-    return {values_.data(), elements};
-  }
-
- private:
-  std::vector<T, huge_page_allocator<T>> values_;
-  counted_bytes counted_;
-};
 
 inline std::size_t total(const std::vector<int>& counts) {
   std::size_t n = 0;
@@ -630,7 +602,9 @@ class embedding_all_to_all {
   done_bitmask done_;    // per slice of this rank's order, a bit per row; marked by this rank's thread alone
   slice_exchange<T, Backend> outputs_;                   // every rank's two outputs and their flags
   std::optional<slice_exchange<T, Backend>> gradients_;  // every rank's two gradient buffers: backward_exchange()
-  detail::kept_buffer<T> send_buffer_, receive_buffer_;
+  // On huge pages when large (core/reused_buffer.hpp), as the outputs are: the baseline pools into the
+  // send buffer a row per sample, this rank's tables' width apart.
+  reused_buffer<T> send_buffer_, receive_buffer_;
   bool fuses_ = true, fuses_backward_ = true;
   std::optional<path_trial> trial_, backward_trial_;
 };

@@ -37,6 +37,7 @@
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/reused_buffer.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/no_grad.hpp"
@@ -293,7 +294,7 @@ class embedding_bag {
   std::vector<filtered_bags> filtered_;  // per piece, for row-wise pieces
   // Per piece, the operator's bags of a forward, until its backward.
   std::optional<std::vector<embedding_bags>> piece_bags_;
-  fused::detail::kept_buffer<T> piece_gradient_;
+  reused_buffer<T> piece_gradient_;
 };
 
 }  // namespace shardwise::fused

@@ -15,11 +15,10 @@
 #include <string>
 #include <string_view>
 
-#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/rank_local.hpp"
-#include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/core/reused_buffer.hpp"
 #include "shardwise/core/work.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/ops/gemm.hpp"
@@ -113,29 +112,19 @@ template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
   return {TransposeLeft ? left.cols() : left.rows(), TransposeRight ? right.rows() : right.cols()};
 }
 
-// The buffers the products gather operands and partial results into. One set per rank
-// (core/rank_local.hpp): they grow to the largest product a rank has run and are reused by every later
-// one, so a training step allocates no communication buffers after its first. Contents are not kept
-// between calls. Aligned as shared_buffer is, so that reductions over them round the same way in every
-// run.
+// The buffers the products gather operands and partial results into, one set per rank
+// (core/rank_local.hpp), each reused by every later product (core/reused_buffer.hpp): a training step
+// allocates no communication buffers after its first. Contents are not kept between calls.
 enum class buffer : std::size_t { left, right, product };
 
 template <class T>
 struct workspace_buffers {
-  std::array<shared_buffer<T>, 3> buffers;
+  std::array<reused_buffer<T>, 3> buffers;
 };
 
 template <class T>
 [[nodiscard]] std::span<T> workspace(buffer which, std::size_t elements) {
-  shared_buffer<T>& held = rank_local<workspace_buffers<T>>().buffers[static_cast<std::size_t>(which)];
-  // A buffer without memory of its own (core/element_memory.hpp) is not reused where values are stored:
-  // the library's backends give each run's ranks fresh rank states, but a backend of a user's own that
-  // opens element_memory scopes may run a shapes-only rank and later a full one on one thread.
-  if (held.size() < elements || (!held.stored() && element_memory::stored_on_this_thread())) {
-    held = {};  // given back first: no copy of stale contents, and never both held at once
-    held = shared_buffer<T>::scratch(elements);
-  }
-  return held.span().first(elements);
+  return rank_local<workspace_buffers<T>>().buffers[static_cast<std::size_t>(which)].take(elements);
 }
 
 }  // namespace detail
