@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardwise/core/element_memory.hpp"
@@ -306,28 +307,41 @@ TEST(shapes_only, an_update_built_from_a_model_never_holds_it_twice) {
   }
 }
 
-// A model whose listing of its parameters fails once while the update binds them (a stand-in for
-// running out of memory there): the model keeps zero gradients of its own and its values.
+// A model whose weight refuses the update's storage (a stand-in for running out of memory while the
+// update binds the parameters, after it has taken their gradients): the model keeps zero gradients of
+// its own and its values.
 template <class Mesh>
-struct failing_once : two_parameters<Mesh> {
-  using two_parameters<Mesh>::two_parameters;
-  bool failed = false;
+struct refusing_storage {
+  using tensor = dtensor<float, row_1d<>, Mesh>;
+  struct refusing_bind : tensor {
+    using tensor::tensor;
+    explicit refusing_bind(tensor&& values) : tensor(std::move(values)) {}
+    void bind(const shared_buffer<float>&) { throw std::bad_alloc(); }
+  };
+  struct refusing_parameter {
+    refusing_bind value;
+    tensor gradient;
+  };
+  refusing_parameter weight;
+  nn::parameter<float, row_1d<>, Mesh> bias;
+  explicit refusing_storage(Mesh& mesh)
+      : weight{refusing_bind(from_function<row_1d<>>(mesh, {8, 16}, [](std::int64_t, std::int64_t) { return 0.5f; })),
+               tensor(mesh, {8, 16})},
+        bias(mesh, {1, 16}, 1.0f) {}
   template <class F>
   void for_each_parameter(F&& f) {
-    if (!failed && this->weight.gradient.data().empty()) {
-      failed = true;
-      throw std::bad_alloc();
-    }
-    two_parameters<Mesh>::for_each_parameter(f);
+    f("weight", weight);
+    f("bias", bias);
   }
 };
 
 TEST(shapes_only, an_update_that_fails_while_built_leaves_the_model_working) {
   sim_gpu::run(4, sim::presets::mi210_nodes(4), [](sim_gpu::communicator& world) {
     data_parallel_mesh mesh(world, 4, coordinates<1>{1});
-    failing_once<std::remove_cvref_t<decltype(mesh.tensor_parallel())>> parameters(mesh.tensor_parallel());
+    refusing_storage<std::remove_cvref_t<decltype(mesh.tensor_parallel())>> parameters(mesh.tensor_parallel());
     EXPECT_THROW(optim::sharded_update<optim::adam>(parameters, mesh.data()), std::bad_alloc);
     EXPECT_FALSE(parameters.weight.gradient.is_bound());
+    EXPECT_FALSE(parameters.bias.gradient.is_bound());
     EXPECT_EQ(parameters.weight.gradient.data().size(), 128U);
     EXPECT_TRUE(std::ranges::all_of(parameters.weight.gradient.data(), [](float g) { return g == 0; }));
     EXPECT_EQ(parameters.weight.value.data()[5], 0.5f);

@@ -63,6 +63,7 @@
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/optim/flat_layout.hpp"
 #include "shardwise/optim/memory.hpp"
+#include "shardwise/optim/model_parameters.hpp"
 #include "shardwise/optim/optimizer.hpp"
 
 namespace shardwise::optim {
@@ -89,52 +90,6 @@ struct step_options {
 struct step_report {
   double gradient_norm = 0.0;  // of the averaged gradients of the whole model, before clipping
 };
-
-// One parameter of a model as the update knows it: its name, global shape, this rank's blocks of it
-// and whether this rank's copy is the one counted in tensor-parallel sums.
-struct parameter_record {
-  std::string name;
-  matrix_extents extents;
-  std::vector<block_info> blocks;
-  bool counted = true;
-};
-
-// A model (or layer) whose parameters an update can take: for_each_parameter(f) calls f(name, p) for
-// each nn::parameter p.
-template <class M>
-concept parameterised = requires(M& model) { model.for_each_parameter([](const std::string&, auto&) {}); };
-
-namespace detail {
-// This rank's storage of a parameter as one of the update's tensors: one block as its stored matrix,
-// several (or none) as a row of all their elements.
-template <class Tensor>
-[[nodiscard]] parameter_shape local_shape(const Tensor& value) {
-  if (value.block_count() == 1) {
-    const block_info& b = value.block(0);
-    return {static_cast<std::size_t>(b.stored_rows), static_cast<std::size_t>(b.stored_cols)};
-  }
-  return {1, value.data().size()};
-}
-
-// Whether this rank holds the copy of each of its blocks that owner() names (the lowest rank among the
-// copies), so that summing over a tensor-parallel group counts every element once.
-template <class Tensor>
-[[nodiscard]] bool holds_counted_copy(const Tensor& value) {
-  const int rank = value.mesh().world().rank();
-  for (int b = 0; b < value.block_count(); ++b) {
-    const block_info& info = value.block(b);
-    if (info.elements() > 0 && value.mapping().owner(info.row_offset, info.col_offset).rank != rank) return false;
-  }
-  return true;
-}
-
-template <parameterised Model>
-[[nodiscard]] std::vector<parameter_shape> local_shapes(Model& model) {
-  std::vector<parameter_shape> shapes;
-  model.for_each_parameter([&](const std::string&, auto& p) { shapes.push_back(local_shape(p.value)); });
-  return shapes;
-}
-}  // namespace detail
 
 template <class Optimizer, weight_update Mode, class Weight = float>
 class data_parallel_update {
@@ -202,49 +157,7 @@ class data_parallel_update {
   // gradients must be zero, as a model's start: throws argument_error naming a parameter's otherwise.
   template <parameterised Model, communicator C>
   data_parallel_update(Model& model, const C& comm, Optimizer hyper_parameters = {}, update_options options = {})
-      : data_parallel_update(unallocated{}, comm, detail::local_shapes(model), hyper_parameters, options) {
-    // Each flat buffer is allocated after the storage it replaces is given back: the gradients first
-    // (zero, so nothing is copied), the weights once bound. The rank then never holds more than the
-    // update keeps, as it would if the model had been built into the flat buffers.
-    model.for_each_parameter([&](const std::string& parameter_name, auto& p) {
-      if (element_memory::stored_on_this_thread() &&
-          std::ranges::any_of(p.gradient.data(), [](auto g) { return g != 0; }))
-        throw argument_error(world_rank_, std::string(name) + "(model, ...)",
-                             "parameter \"" + parameter_name +
-                                 "\" has a gradient that is not zero on this rank: build the update before the "
-                                 "first backward pass, or zero the model's gradients first");
-    });
-    model.for_each_parameter([](const std::string&, auto& p) { p.gradient.release(); });
-    try {
-      allocate_weights();
-      model.for_each_parameter([&](const std::string& parameter_name, auto& p) {
-        using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
-        static_assert(std::is_same_v<element, Weight>,
-                      "shardwise: an update built from a model keeps the model's weights in its flat buffers, so "
-                      "its Weight is the parameters' element type: float parameters take Weight = float, bf16 "
-                      "parameters (with float gradients and float32 master weights) Weight = bf16");
-        const std::size_t t = records_.size();
-        std::vector<block_info> blocks;
-        blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
-        for (int b = 0; b < p.value.block_count(); ++b) blocks.push_back(p.value.block(b));
-        records_.push_back({parameter_name, p.value.extents(), std::move(blocks), detail::holds_counted_copy(p.value)});
-        set_counted(t, records_.back().counted);
-        p.value.bind(weight_storage(t));
-      });
-      allocate_gradients();
-      std::size_t t = 0;
-      model.for_each_parameter([&](const std::string&, auto& p) { p.gradient.bind(gradient_storage(t++)); });
-      allocate_state();
-      if constexpr (has_master) load_master_weights();
-    } catch (...) {
-      // The model keeps working: gradients not yet bound get their zeros back.
-      model.for_each_parameter([](const std::string&, auto& p) {
-        if (!p.gradient.is_bound())
-          p.gradient = std::remove_cvref_t<decltype(p.gradient)>(p.gradient.mesh(), p.gradient.extents());
-      });
-      throw;
-    }
-  }
+      : data_parallel_update(detail::model_parameters<Weight>(model), comm, hyper_parameters, options) {}
 
   // The parameters of the model the update was built from (empty when built from shapes), tensor t
   // being parameter t.
@@ -432,6 +345,48 @@ class data_parallel_update {
   friend detail::checkpoint_access;
 
   struct unallocated {};
+
+  static std::vector<parameter_shape> shapes_of(const std::vector<detail::model_parameter<Weight>>& parameters) {
+    std::vector<parameter_shape> shapes;
+    shapes.reserve(parameters.size());
+    for (const auto& p : parameters) shapes.push_back(p.shape);
+    return shapes;
+  }
+
+  // The model's constructor, on its parameters listed (optim/model_parameters.hpp), so that this code is
+  // compiled once an optimizer and not once an optimizer and a model.
+  template <communicator C>
+  data_parallel_update(std::vector<detail::model_parameter<Weight>> parameters, const C& comm,
+                       Optimizer hyper_parameters, update_options options)
+      : data_parallel_update(unallocated{}, comm, shapes_of(parameters), hyper_parameters, options) {
+    // Each flat buffer is allocated after the storage it replaces is given back: the gradients first
+    // (zero, so nothing is copied), the weights once bound. The rank then never holds more than the
+    // update keeps, as it would if the model had been built into the flat buffers.
+    for (const auto& p : parameters)
+      if (!p.gradient_is_zero)
+        throw argument_error(world_rank_, std::string(name) + "(model, ...)",
+                             "parameter \"" + p.record.name +
+                                 "\" has a gradient that is not zero on this rank: build the update before the "
+                                 "first backward pass, or zero the model's gradients first");
+    for (const auto& p : parameters) p.release_gradient();
+    try {
+      allocate_weights();
+      for (auto& p : parameters) {
+        const std::size_t t = records_.size();
+        records_.push_back(std::move(p.record));
+        set_counted(t, records_.back().counted);
+        p.bind_weights(weight_storage(t));
+      }
+      allocate_gradients();
+      for (std::size_t t = 0; t < parameters.size(); ++t) parameters[t].bind_gradient(gradient_storage(t));
+      allocate_state();
+      if constexpr (has_master) load_master_weights();
+    } catch (...) {
+      // The model keeps working: gradients not yet bound get their zeros back.
+      for (const auto& p : parameters) p.restore_gradient();
+      throw;
+    }
+  }
 
   // Everything but the flat buffers, which the public constructors allocate in the order their
   // source of weights allows.
