@@ -6,6 +6,7 @@
 // update's flat buffers). The update's code then depends on the optimizer and not on the model, and the
 // model's walk on the model and not on the optimizer: a program that offers several optimizers for
 // several models compiles the walk once a model, not once a pair.
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -97,9 +98,7 @@ template <class Weight, parameterised Model>
     for (int b = 0; b < p.value.block_count(); ++b) parameter.record.blocks.push_back(p.value.block(b));
     parameter.record.counted = holds_counted_copy(p.value);
     parameter.shape = local_shape(p.value);
-    if (values)
-      for (const auto g : p.gradient.data())
-        if (g != 0) parameter.gradient_is_zero = false;
+    parameter.gradient_is_zero = !values || std::ranges::none_of(p.gradient.data(), [](auto g) { return g != 0; });
     parameter.release_gradient = [&p] { p.gradient.release(); };
     parameter.bind_weights = [&p](shared_buffer<Weight> storage) { p.value.bind(std::move(storage)); };
     parameter.bind_gradient = [&p](shared_buffer<float> storage) { p.gradient.bind(std::move(storage)); };
