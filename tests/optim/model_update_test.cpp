@@ -150,13 +150,16 @@ TYPED_TEST(model_update, a_bf16_models_update_keeps_float32_master_weights) {
         auto self = world.split(world.rank(), 0);
         process_mesh mesh(self, {1});
         nn::mlp<bf16, nn::tensor_parallel_1d<>, decltype(mesh)> model(mesh, hidden, expanded, 5);
-        optim::sharded_update<optim::adamw> reference(world, optim::detail::local_shapes(model));
         std::vector<std::vector<bf16>> initial;
+        std::vector<optim::parameter_shape> shapes;
         model.for_each_parameter([&](const std::string&, auto& p) {
           const auto values = p.value.data();
           initial.emplace_back(values.begin(), values.end());
-          reference.set_weights(initial.size() - 1, std::vector<float>(values.begin(), values.end()));
+          shapes.push_back(optim::detail::local_shape(p.value));
         });
+        optim::sharded_update<optim::adamw> reference(world, shapes);
+        for (std::size_t t = 0; t < initial.size(); ++t)
+          reference.set_weights(t, std::vector<float>(initial[t].begin(), initial[t].end()));
         optim::sharded_update<optim::adamw, bf16> update(model, world);
         for (int step = 0; step < 3; ++step) {
           for (std::size_t t = 0; t < initial.size(); ++t) {

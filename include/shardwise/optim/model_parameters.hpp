@@ -60,13 +60,6 @@ template <class Tensor>
   return true;
 }
 
-template <parameterised Model>
-[[nodiscard]] std::vector<parameter_shape> local_shapes(Model& model) {
-  std::vector<parameter_shape> shapes;
-  model.for_each_parameter([&](const std::string&, auto& p) { shapes.push_back(local_shape(p.value)); });
-  return shapes;
-}
-
 // One parameter of a model, its type forgotten: what it is, and the four things an update does to it.
 template <class Weight>
 struct model_parameter {
