@@ -196,14 +196,14 @@ double median(std::vector<double> values) {
 }
 
 // The baseline's pooling alone: this rank's bags pooled into `pooled` ({global batch, this rank's tables
-// side by side}), stored as the operator's paths store them.
+// side by side}), stored as the operator's baseline stores them.
 template <class Operator, class Tables, class Bags>
 std::span<const float> pool_alone(const Operator& op, int r, const Tables& tables, const Bags& bags,
                                   std::vector<float>& pooled) {
   const auto& plan = op.plan();
   const auto width = static_cast<std::size_t>(plan.width_of(r));
   pooled.resize(static_cast<std::size_t>(plan.shape().global_batch) * width);
-  const auto stores = op.forward_row_stores();
+  const auto stores = op.forward_row_stores(fused::path::baseline);
   std::size_t column = 0;
   for (std::size_t t = 0; t < tables.size(); ++t) {
     const int D = plan.dimension_of(plan.first_table(r) + static_cast<int>(t));
@@ -229,6 +229,11 @@ void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Op
     return automatic ? op(tables, bags) : op.fused(tables, bags);
   };
   while (automatic && op.measuring()) (void)op(tables, bags);
+  // Each path's first calls choose how it stores its rows (embedding_all_to_all::forward_row_stores).
+  while (op.measuring_row_stores(fused::path::automatic)) {
+    (void)op.fused(tables, bags);
+    (void)op.baseline(tables, bags);
+  }
   // Two calls of each path, so each path has written both outputs (see measure_path).
   for (int call = 0; call < 4; ++call) (void)(call < 2 ? first_path() : op.baseline(tables, bags));
   std::vector<double> first_seconds, baseline_seconds;
@@ -254,6 +259,10 @@ void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Op
   state->counters["baseline_ms"] = 1e3 * median(baseline_seconds);
   state->counters[first + "_over_baseline"] = median(ratios);
   if (automatic) state->counters["fuses"] = op.fuses() ? 1 : 0;
+  // How each path chose to store its rows: 1 around the caches, 0 through them.
+  for (const auto [name, path] :
+       {std::pair{"fused_streams", fused::path::fused}, {"baseline_streams", fused::path::baseline}})
+    state->counters[name] = op.forward_row_stores(path) == fused::row_stores::streaming ? 1 : 0;
 }
 
 // One rank's part of a measurement; `state` on the reporting rank only.
@@ -282,9 +291,11 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   // shapes: two, one into each of the outputs the operator takes by turns (an MPI process faults on
   // each page of a peer's output it first stores into, though the owner wrote it when the window was
   // made: page tables are per process), and the buffers each path keeps across calls. The automatic
-  // path makes them after its trial, whose fused calls all fall on one output.
+  // path makes them after its trial, whose fused calls all fall on one output, and every path after its
+  // first calls have chosen how it stores its rows.
   for (int after_trial = 0; after_trial < 2;) {
-    if (!op.measuring()) ++after_trial;
+    if (!op.measuring() && !op.measuring_row_stores(op.fuses() ? fused::path::fused : fused::path::baseline))
+      ++after_trial;
     op(table_spans, bags);
   }
   bench::measure(state, c.iterations, comm, [&] { benchmark::DoNotOptimize(op(table_spans, bags).data()); });

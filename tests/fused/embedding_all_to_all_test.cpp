@@ -15,6 +15,8 @@
 #include <chrono>
 #include <concepts>
 #include <cstring>
+#include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -127,7 +129,9 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
         options.pooling = c.pooling;
         fused::embedding_all_to_all op(comm, c.shape, options);
         expect_stores_in_place(op, comm, how, what);
-        EXPECT_EQ(op.forward_row_stores(), fused::row_stores::cached) << what;
+        EXPECT_EQ(op.forward_row_stores(fused::path::fused), fused::row_stores::cached) << what;
+        EXPECT_EQ(op.forward_row_stores(fused::path::baseline), fused::row_stores::cached) << what;
+        EXPECT_FALSE(op.measuring_row_stores(fused::path::automatic)) << what << ": nothing to choose";
         for (int call = 0; call < 3; ++call) {
           const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), call);
           const auto serial = shardwise::testing::serial_embedding(c.shape, c.pooling, call);
@@ -149,21 +153,51 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
   });
 }
 
-// Where a rank writes 4 MiB or more in a call (its tables' width for the whole batch), both paths store
-// their rows around the caches, and fence them before peers read them: still the serial bits, stored in
-// place, as messages, and within nodes.
-TYPED_TEST(fused_embedding, rows_stored_around_the_caches_are_the_serial_computation) {
+// Where a rank writes 4 MiB or more in a call (its tables' width for the whole batch), each path's first
+// calls store their rows around the caches and through them by turns and keep the faster (with a machine
+// model, around them), fenced before peers read them: the serial bits either way, stored in place, as
+// messages, and within nodes (two calls of each path); then, to the trial's end on 4 ranks storing in
+// place, each path keeps one kind, the same on every rank.
+TYPED_TEST(fused_embedding, rows_stored_around_or_through_the_caches_are_the_serial_computation) {
   TypeParam::run([](communicator auto& comm) {
     const fused::embedding_shape shape{comm.size(), 256, 4096};  // a table a rank: 4096 × 256 floats
-    for (const auto& how : sharings(comm)) {
+    const std::set<fused::row_stores> both{fused::row_stores::cached, fused::row_stores::streaming};
+    const auto serial = shardwise::testing::serial_embedding(shape, fused::pooling::sum, 0);
+    const auto all = sharings(comm);
+    for (const auto& how : all) {
+      const bool to_the_end = &how == &all.front() && comm.size() == 4;
       fused::embedding_all_to_all op(comm, shape, how.options());
-      EXPECT_EQ(op.forward_row_stores(), fused::row_stores::streaming);
+      EXPECT_EQ(op.measuring_row_stores(fused::path::automatic), !simulated(comm)) << how.name();
+      EXPECT_THROW((void)op.forward_row_stores(fused::path::automatic), argument_error);
       const shardwise::testing::rank_inputs in(op.plan(), comm.rank(), 0);
-      const auto serial = shardwise::testing::serial_embedding(shape, fused::pooling::sum, 0);
-      expect_rows_of_serial(serial, op.plan(), comm.rank(), op.fused(in.table_spans, in.bag_spans),
-                            how.name() + ", fused");
-      expect_rows_of_serial(serial, op.plan(), comm.rank(), op.baseline(in.table_spans, in.bag_spans),
-                            how.name() + ", baseline");
+      std::set<fused::row_stores> fused_stores, baseline_stores;
+      // Every rank ends its trial at the same call, so all leave the loop together.
+      const auto go_on = [&](int call) {
+        if (!to_the_end) return call < 2;
+        return call < 2 * op.most_trial_calls && (call == 0 || op.measuring_row_stores(fused::path::automatic));
+      };
+      for (int call = 0; go_on(call); ++call) {
+        const std::string what = how.name() + ", call " + std::to_string(call);
+        fused_stores.insert(op.forward_row_stores(fused::path::fused));
+        expect_rows_of_serial(serial, op.plan(), comm.rank(), op.fused(in.table_spans, in.bag_spans), what + ", fused");
+        baseline_stores.insert(op.forward_row_stores(fused::path::baseline));
+        expect_rows_of_serial(serial, op.plan(), comm.rank(), op.baseline(in.table_spans, in.bag_spans),
+                              what + ", baseline");
+      }
+      const std::set<fused::row_stores> tried = simulated(comm) ? std::set{fused::row_stores::streaming} : both;
+      EXPECT_EQ(fused_stores, tried) << how.name();
+      EXPECT_EQ(baseline_stores, tried) << how.name();
+      if (!to_the_end) continue;
+      EXPECT_FALSE(op.measuring_row_stores(fused::path::automatic)) << how.name() << ": the trial did not end";
+      for (const auto which : {fused::path::fused, fused::path::baseline}) {
+        const auto kept = op.forward_row_stores(which);
+        std::array<int, 2> kinds{kept == fused::row_stores::streaming ? 1 : 0, 1};
+        comm.all_reduce(std::span<int>(kinds), shardwise::op::sum);
+        EXPECT_TRUE(kinds[0] == 0 || kinds[0] == kinds[1]) << how.name() << ": ranks chose differently";
+        (void)(which == fused::path::fused ? op.fused(in.table_spans, in.bag_spans)
+                                           : op.baseline(in.table_spans, in.bag_spans));
+        EXPECT_EQ(op.forward_row_stores(which), kept) << how.name() << ": the choice is kept";
+      }
     }
   });
 }

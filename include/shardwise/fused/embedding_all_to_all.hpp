@@ -30,6 +30,7 @@
 //   backward()           as operator() chooses, on its own (options.backward_choice)
 // Both add each table's rows in the same order, so the tables' gradients are the same bits.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -93,6 +94,14 @@ class embedding_all_to_all {
         outputs_(backend_, static_cast<std::size_t>(plan_.output_floats(comm.rank())), plan_.flags_at(comm.rank()),
                  slice_tag, name) {
     choose_paths(options_.choice, options_.backward_choice);
+    // Whether storing around the caches pays differs between machines (on one it took a fifth off the
+    // largest calls, on another it made the fused path's a third slower), so without a machine model
+    // each path measures both kinds, as operator() measures the paths. Every rank asks whether any rank
+    // writes enough to stream, so that all take part in the trials' collectives.
+    bool any_streams = false;
+    for (int r = 0; r < comm.size(); ++r) any_streams = any_streams || streams(r);
+    if (any_streams && backend_.machine() == nullptr)
+      for (auto& choice : row_stores_) choice.trial.emplace();
   }
   embedding_all_to_all(const embedding_all_to_all&) = delete;
   embedding_all_to_all& operator=(const embedding_all_to_all&) = delete;
@@ -150,19 +159,38 @@ class embedding_all_to_all {
     return out;
   }
 
-  // How this rank's forward calls store their pooled rows: around the caches where the rank writes as
-  // much as the threads backend's collectives stream (comm/detail/streaming_store.hpp), both paths alike;
-  // not at all where the rank stores no elements. Asked once a call, not in pool_bag: a call made there
-  // once a bag waited behind the previous bag's stores into the peers' outputs.
-  [[nodiscard]] row_stores forward_row_stores() const {
-    if (!element_memory::stored_on_this_thread()) return row_stores::none;
-    const auto bytes = static_cast<std::size_t>(plan_.shape().global_batch * plan_.width_of(rank())) * sizeof(T);
-    return shardwise::detail::streams_bytes(bytes) ? row_stores::streaming : row_stores::cached;
+  // How the next forward call of `which` (path::fused or path::baseline) stores this rank's pooled rows:
+  // not at all where the rank stores no elements; through the caches where it writes less than the
+  // threads backend's collectives stream (comm/detail/streaming_store.hpp); else as the path has chosen:
+  // around the caches with a machine model, and without one the faster kind in its first calls (while
+  // it measures, the kind of its next call). Asked once a call, not in pool_bag: a call made there once
+  // a bag waited behind the previous bag's stores into the peers' outputs.
+  [[nodiscard]] row_stores forward_row_stores(path which) const {
+    if (which == path::automatic)
+      throw argument_error(comm_->world_rank(), "embedding_all_to_all::forward_row_stores",
+                           "path::automatic is no path of its own: ask for path::fused or path::baseline");
+    const auto& choice = row_stores_[which == path::fused ? 0 : 1];
+    return stores_when(choice.trial ? choice.trial->first_path_next() : choice.streams);
+  }
+  // Whether `which` (path::fused or path::baseline; path::automatic: either) is still timing its calls
+  // with both kinds of stores.
+  [[nodiscard]] bool measuring_row_stores(path which) const noexcept {
+    if (which == path::automatic) return measuring_row_stores(path::fused) || measuring_row_stores(path::baseline);
+    return row_stores_[which == path::fused ? 0 : 1].trial.has_value();
   }
 
   std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
+    return with_row_stores(path::baseline, [&](row_stores stores) { return baseline(tables, bags, stores); });
+  }
+
+  std::span<const T> fused(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
+    return with_row_stores(path::fused, [&](row_stores stores) { return fused(tables, bags, stores); });
+  }
+
+ private:
+  std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags,
+                              row_stores stores) {
     begin_call(tables, bags);
-    const auto stores = forward_row_stores();
     const int P = comm_->size(), r = rank();
     const int local_tables = plan_.tables_of(r);
     const auto width = plan_.width_of(r);
@@ -207,9 +235,9 @@ class embedding_all_to_all {
     return out;
   }
 
-  std::span<const T> fused(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
+  std::span<const T> fused(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags,
+                           row_stores stores) {
     begin_call(tables, bags);
-    const auto stores = forward_row_stores();
     const int P = comm_->size(), r = rank();
     const auto elements = [&](const embedding_slice& slice) {
       return static_cast<std::size_t>(slice.rows * plan_.dimension_of(slice.table));
@@ -291,6 +319,7 @@ class embedding_all_to_all {
     return out;
   }
 
+ public:
   // ---- backward
 
   // Whether backward() takes the fused path (while it is still measuring, the path of its next call).
@@ -479,6 +508,29 @@ class embedding_all_to_all {
     return counts;
   }
   [[nodiscard]] int rank() const { return comm_->rank(); }
+  // Whether rank r writes in a forward call as much as the threads backend's collectives stream.
+  [[nodiscard]] bool streams(int r) const {
+    const auto bytes = static_cast<std::size_t>(plan_.shape().global_batch * plan_.width_of(r)) * sizeof(T);
+    return shardwise::detail::streams_bytes(bytes);
+  }
+  // This rank's stores where its path streams or not.
+  [[nodiscard]] row_stores stores_when(bool streaming) const {
+    if (!element_memory::stored_on_this_thread()) return row_stores::none;
+    return streaming && streams(rank()) ? row_stores::streaming : row_stores::cached;
+  }
+  // run(stores) for the next forward call of `which`, timed while the path measures its kinds of stores
+  // (the streaming kind first).
+  template <class Run>
+  std::span<const T> with_row_stores(path which, Run run) {
+    auto& choice = row_stores_[which == path::fused ? 0 : 1];
+    if (!choice.trial) return run(forward_row_stores(which));
+    const auto out = choice.trial->call(*comm_, [&](bool streaming) { return run(stores_when(streaming)); });
+    if (choice.trial->done()) {
+      choice.streams = choice.trial->chose_first();
+      choice.trial.reset();
+    }
+    return out;
+  }
   // Both paths start so: the inputs checked, and the call begun (its number, and the group told that
   // this rank's output of the call before the last may be overwritten).
   void begin_call(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
@@ -607,6 +659,12 @@ class embedding_all_to_all {
   reused_buffer<T> send_buffer_, receive_buffer_;
   bool fuses_ = true, fuses_backward_ = true;
   std::optional<path_trial> trial_, backward_trial_;
+  // The fused path's kinds of stores, then the baseline's: whether it streams, or the trial choosing.
+  struct row_stores_choice {
+    bool streams = true;
+    std::optional<path_trial> trial;
+  };
+  std::array<row_stores_choice, 2> row_stores_;
 };
 
 }  // namespace shardwise::fused
