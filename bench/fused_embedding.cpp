@@ -29,9 +29,10 @@
 //     automatic_paired/…  the same pairs with operator() (after its trial calls) in place of fused():
 //                         whether the automatic choice is ever slower than the baseline. Counters:
 //                         automatic_ms, baseline_ms, automatic_over_baseline, fuses (1: it fused)
-//     pooling_paired/8    the same pairs with the pooling alone in place of fused(): each rank pools
+//     pooling_paired/…    the same pairs with the pooling alone in place of fused(): each rank pools
 //                         its bags into a buffer of its own, as the baseline does before its
 //                         all-to-all, and nothing moves; the least any path that pools can take.
+//                         On the original configuration and the grid's largest shapes (floor_shapes).
 //                         Counters: pooling_ms, baseline_ms, pooling_over_baseline
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
@@ -45,6 +46,7 @@
 #include <cstdint>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -188,6 +190,9 @@ constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
                                    {"fused_messages", fused::path::fused, false, 0},
                                    {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
 constexpr int paths_on_threads = 6;
+// The shapes whose pooling alone is measured (pooling_paired/…).
+constexpr std::array<std::string_view, 4> floor_shapes = {"/8", "/sweep/4096/16/10", "/sweep/4096/64/10",
+                                                          "/sweep/1024/256/10"};
 
 double median(std::vector<double> values) {
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
@@ -352,8 +357,9 @@ void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int wor
   for (std::size_t i = 0; i < all.size(); ++i)
     for (int p = 0; p < static_cast<int>(std::size(paths)); ++p) {
       const auto& c = all[i];
-      // The pooling alone on the original configuration only, where docs/fused.md asks what limits it.
-      if (paths[p].pooling_alone && c.name != "/8") continue;
+      // The pooling alone where docs/fused.md asks what limits the forward: the original configuration
+      // and the grid's largest shapes.
+      if (paths[p].pooling_alone && std::ranges::find(floor_shapes, c.name) == floor_shapes.end()) continue;
       if (p < paths_on_threads)
         benchmark::RegisterBenchmark(("threads/" + std::string(paths[p].name) + c.name).c_str(),
                                      [p, c](benchmark::State& s) {
