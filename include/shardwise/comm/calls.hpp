@@ -6,6 +6,7 @@
 #include <span>
 #include <string_view>
 
+#include "shardwise/comm/output_stores.hpp"
 #include "shardwise/comm/reduction.hpp"
 
 namespace shardwise::calls {
@@ -56,7 +57,8 @@ struct all_to_all {
 };
 
 // Uneven all-to-all: send_counts[r] elements go to rank r, receive_counts[r] come from rank r; blocks
-// are packed back to back in rank order on both sides.
+// are packed back to back in rank order on both sides. `stores`: this rank's, where its backend writes
+// out itself.
 template <class T>
 struct all_to_all_v {
   static constexpr std::string_view name = "all_to_all_v";
@@ -64,6 +66,7 @@ struct all_to_all_v {
   std::span<const int> send_counts;
   std::span<T> out;
   std::span<const int> receive_counts;
+  output_stores stores = output_stores::by_size;
 };
 
 template <class T>

@@ -49,6 +49,7 @@ concept communicator =
       c.all_gather(in, out);
       c.all_to_all(in, out);
       c.all_to_all_v(in, counts, out, counts);
+      c.all_to_all_v(in, counts, out, counts, output_stores::through_caches);
       c.broadcast(out, 0);
       c.send(in, 0, 0);
       c.recv(out, 0, 0);

@@ -142,15 +142,17 @@ class communicator_interface {
     return begin(make_all_to_all(in_out, in_out));
   }
 
-  // ---- all_to_all_v: uneven blocks, packed in rank order on both sides
+  // ---- all_to_all_v: uneven blocks, packed in rank order on both sides; `stores`: how this rank's
+  // output is stored where the backend writes it itself (comm/output_stores.hpp)
   template <input_buffer In, output_buffer Out>
-  void all_to_all_v(In&& in, std::span<const int> send_counts, Out&& out, std::span<const int> receive_counts) {
-    execute(make_all_to_all_v(in, send_counts, out, receive_counts));
+  void all_to_all_v(In&& in, std::span<const int> send_counts, Out&& out, std::span<const int> receive_counts,
+                    output_stores stores = output_stores::by_size) {
+    execute(make_all_to_all_v(in, send_counts, out, receive_counts, stores));
   }
   template <input_buffer In, output_buffer Out>
   [[nodiscard]] auto iall_to_all_v(In&& in, std::span<const int> send_counts, Out&& out,
-                                   std::span<const int> receive_counts) {
-    return begin(make_all_to_all_v(in, send_counts, out, receive_counts));
+                                   std::span<const int> receive_counts, output_stores stores = output_stores::by_size) {
+    return begin(make_all_to_all_v(in, send_counts, out, receive_counts, stores));
   }
 
   // ---- broadcast
@@ -255,10 +257,11 @@ class communicator_interface {
     return calls::all_to_all<element_of<In>>{read_span(in), write_span(out)};
   }
   template <class In, class Out>
-  auto make_all_to_all_v(In&& in, std::span<const int> send_counts, Out&& out, std::span<const int> receive_counts) {
+  auto make_all_to_all_v(In&& in, std::span<const int> send_counts, Out&& out, std::span<const int> receive_counts,
+                         output_stores stores) {
     same_elements<In, Out>();
     communicable_elements<In>();
-    return calls::all_to_all_v<element_of<In>>{read_span(in), send_counts, write_span(out), receive_counts};
+    return calls::all_to_all_v<element_of<In>>{read_span(in), send_counts, write_span(out), receive_counts, stores};
   }
   template <class Data>
   auto make_broadcast(Data&& data, int root) {

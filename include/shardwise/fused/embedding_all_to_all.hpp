@@ -44,6 +44,7 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/computed_on_root.hpp"
+#include "shardwise/comm/output_stores.hpp"
 #include "shardwise/comm/path_trial.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
@@ -159,12 +160,13 @@ class embedding_all_to_all {
     return out;
   }
 
-  // How the next forward call of `which` (path::fused or path::baseline) stores this rank's pooled rows:
-  // not at all where the rank stores no elements; through the caches where it writes less than the
-  // threads backend's collectives stream (comm/detail/streaming_store.hpp); else as the path has chosen:
-  // around the caches with a machine model, and without one the faster kind in its first calls (while
-  // it measures, the kind of its next call). Asked once a call, not in pool_bag: a call made there once
-  // a bag waited behind the previous bag's stores into the peers' outputs.
+  // How the next forward call of `which` (path::fused or path::baseline) stores this rank's pooled rows,
+  // and the baseline what its exchange receives and unpacks: not at all where the rank stores no
+  // elements; through the caches where it writes less than the threads backend's collectives stream
+  // (comm/detail/streaming_store.hpp); else as the path has chosen: around the caches with a machine
+  // model, and without one the faster kind in its first calls (while it measures, the kind of its next
+  // call). Asked once a call, not in pool_bag: a call made there once a bag waited behind the previous
+  // bag's stores into the peers' outputs.
   [[nodiscard]] row_stores forward_row_stores(path which) const {
     if (which == path::automatic)
       throw argument_error(comm_->world_rank(), "embedding_all_to_all::forward_row_stores",
@@ -216,7 +218,7 @@ class embedding_all_to_all {
       backend_.end_kernel(kernel, "pooling, table " + std::to_string(plan_.first_table(r) + t));
     }
     if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
-    comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts);
+    comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts, exchange_stores(stores));
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     // Stored as the pooled rows were, so the output is written the same way on both paths.
     const auto out = outputs_.buffer();
@@ -517,6 +519,12 @@ class embedding_all_to_all {
   [[nodiscard]] row_stores stores_when(bool streaming) const {
     if (!element_memory::stored_on_this_thread()) return row_stores::none;
     return streaming && streams(rank()) ? row_stores::streaming : row_stores::cached;
+  }
+  // The baseline's exchange stores as its pooled rows are stored, so that its kinds of stores are timed
+  // whole; in shapes-only mode no element is stored, and the backend decides.
+  [[nodiscard]] static output_stores exchange_stores(row_stores stores) {
+    if (stores == row_stores::none) return output_stores::by_size;
+    return stores == row_stores::streaming ? output_stores::around_caches : output_stores::through_caches;
   }
   // run(stores) for the next forward call of `which`, timed while the path measures its kinds of stores
   // (the streaming kind first).

@@ -5,7 +5,7 @@
 // is read and written once; reduce-scatter has rank r reduce block r; the gathers and all-to-alls
 // copy each block once, straight from the rank that holds it. Ranks are combined in order 0, 1, …,
 // P − 1, so a float sum equals the serial left-to-right sum bit for bit. Large outputs are written
-// with non-temporal stores (comm/detail/streaming_store.hpp).
+// with non-temporal stores (comm/detail/streaming_store.hpp), or as an all_to_all_v's caller says.
 //
 // perform(call, op, rank, ranks, phase) is what rank `rank` does in phase `phase` of the collective
 // (comm/threads/rendezvous.hpp), reading every rank's call descriptor from `op`.
@@ -15,6 +15,7 @@
 
 #include "shardwise/comm/calls.hpp"
 #include "shardwise/comm/detail/streaming_store.hpp"
+#include "shardwise/comm/output_stores.hpp"
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/comm/threads/rendezvous.hpp"
 #include "shardwise/core/element.hpp"
@@ -29,7 +30,8 @@ inline std::size_t chunk_start(std::size_t n, int ranks, int r) {
 }
 
 template <class T>
-bool streams(std::size_t elements_written) {
+bool streams(std::size_t elements_written, output_stores stores = output_stores::by_size) {
+  if (stores != output_stores::by_size) return stores == output_stores::around_caches;
   return shardwise::detail::streams_bytes(elements_written * sizeof(T));
 }
 
@@ -126,7 +128,7 @@ void perform(calls::all_to_all<T>& mine, const operation& op, int rank, int rank
 template <class T>
 void perform(calls::all_to_all_v<T>& mine, const operation& op, int rank, int ranks, int) {
   std::size_t received = 0;
-  const bool streaming = streams<T>(mine.out.size());
+  const bool streaming = streams<T>(mine.out.size(), mine.stores);
   for (int s = 0; s < ranks; ++s) {
     const auto& from = peer<calls::all_to_all_v<T>>(op, s);
     std::size_t offset = 0;
