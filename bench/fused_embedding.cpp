@@ -200,27 +200,6 @@ double median(std::vector<double> values) {
   return *middle;
 }
 
-// The baseline's pooling alone: this rank's bags pooled into `pooled` ({global batch, this rank's tables
-// side by side}), stored as the operator's baseline stores them.
-template <class Operator, class Tables, class Bags>
-std::span<const float> pool_alone(const Operator& op, int r, const Tables& tables, const Bags& bags,
-                                  std::vector<float>& pooled) {
-  const auto& plan = op.plan();
-  const auto width = static_cast<std::size_t>(plan.width_of(r));
-  pooled.resize(static_cast<std::size_t>(plan.shape().global_batch) * width);
-  const auto stores = op.forward_row_stores(fused::path::baseline);
-  std::size_t column = 0;
-  for (std::size_t t = 0; t < tables.size(); ++t) {
-    const int D = plan.dimension_of(plan.first_table(r) + static_cast<int>(t));
-    for (std::int64_t row = 0; row < plan.shape().global_batch; ++row)
-      fused::pool_bag(tables[t], D, bags[t], row, fused::pooling::sum,
-                      pooled.data() + static_cast<std::size_t>(row) * width + column, r, stores);
-    column += static_cast<std::size_t>(D);
-  }
-  if (stores == fused::row_stores::streaming) shardwise::detail::finish_streaming();
-  return pooled;
-}
-
 // paired/…, automatic_paired/… and pooling_paired/…: `iterations` pairs of calls on `op`, fused() (or
 // operator(), once its trial is over, or the pooling alone) and baseline(), the first of them first in
 // every other pair.
@@ -228,9 +207,8 @@ template <class Comm, class Operator, class Tables, class Bags>
 void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Operator& op, const Tables& tables,
                    const Bags& bags, const measured_path& which) {
   const bool automatic = which.choice == fused::path::automatic;
-  std::vector<float> pooled;
   const auto first_path = [&] {
-    if (which.pooling_alone) return pool_alone(op, comm.rank(), tables, bags, pooled);
+    if (which.pooling_alone) return op.pooling_alone(tables, bags);
     return automatic ? op(tables, bags) : op.fused(tables, bags);
   };
   while (automatic && op.measuring()) (void)op(tables, bags);

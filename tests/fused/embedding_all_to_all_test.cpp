@@ -5,7 +5,7 @@
 // order, slices stored in place (threads, MPI on one node, sim_gpu), sent as messages, and both at once
 // (ranks grouped as if on several nodes), and repeated calls (new lookups every call, so a flag or
 // bitmask left from an earlier call would show), with a rank that holds its result while its peers
-// run ahead.
+// run ahead; and the baseline's pooling alone, each rank's tables' columns of the serial output.
 #include "shardwise/fused/embedding_all_to_all.hpp"
 
 #include <gtest/gtest.h>
@@ -46,6 +46,24 @@ void expect_rows_of_serial(const embedding_matrix& serial, const fused::embeddin
       ADD_FAILURE() << what << ", rank " << rank << ": element " << i << " (row " << i / plan.row_width() << ") is "
                     << out[i] << ", serially " << expected[i];
       return;
+    }
+}
+
+// The baseline's pooling alone on this rank: every row of the global batch, this rank's tables' columns
+// of the serial output, bit for bit.
+void expect_pooled_columns_of_serial(const embedding_matrix& serial, const fused::embedding_plan& plan, int rank,
+                                     std::span<const float> pooled, const std::string& what) {
+  const auto width = plan.width_of(rank), first_column = plan.column_of(plan.first_table(rank));
+  ASSERT_EQ(pooled.size(), static_cast<std::size_t>(plan.shape().global_batch * width)) << what;
+  for (std::int64_t row = 0; row < plan.shape().global_batch; ++row)
+    for (std::int64_t column = 0; column < width; ++column) {
+      const float got = pooled[static_cast<std::size_t>(row * width + column)];
+      const float expected = serial(row, first_column + column);
+      if (std::memcmp(&got, &expected, sizeof(float)) != 0) {
+        ADD_FAILURE() << what << ", rank " << rank << ": row " << row << ", column " << column << " is " << got
+                      << ", serially " << expected;
+        return;
+      }
     }
 }
 
@@ -147,6 +165,8 @@ TYPED_TEST(fused_embedding, fused_and_baseline_equal_the_serial_computation_call
           EXPECT_TRUE(both == 0 || std::memcmp(kept.data(), baseline_out.data(), both * sizeof(float)) == 0) << what;
           expect_rows_of_serial(serial, op.plan(), comm.rank(), op(in.table_spans, in.bag_spans),
                                 what + ", operator()");
+          expect_pooled_columns_of_serial(serial, op.plan(), comm.rank(),
+                                          op.pooling_alone(in.table_spans, in.bag_spans), what + ", pooling alone");
         }
         EXPECT_EQ(op.epoch(), 9U);
       }

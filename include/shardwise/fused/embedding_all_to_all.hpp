@@ -171,14 +171,14 @@ class embedding_all_to_all {
     if (which == path::automatic)
       throw argument_error(comm_->world_rank(), "embedding_all_to_all::forward_row_stores",
                            "path::automatic is no path of its own: ask for path::fused or path::baseline");
-    const auto& choice = row_stores_[which == path::fused ? 0 : 1];
+    const auto& choice = row_stores_[row_stores_slot(which)];
     return stores_when(choice.trial ? choice.trial->first_path_next() : choice.streams);
   }
   // Whether `which` (path::fused or path::baseline; path::automatic: either) is still timing its calls
   // with both kinds of stores.
   [[nodiscard]] bool measuring_row_stores(path which) const noexcept {
     if (which == path::automatic) return measuring_row_stores(path::fused) || measuring_row_stores(path::baseline);
-    return row_stores_[which == path::fused ? 0 : 1].trial.has_value();
+    return row_stores_[row_stores_slot(which)].trial.has_value();
   }
 
   std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
@@ -188,36 +188,23 @@ class embedding_all_to_all {
   std::span<const T> fused(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
     return with_row_stores(path::fused, [&](row_stores stores) { return fused(tables, bags, stores); });
   }
+  // The baseline's pooling alone, stored as its next call would store it: this rank's bags pooled for
+  // the global batch, {global batch, this rank's tables side by side}, nothing exchanged; valid until
+  // this rank's next call. Not collective. The least any forward path that reads the tables can take:
+  // what benchmarks set the paths beside.
+  std::span<const T> pooling_alone(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags) {
+    check(tables, bags);
+    return pool_for_exchange(tables, bags, forward_row_stores(path::baseline));
+  }
 
  private:
   std::span<const T> baseline(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags,
                               row_stores stores) {
     begin_call(tables, bags);
     const int P = comm_->size(), r = rank();
-    const int local_tables = plan_.tables_of(r);
-    const auto width = plan_.width_of(r);
-    // Pooled blocks by destination: {rows of d, local tables side by side}.
     const auto [send_counts, receive_counts] = baseline_counts(direction::forward);
-    const auto pooled = send_buffer_.take(detail::total(send_counts));
+    const auto pooled = pool_for_exchange(tables, bags, stores);
     const auto received = receive_buffer_.take(detail::total(receive_counts));
-    for (int t = 0; t < local_tables; ++t) {
-      const auto& table = tables[static_cast<std::size_t>(t)];
-      const auto& bag = bags[static_cast<std::size_t>(t)];
-      const int D = plan_.dimension_of(plan_.first_table(r) + t);
-      const auto column = plan_.column_of(plan_.first_table(r) + t) - plan_.column_of(plan_.first_table(r));
-      auto kernel = backend_.kernel(plan_.shape().global_batch);
-      std::size_t block = 0;
-      for (int d = 0; d < P; ++d) {
-        for (std::int64_t row = plan_.first_row(d); row < plan_.first_row(d + 1); ++row) {
-          const auto at = block + static_cast<std::size_t>((row - plan_.first_row(d)) * width + column);
-          pool_bag(table, D, bag, row, options_.pooling, pooled.data() + at, comm_->world_rank(), stores);
-          kernel.run_task(pooling_work(lookups(bag, row), D), "task");
-        }
-        block += static_cast<std::size_t>(send_counts[static_cast<std::size_t>(d)]);
-      }
-      backend_.end_kernel(kernel, "pooling, table " + std::to_string(plan_.first_table(r) + t));
-    }
-    if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
     comm_->all_to_all_v(std::span<const T>(pooled), send_counts, received, receive_counts, exchange_stores(stores));
     // Unpack: the block from s is {local rows, tables of s side by side}; they sit at s's first column.
     // Stored as the pooled rows were, so the output is written the same way on both paths.
@@ -521,16 +508,17 @@ class embedding_all_to_all {
     return streaming && streams(rank()) ? row_stores::streaming : row_stores::cached;
   }
   // The baseline's exchange stores as its pooled rows are stored, so that its kinds of stores are timed
-  // whole; in shapes-only mode no element is stored, and the backend decides.
-  [[nodiscard]] static output_stores exchange_stores(row_stores stores) {
-    if (stores == row_stores::none) return output_stores::by_size;
+  // whole. The backend decides by size where this rank pools too little to stream, having no kind of
+  // its own to time (with uneven tables it may still receive much), and in shapes-only mode.
+  [[nodiscard]] output_stores exchange_stores(row_stores stores) const {
+    if (stores == row_stores::none || !streams(rank())) return output_stores::by_size;
     return stores == row_stores::streaming ? output_stores::around_caches : output_stores::through_caches;
   }
   // run(stores) for the next forward call of `which`, timed while the path measures its kinds of stores
   // (the streaming kind first).
   template <class Run>
   std::span<const T> with_row_stores(path which, Run run) {
-    auto& choice = row_stores_[which == path::fused ? 0 : 1];
+    auto& choice = row_stores_[row_stores_slot(which)];
     if (!choice.trial) return run(forward_row_stores(which));
     const auto out = choice.trial->call(*comm_, [&](bool streaming) { return run(stores_when(streaming)); });
     if (choice.trial->done()) {
@@ -538,6 +526,29 @@ class embedding_all_to_all {
       choice.trial.reset();
     }
     return out;
+  }
+  // The baseline's first phase: this rank's bags pooled into its send buffer, a block for each rank d,
+  // {d's rows, this rank's tables side by side}: together {global batch, this rank's tables side by side}.
+  std::span<T> pool_for_exchange(std::span<const std::span<const T>> tables, std::span<const embedding_bags> bags,
+                                 row_stores stores) {
+    const int r = rank();
+    const auto width = plan_.width_of(r);
+    const auto pooled = send_buffer_.take(static_cast<std::size_t>(plan_.shape().global_batch * width));
+    for (int t = 0; t < plan_.tables_of(r); ++t) {
+      const auto& table = tables[static_cast<std::size_t>(t)];
+      const auto& bag = bags[static_cast<std::size_t>(t)];
+      const int D = plan_.dimension_of(plan_.first_table(r) + t);
+      const auto column = plan_.column_of(plan_.first_table(r) + t) - plan_.column_of(plan_.first_table(r));
+      auto kernel = backend_.kernel(plan_.shape().global_batch);
+      for (std::int64_t row = 0; row < plan_.shape().global_batch; ++row) {
+        pool_bag(table, D, bag, row, options_.pooling, pooled.data() + static_cast<std::size_t>(row * width + column),
+                 comm_->world_rank(), stores);
+        kernel.run_task(pooling_work(lookups(bag, row), D), "task");
+      }
+      backend_.end_kernel(kernel, "pooling, table " + std::to_string(plan_.first_table(r) + t));
+    }
+    if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
+    return pooled;
   }
   // Both paths start so: the inputs checked, and the call begun (its number, and the group told that
   // this rank's output of the call before the last may be overwritten).
@@ -672,7 +683,10 @@ class embedding_all_to_all {
     bool streams = true;
     std::optional<path_trial> trial;
   };
-  std::array<row_stores_choice, 2> row_stores_;
+  std::array<row_stores_choice, 2> row_stores_;  // path::fused's, path::baseline's
+  [[nodiscard]] static constexpr std::size_t row_stores_slot(path which) noexcept {
+    return which == path::fused ? 0 : 1;
+  }
 };
 
 }  // namespace shardwise::fused
