@@ -29,9 +29,10 @@
 //     automatic_paired/…  the same pairs with operator() (after its trial calls) in place of fused():
 //                         whether the automatic choice is ever slower than the baseline. Counters:
 //                         automatic_ms, baseline_ms, automatic_over_baseline, fuses (1: it fused)
-//     pooling_paired/…    the same pairs with the pooling alone in place of fused(): each rank pools
-//                         its bags into a buffer of its own, as the baseline does before its
-//                         all-to-all, and nothing moves; the least any path that pools can take.
+//     pooling_paired/…    the same pairs with the pooling alone in place of fused(): the baseline's
+//                         own first phase (embedding_all_to_all::pooling_alone(), each rank's bags
+//                         pooled into its send buffer), and nothing moves; the least any path that
+//                         pools can take.
 //                         On the original configuration and the grid's largest shapes (floor_shapes).
 //                         Counters: pooling_ms, baseline_ms, pooling_over_baseline
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under

@@ -36,35 +36,36 @@ template <class Backend>
 class fused_embedding : public ::testing::Test {};
 TYPED_TEST_SUITE(fused_embedding, shardwise::testing::backends);
 
-// This rank's rows of the serial output, compared bit for bit.
-void expect_rows_of_serial(const embedding_matrix& serial, const fused::embedding_plan& plan, int rank,
-                           std::span<const float> out, const std::string& what) {
-  ASSERT_EQ(out.size(), static_cast<std::size_t>(plan.rows_of(rank) * plan.row_width())) << what;
-  const float* expected = serial.data() + plan.first_row(rank) * plan.row_width();
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (std::memcmp(&out[i], &expected[i], sizeof(float)) != 0) {
-      ADD_FAILURE() << what << ", rank " << rank << ": element " << i << " (row " << i / plan.row_width() << ") is "
-                    << out[i] << ", serially " << expected[i];
-      return;
-    }
-}
-
-// The baseline's pooling alone on this rank: every row of the global batch, this rank's tables' columns
-// of the serial output, bit for bit.
-void expect_pooled_columns_of_serial(const embedding_matrix& serial, const fused::embedding_plan& plan, int rank,
-                                     std::span<const float> pooled, const std::string& what) {
-  const auto width = plan.width_of(rank), first_column = plan.column_of(plan.first_table(rank));
-  ASSERT_EQ(pooled.size(), static_cast<std::size_t>(plan.shape().global_batch * width)) << what;
-  for (std::int64_t row = 0; row < plan.shape().global_batch; ++row)
-    for (std::int64_t column = 0; column < width; ++column) {
-      const float got = pooled[static_cast<std::size_t>(row * width + column)];
-      const float expected = serial(row, first_column + column);
-      if (std::memcmp(&got, &expected, sizeof(float)) != 0) {
-        ADD_FAILURE() << what << ", rank " << rank << ": row " << row << ", column " << column << " is " << got
+// Rows [first_row, first_row + rows) and columns [first_column, first_column + columns) of the serial
+// output, compared bit for bit with `got` ({rows, columns}, row-major).
+void expect_block_of_serial(const embedding_matrix& serial, std::int64_t first_row, std::int64_t rows,
+                            std::int64_t first_column, std::int64_t columns, std::span<const float> got,
+                            const std::string& what) {
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(rows * columns)) << what;
+  for (std::int64_t row = 0; row < rows; ++row)
+    for (std::int64_t column = 0; column < columns; ++column) {
+      const float value = got[static_cast<std::size_t>(row * columns + column)];
+      const float expected = serial(first_row + row, first_column + column);
+      if (std::memcmp(&value, &expected, sizeof(float)) != 0) {
+        ADD_FAILURE() << what << ": row " << first_row + row << ", column " << first_column + column << " is " << value
                       << ", serially " << expected;
         return;
       }
     }
+}
+
+// This rank's rows of the serial output.
+void expect_rows_of_serial(const embedding_matrix& serial, const fused::embedding_plan& plan, int rank,
+                           std::span<const float> out, const std::string& what) {
+  expect_block_of_serial(serial, plan.first_row(rank), plan.rows_of(rank), 0, plan.row_width(), out,
+                         what + ", rank " + std::to_string(rank));
+}
+
+// The baseline's pooling alone on this rank: every row of the global batch, this rank's tables' columns.
+void expect_pooled_columns_of_serial(const embedding_matrix& serial, const fused::embedding_plan& plan, int rank,
+                                     std::span<const float> pooled, const std::string& what) {
+  expect_block_of_serial(serial, 0, plan.shape().global_batch, plan.column_of(plan.first_table(rank)),
+                         plan.width_of(rank), pooled, what + ", rank " + std::to_string(rank));
 }
 
 bool simulated(const auto& comm) { return std::same_as<std::remove_cvref_t<decltype(comm)>, sim_gpu::communicator>; }
