@@ -21,6 +21,9 @@
 //                         bags of 10
 //     fused|baseline|automatic|paired|automatic_paired/sweep/B/T/L  the model's dimension 256, global batch B, T tables
 //                         per rank of 2048 rows, bags of L
+//     …/criteo_kaggle/B   Criteo Kaggle's 26 tables as DLRM trains on them (3 to 10 million rows,
+//                         dimension 16), one lookup a table per sample drawn as data::dlrm_generator
+//                         draws them (Zipf), global batch B: uneven tables, narrow rows
 //     paired/…            both paths on one operator, a call of each per iteration, each timed on its
 //                         own: on a machine whose speed drifts during a run (here one path's time of a
 //                         repetition ranges over 30-40% in a run), the two calls of a pair see the same
@@ -33,7 +36,8 @@
 //                         own first phase (embedding_all_to_all::pooling_alone(), each rank's bags
 //                         pooled into its send buffer), and nothing moves; the least any path that
 //                         pools can take.
-//                         On the original configuration and the grid's largest shapes (floor_shapes).
+//                         On the original configuration, the grid's largest shapes and Criteo's
+//                         (floor_shapes).
 //                         Counters: pooling_ms, baseline_ms, pooling_over_baseline
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
@@ -46,6 +50,8 @@
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,6 +59,7 @@
 
 #include "benchmark_main.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
 #include "shardwise/sim/presets.hpp"
@@ -167,6 +174,9 @@ struct measured_configuration {
   int table_rows;
   long long iterations;
   bool on_mpi;  // measured on MPI too (a few shapes: MPI's runs are the longer)
+  // Tables of these rows each, in place of tables_per_rank tables of table_rows, with bags drawn as
+  // data::dlrm_generator draws them (Zipf) in place of a stride through the table.
+  std::vector<std::int64_t> rows_of_tables{};
 };
 constexpr int measured_ranks = 8;
 
@@ -192,8 +202,12 @@ constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
                                    {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
 constexpr int paths_on_threads = 6;
 // The shapes whose pooling alone is measured (pooling_paired/…).
-constexpr std::array<std::string_view, 4> floor_shapes = {"/8", "/sweep/4096/16/10", "/sweep/4096/64/10",
-                                                          "/sweep/1024/256/10"};
+constexpr std::array<std::string_view, 6> floor_shapes = {"/8",
+                                                          "/sweep/4096/16/10",
+                                                          "/sweep/4096/64/10",
+                                                          "/sweep/1024/256/10",
+                                                          "/criteo_kaggle/2048",
+                                                          "/criteo_kaggle/16384"};
 
 double median(std::vector<double> values) {
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
@@ -244,9 +258,31 @@ void measure_pairs(Comm& comm, benchmark::State* state, long long iterations, Op
   state->counters[first + "_over_baseline"] = median(ratios);
   if (automatic) state->counters["fuses"] = op.fuses() ? 1 : 0;
   // How each path chose to store its rows: 1 around the caches, 0 through them.
-  for (const auto [name, path] :
+  for (const auto& [name, path] :
        {std::pair{"fused_streams", fused::path::fused}, {"baseline_streams", fused::path::baseline}})
     state->counters[name] = op.forward_row_stores(path) == fused::row_stores::streaming ? 1 : 0;
+}
+
+// Each table's lookups for the global batch of a configuration with rows_of_tables, bags of
+// c.bag_length drawn as data::dlrm_generator draws them; made once for all ranks and kept.
+const std::vector<std::vector<std::int64_t>>& drawn_indices(const measured_configuration& c) {
+  static std::mutex made;
+  static std::map<std::string, std::vector<std::vector<std::int64_t>>> by_configuration;
+  const std::scoped_lock lock(made);
+  auto [at, inserted] = by_configuration.try_emplace(c.name);
+  if (inserted) {
+    const data::dlrm_generator generator({.dense_features = 0,
+                                          .table_rows = c.rows_of_tables,
+                                          .min_bag_length = c.bag_length,
+                                          .max_bag_length = c.bag_length});
+    for (int t = 0; t < generator.tables(); ++t) {
+      auto& table = at->second.emplace_back();
+      for (std::int64_t sample = 0; sample < c.batch; ++sample)
+        for (std::int64_t i = 0; i < c.bag_length; ++i)
+          table.push_back(generator.index(data::dlrm_stream::training, sample, t, i));
+    }
+  }
+  return at->second;
 }
 
 // One rank's part of a measurement; `state` on the reporting rank only.
@@ -256,17 +292,26 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   options.choice = which.choice;
   options.share_memory = which.share_memory;
   options.ranks_per_node = which.ranks_per_node;
-  fused::embedding_all_to_all op(comm, {comm.size() * c.tables_per_rank, c.dimension, c.batch}, options);
+  const bool drawn = !c.rows_of_tables.empty();
+  const int tables = drawn ? static_cast<int>(c.rows_of_tables.size()) : comm.size() * c.tables_per_rank;
+  fused::embedding_all_to_all op(comm, {tables, c.dimension, c.batch}, options);
+  const int first_table = op.plan().first_table(comm.rank());
   std::vector<std::vector<float>> weights;
   std::vector<std::int64_t> offsets, indices;
   for (std::int64_t b = 0; b <= c.batch; ++b) offsets.push_back(b * c.bag_length);
-  for (std::int64_t i = 0; i < c.batch * c.bag_length; ++i) indices.push_back((i * 7919 + comm.rank()) % c.table_rows);
+  if (!drawn)
+    for (std::int64_t i = 0; i < c.batch * c.bag_length; ++i)
+      indices.push_back((i * 7919 + comm.rank()) % c.table_rows);
   std::vector<std::span<const float>> table_spans;
-  for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t)
-    weights.emplace_back(static_cast<std::size_t>(c.table_rows) * static_cast<std::size_t>(c.dimension),
+  std::vector<fused::embedding_bags> bags;
+  for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t) {
+    const auto rows = drawn ? c.rows_of_tables[static_cast<std::size_t>(first_table + t)] : c.table_rows;
+    weights.emplace_back(static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.dimension),
                          0.001F * static_cast<float>(t + 1));
+    const auto& bag_indices = drawn ? drawn_indices(c)[static_cast<std::size_t>(first_table + t)] : indices;
+    bags.push_back({offsets, bag_indices});
+  }
   for (const auto& w : weights) table_spans.emplace_back(w);
-  const std::vector<fused::embedding_bags> bags(weights.size(), fused::embedding_bags{offsets, indices});
   if (which.paired) {
     measure_pairs(comm, state, c.iterations, op, table_spans, bags, which);
     return;
@@ -311,6 +356,15 @@ std::vector<measured_configuration> configurations() {
             {"/sweep/" + std::to_string(batch) + "/" + std::to_string(tables) + "/" + std::to_string(bag_length),
              tables, embedding_dimension, batch, bag_length, 2048, iterations, on_mpi});
       }
+  // Criteo's Kaggle click logs as DLRM trains on them (facebookresearch/dlrm,
+  // bench/dlrm_s_criteo_kaggle.sh): 26 tables of these rows (the dataset's categories per feature,
+  // 33.8 million in all), dimension 16, a single lookup a table per sample, the tables cut over the
+  // ranks evenly by count (3 or 4 a rank, so a rank's tables hold 13 thousand to 12 million rows).
+  const std::vector<std::int64_t> criteo_kaggle = {1460,  583,  10131227, 2202608, 305, 24,     12517,   633,   3,
+                                                   93145, 5683, 8351593,  3194,    27,  14992,  5461306, 10,    5652,
+                                                   2173,  4,    7046547,  18,      15,  286181, 105,     142572};
+  for (const std::int64_t batch : {2048, 16384})
+    all.push_back({"/criteo_kaggle/" + std::to_string(batch), 0, 16, batch, 1, 0, 50, false, criteo_kaggle});
   return all;
 }
 
@@ -336,8 +390,8 @@ void register_measured([[maybe_unused]] Driver* driver, [[maybe_unused]] int wor
   for (std::size_t i = 0; i < all.size(); ++i)
     for (int p = 0; p < static_cast<int>(std::size(paths)); ++p) {
       const auto& c = all[i];
-      // The pooling alone where docs/fused.md asks what limits the forward: the original configuration
-      // and the grid's largest shapes.
+      // The pooling alone where docs/fused.md asks what limits the forward: the original configuration,
+      // the grid's largest shapes and Criteo's.
       if (paths[p].pooling_alone && std::ranges::find(floor_shapes, c.name) == floor_shapes.end()) continue;
       if (p < paths_on_threads)
         benchmark::RegisterBenchmark(("threads/" + std::string(paths[p].name) + c.name).c_str(),

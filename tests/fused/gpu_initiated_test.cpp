@@ -347,10 +347,16 @@ TEST(fused_embedding, automatic_slice_rows_take_the_size_the_model_finds_fastest
   for (std::int64_t rows = 16; rows <= 1024; rows *= 2)
     EXPECT_LE(fused_time(chosen), fused_time(rows)) << "chose " << chosen << " rows; " << rows << " is faster";
   EXPECT_NE(chosen, 32) << "here the paper's 32 pays the NIC's message cost too often";
-  // Without a machine model (threads, MPI) there is nothing to choose by: the paper's 32.
+  // Without a machine model (threads, MPI): where every slice is stored in place, one slice per table
+  // and destination (its 96 rows of a batch of 192); where slices travel as messages, the paper's 32.
   shardwise::threads::run(P, [&](shardwise::threads::communicator& comm) {
-    fused::embedding_all_to_all op(comm, {4, 8, 64}, options);
-    EXPECT_EQ(op.plan().slice_rows(), 32);
+    const fused::embedding_all_to_all stored(comm, {4, 8, 192}, options);
+    EXPECT_EQ(stored.plan().slice_rows(), 96);
+    EXPECT_EQ(stored.plan().slices_to(comm.rank()), 1);
+    fused::embedding_options as_messages = options;
+    as_messages.share_memory = false;
+    const fused::embedding_all_to_all sent(comm, {4, 8, 192}, as_messages);
+    EXPECT_EQ(sent.plan().slice_rows(), 32);
   });
 }
 

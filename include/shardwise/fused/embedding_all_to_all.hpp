@@ -563,10 +563,14 @@ class embedding_all_to_all {
   [[nodiscard]] slice_order order() const {
     if (options_.order != slice_order::automatic) return options_.order;
     if (Backend::models_time && options_.gpu_initiated.kernel_per_table) return slice_order::table_by_table;
-    bool stores_everywhere = !Backend::models_time;
-    for (int p = 0; p < comm_->size(); ++p)
-      stores_everywhere = stores_everywhere && backend_.delivery_to(p) == delivery::store;
-    return stores_everywhere ? slice_order::table_by_table : slice_order::communication_aware;
+    return stores_everywhere() ? slice_order::table_by_table : slice_order::communication_aware;
+  }
+  // Whether every slice is stored straight into its destination's output in real memory (threads; MPI
+  // ranks of one node).
+  [[nodiscard]] bool stores_everywhere() const {
+    bool all = !Backend::models_time;
+    for (int p = 0; p < comm_->size(); ++p) all = all && backend_.delivery_to(p) == delivery::store;
+    return all;
   }
   [[nodiscard]] std::int64_t expected_bag_length() const {
     return std::max<std::int64_t>(1, options_.expected_bag_length);
@@ -575,6 +579,9 @@ class embedding_all_to_all {
   [[nodiscard]] std::int64_t chosen_slice_rows(const embedding_shape& shape) const {
     if (options_.slice_rows != automatic_slice_rows) return options_.slice_rows;
     const sim::machine* machine = backend_.machine();
+    // Stored in place, a slice has no transfer to overlap and the destination waits for all of them at
+    // the end: a slice per table and destination has the fewest flags to raise and wait for.
+    if (machine == nullptr && stores_everywhere()) return (shape.global_batch + comm_->size() - 1) / comm_->size();
     if (machine == nullptr) return paper_slice_rows;
     return predicted_on_rank_0([&] {
       return best_slice_rows(shape, comm_->size(), order(), *machine, options_.gpu_initiated, expected_bag_length())

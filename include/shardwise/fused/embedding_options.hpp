@@ -17,7 +17,9 @@ enum class path { automatic, fused, baseline };
 
 // embedding_options::slice_rows: a number of embeddings per slice, or automatic_slice_rows (the
 // default) to let the operator choose the size from its machine model (best_slice_rows in
-// fused/embedding_cost.hpp; without a model it takes the paper's inter-node runs' 32).
+// fused/embedding_cost.hpp); without a model, one slice per table and destination where every slice is
+// stored in place (nothing travels that a smaller slice could start early), else the paper's inter-node
+// runs' 32.
 inline constexpr std::int64_t paper_slice_rows = 32;
 inline constexpr std::int64_t automatic_slice_rows = 0;
 
