@@ -359,7 +359,7 @@ std::vector<measured_configuration> configurations() {
   // Criteo's Kaggle click logs as DLRM trains on them (facebookresearch/dlrm,
   // bench/dlrm_s_criteo_kaggle.sh): 26 tables of these rows (the dataset's categories per feature,
   // 33.8 million in all), dimension 16, a single lookup a table per sample, the tables cut over the
-  // ranks evenly by count (3 or 4 a rank, so a rank's tables hold 13 thousand to 12 million rows).
+  // ranks evenly by count (3 or 4 a rank, so a rank's tables hold 8 thousand to 10 million rows).
   const std::vector<std::int64_t> criteo_kaggle = {1460,  583,  10131227, 2202608, 305, 24,     12517,   633,   3,
                                                    93145, 5683, 8351593,  3194,    27,  14992,  5461306, 10,    5652,
                                                    2173,  4,    7046547,  18,      15,  286181, 105,     142572};
