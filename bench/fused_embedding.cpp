@@ -293,6 +293,7 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   options.share_memory = which.share_memory;
   options.ranks_per_node = which.ranks_per_node;
   const bool drawn = !c.rows_of_tables.empty();
+  const auto* drawn_bags = drawn ? &drawn_indices(c) : nullptr;
   const int tables = drawn ? static_cast<int>(c.rows_of_tables.size()) : comm.size() * c.tables_per_rank;
   fused::embedding_all_to_all op(comm, {tables, c.dimension, c.batch}, options);
   const int first_table = op.plan().first_table(comm.rank());
@@ -308,7 +309,7 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
     const auto rows = drawn ? c.rows_of_tables[static_cast<std::size_t>(first_table + t)] : c.table_rows;
     weights.emplace_back(static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.dimension),
                          0.001F * static_cast<float>(t + 1));
-    const auto& bag_indices = drawn ? drawn_indices(c)[static_cast<std::size_t>(first_table + t)] : indices;
+    const auto& bag_indices = drawn ? (*drawn_bags)[static_cast<std::size_t>(first_table + t)] : indices;
     bags.push_back({offsets, bag_indices});
   }
   for (const auto& w : weights) table_spans.emplace_back(w);

@@ -46,6 +46,7 @@
 #include "shardwise/comm/computed_on_root.hpp"
 #include "shardwise/comm/output_stores.hpp"
 #include "shardwise/comm/path_trial.hpp"
+#include "shardwise/core/checked_arithmetic.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/reused_buffer.hpp"
@@ -579,10 +580,11 @@ class embedding_all_to_all {
   [[nodiscard]] std::int64_t chosen_slice_rows(const embedding_shape& shape) const {
     if (options_.slice_rows != automatic_slice_rows) return options_.slice_rows;
     const sim::machine* machine = backend_.machine();
-    // Stored in place, a slice has no transfer to overlap and the destination waits for all of them at
-    // the end: a slice per table and destination has the fewest flags to raise and wait for.
-    if (machine == nullptr && stores_everywhere()) return (shape.global_batch + comm_->size() - 1) / comm_->size();
-    if (machine == nullptr) return paper_slice_rows;
+    // Without a model: stored in place, a slice has no transfer to overlap and the destination waits for
+    // all of them at the end, so a slice per table and destination has the fewest flags to raise and
+    // wait for; where slices travel, the paper's size.
+    if (machine == nullptr)
+      return stores_everywhere() ? ceil_divide(shape.global_batch, comm_->size()) : paper_slice_rows;
     return predicted_on_rank_0([&] {
       return best_slice_rows(shape, comm_->size(), order(), *machine, options_.gpu_initiated, expected_bag_length())
           .rows;
