@@ -211,15 +211,15 @@ class embedding_all_to_all {
     // Stored as the pooled rows were, so the output is written the same way on both paths.
     const auto out = outputs_.buffer();
     backend_.launch(unpack_work(plan_, r), "unpack all-to-all", [&] {
+      const auto row_width = static_cast<std::size_t>(plan_.row_width());
       std::size_t from = 0;
-      for (int s = 0; s < P; ++s)
-        for (std::int64_t row = 0; row < plan_.rows_of(r); ++row) {
-          const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
-          shardwise::detail::store_elements(
-              out.data() + plan_.output_offset(r, plan_.first_table(s), plan_.first_row(r) + row),
-              received.data() + from, block_width, stores == row_stores::streaming);
-          from += block_width;
-        }
+      for (int s = 0; s < P; ++s) {
+        const auto block_width = static_cast<std::size_t>(plan_.width_of(s));
+        const auto column = static_cast<std::size_t>(plan_.column_of(plan_.first_table(s)));
+        for (std::size_t row = 0; row < static_cast<std::size_t>(plan_.rows_of(r)); ++row, from += block_width)
+          shardwise::detail::store_elements(out.data() + row * row_width + column, received.data() + from, block_width,
+                                            stores == row_stores::streaming);
+      }
       if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
     });
     return out;
@@ -255,34 +255,44 @@ class embedding_all_to_all {
       if (outputs_.delivery_to(d) != delivery::store) leaving += static_cast<std::size_t>(plan_.block_floats(r, d));
     const auto sending = send_buffer_.take(leaving);
     auto kernel = backend_.fused_kernel(plan_);
-    std::size_t next = 0, at = 0;
-    plan_.for_each_task(r, [&](std::size_t s, const embedding_slice& slice, std::int64_t task, std::int64_t row) {
+    // Where a slice's rows go is worked out once a slice, not once a task: with one lookup a bag (as
+    // Criteo's tables are looked up) working it out for every row took an eighth of the call.
+    const auto slices = plan_.slices(r);
+    const int world_rank = comm_->world_rank();
+    std::size_t next = 0;
+    for (std::size_t s = 0; s < slices.size(); ++s) {
+      const auto& slice = slices[s];
       const int d = slice.destination, D = plan_.dimension_of(slice.table);
       const auto how = outputs_.delivery_to(d);
-      if (how != delivery::store && task == 0) {
-        at = next;
-        next += elements(slice);
+      const auto t = static_cast<std::size_t>(slice.table - plan_.first_table(r));
+      // Stored in place, the rows land in d's output a whole output row apart; otherwise one after
+      // another in this slice's range of the send buffer, kept until the slice has left.
+      T* const staged = sending.data() + (how == delivery::store ? 0 : next);
+      if (how != delivery::store) next += elements(slice);
+      T* const first = how == delivery::store
+                           ? outputs_.peer_buffer(d) + plan_.output_offset(d, slice.table, slice.first_row)
+                           : staged;
+      const auto stride = static_cast<std::size_t>(how == delivery::store ? plan_.row_width() : D);
+      for (std::int64_t task = 0; task < slice.rows; ++task) {
+        const std::int64_t row = slice.first_row + task;
+        pool_bag(tables[t], D, bags[t], row, options_.pooling, first + static_cast<std::size_t>(task) * stride,
+                 world_rank, stores);
+        kernel.task(slice, task, lookups(bags[t], row));
+        // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
+        if (!done_.complete(s, task)) continue;
+        if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
+        const std::span<const T> pooled(staged, elements(slice));
+        if (how == delivery::message) {
+          outputs_.send(d, pooled);
+          continue;
+        }
+        if (how == delivery::put)
+          for (std::int64_t i = 0; i < slice.rows; ++i)
+            outputs_.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
+                         pooled.subspan(static_cast<std::size_t>(i * D), static_cast<std::size_t>(D)));
+        outputs_.signal(d, slice.flag);
       }
-      const int t = slice.table - plan_.first_table(r);
-      const auto& bag = bags[static_cast<std::size_t>(t)];
-      T* out = how == delivery::store ? outputs_.peer_buffer(d) + plan_.output_offset(d, slice.table, row)
-                                      : sending.data() + at + static_cast<std::size_t>(task * D);
-      pool_bag(tables[static_cast<std::size_t>(t)], D, bag, row, options_.pooling, out, comm_->world_rank(), stores);
-      kernel.task(slice, task, lookups(bag, row));
-      // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
-      if (!done_.complete(s, task)) return;
-      if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
-      const std::span<const T> pooled(sending.data() + at, elements(slice));
-      if (how == delivery::message) {
-        outputs_.send(d, pooled);
-        return;
-      }
-      if (how == delivery::put)
-        for (std::int64_t i = 0; i < slice.rows; ++i)
-          outputs_.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
-                       pooled.subspan(static_cast<std::size_t>(i * D), static_cast<std::size_t>(D)));
-      outputs_.signal(d, slice.flag);
-    });
+    }
     const auto per_table = static_cast<std::size_t>(plan_.slices_to(r));
     for (std::size_t f = 1; f < plan_.flags_at(r); ++f) {
       const auto table = static_cast<int>((f - 1) / per_table);
@@ -433,12 +443,13 @@ class embedding_all_to_all {
       const auto offset = static_cast<std::size_t>(plan_.gradient_offset(slice.table, slice.first_row));
       T* into = how == delivery::store ? exchange.peer_buffer(o) + offset : staging.data() + at;
       if (how != delivery::store) at += elements(slice);
-      for (std::int64_t i = 0; values && i < slice.rows; ++i)
-        std::copy_n(output_gradient.begin() +
-                        static_cast<std::ptrdiff_t>(static_cast<std::size_t>(slice.first_row - plan_.first_row(r) + i) *
-                                                        row_width +
-                                                    static_cast<std::size_t>(plan_.column_of(slice.table))),
-                    D, into + static_cast<std::size_t>(i) * D);
+      if (values) {
+        const T* const rows = output_gradient.data() +
+                              static_cast<std::size_t>(slice.first_row - plan_.first_row(r)) * row_width +
+                              static_cast<std::size_t>(plan_.column_of(slice.table));
+        for (std::size_t i = 0; i < static_cast<std::size_t>(slice.rows); ++i)
+          std::copy_n(rows + i * row_width, D, into + i * D);
+      }
       kernel.send(slice);
       const std::span<const T> data(into, elements(slice));
       if (how == delivery::message) {
@@ -449,31 +460,36 @@ class embedding_all_to_all {
       exchange.signal(o, slice.flag);
     }
     // Then every row into this rank's tables: its own from its output gradient, the others' from the
-    // buffer, each slice once it is there.
-    plan_.for_each_gradient_row(r, [&](int source, const embedding_slice& slice, std::int64_t row) {
-      const int t = slice.table - plan_.first_table(r);
-      const T* gradient = nullptr;
+    // buffer, each slice once it is there; where a slice's rows lie worked out once a slice, as in the
+    // forward.
+    const int world_rank = comm_->world_rank();
+    plan_.for_each_gradient_slice(r, [&](int source, const embedding_slice& slice) {
+      const auto t = static_cast<std::size_t>(slice.table - plan_.first_table(r));
+      const T* first = nullptr;
+      std::size_t stride = 0;
       if (source == r) {
-        gradient = output_gradient.data() + static_cast<std::size_t>(row - plan_.first_row(r)) * row_width +
-                   static_cast<std::size_t>(plan_.column_of(slice.table));
+        first = output_gradient.data() + static_cast<std::size_t>(slice.first_row - plan_.first_row(r)) * row_width +
+                static_cast<std::size_t>(plan_.column_of(slice.table));
+        stride = row_width;
       } else {
-        if (row == slice.first_row) {
-          if (exchange.delivery_to(source) == delivery::message) {
-            exchange.wait_receive(receive_of[slice.flag]);
-          } else {
-            exchange.wait(slice.flag, [&] {
-              return "the gradient of rows " + std::to_string(slice.first_row) + "-" +
-                     std::to_string(slice.first_row + slice.rows - 1) + " of table " + std::to_string(slice.table) +
-                     " from rank " + std::to_string(source);
-            });
-          }
+        if (exchange.delivery_to(source) == delivery::message) {
+          exchange.wait_receive(receive_of[slice.flag]);
+        } else {
+          exchange.wait(slice.flag, [&] {
+            return "the gradient of rows " + std::to_string(slice.first_row) + "-" +
+                   std::to_string(slice.first_row + slice.rows - 1) + " of table " + std::to_string(slice.table) +
+                   " from rank " + std::to_string(source);
+          });
         }
-        gradient = buffer.data() + plan_.gradient_offset(slice.table, row);
+        first = buffer.data() + plan_.gradient_offset(slice.table, slice.first_row);
+        stride = static_cast<std::size_t>(plan_.dimension_of(slice.table));
       }
-      const auto& bag = bags[static_cast<std::size_t>(t)];
-      add_bag_gradient(*gradients[static_cast<std::size_t>(t)], bag, row, options_.pooling, gradient,
-                       comm_->world_rank(), values);
-      kernel.add(slice.table, source, slice.flag, lookups(bag, row));
+      for (std::int64_t i = 0; i < slice.rows; ++i) {
+        const std::int64_t row = slice.first_row + i;
+        add_bag_gradient(*gradients[t], bags[t], row, options_.pooling, first + static_cast<std::size_t>(i) * stride,
+                         world_rank, values);
+        kernel.add(slice.table, source, slice.flag, lookups(bags[t], row));
+      }
     });
     exchange.wait_receives();
     exchange.wait_sends();

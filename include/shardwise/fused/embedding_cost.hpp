@@ -108,7 +108,7 @@ class fused_kernel_model {
 };
 
 // The fused backward kernel of one rank: send() each of its slices in the plan's order
-// (gradient_slices), then add() each bag's gradient in the order it adds them (for_each_gradient_row).
+// (gradient_slices), then add() each bag's gradient in the order it adds them (for_each_gradient_slice).
 class fused_backward_model {
  public:
   fused_backward_model(const embedding_plan& plan, int rank, const sim::machine& machine,
@@ -279,8 +279,8 @@ template <class Kernel, class TaskWork, class Sent, class Run>
       [&](int r, int owner) { return baseline_bytes(plan, owner, r); },
       [&](fused_backward_model& k, int r) {
         for (const auto& slice : plan.gradient_slices(r)) k.send(slice);
-        plan.for_each_gradient_row(r, [&](int source, const embedding_slice& slice, std::int64_t) {
-          k.add(slice.table, source, slice.flag, bag_length);
+        plan.for_each_gradient_slice(r, [&](int source, const embedding_slice& slice) {
+          for (std::int64_t row = 0; row < slice.rows; ++row) k.add(slice.table, source, slice.flag, bag_length);
         });
       });
 }

@@ -229,17 +229,15 @@ class embedding_plan {
     }
     return all;
   }
-  // Calls add(source, slice, row) for each row whose gradient `owner` adds into its tables, in its
-  // order: the sources as gradient_source gives them, each one's rows table by table, slice by slice;
-  // in the table_by_table order, table after table, each one's sources in that order (the tables'
-  // gradients stay in cache). Either way each table's rows come in the same order.
+  // Calls add(source, slice) for each slice of rows whose gradients `owner` adds into its tables, in
+  // its order: the sources as gradient_source gives them, each one's rows table by table, slice by
+  // slice; in the table_by_table order, table after table, each one's sources in that order (the
+  // tables' gradients stay in cache). Either way each table's rows come in the same order; a slice's
+  // rows are added first_row to first_row + rows - 1.
   template <class Add>
-  void for_each_gradient_row(int owner, Add&& add) const {
+  void for_each_gradient_slice(int owner, Add&& add) const {
     const auto rows_of = [&](int t, int source) {
-      for (std::int64_t s = 0; s < slices_to(source); ++s) {
-        const auto slice = gradient_slice(t, source, s);
-        for (std::int64_t row = slice.first_row; row < slice.first_row + slice.rows; ++row) add(source, slice, row);
-      }
+      for (std::int64_t s = 0; s < slices_to(source); ++s) add(source, gradient_slice(t, source, s));
     };
     if (order_ == slice_order::table_by_table) {
       for (int t = first_table(owner); t < first_table(owner + 1); ++t)
