@@ -34,8 +34,10 @@
 //                         automatic_ms, baseline_ms, automatic_over_baseline, fuses (1: it fused)
 //     pooling_paired/…    the same pairs with the pooling alone in place of fused(): the baseline's
 //                         own first phase (embedding_all_to_all::pooling_alone(), each rank's bags
-//                         pooled into its send buffer), and nothing moves; the least any path that
-//                         pools can take.
+//                         pooled into its send buffer), and nothing moves: what a path would take that
+//                         pooled as the baseline does and hid all of its exchange. Not a floor at calls of
+//                         about a millisecond, where the baseline of its pairs finds the send buffer
+//                         still in the cache (docs/fused.md).
 //                         On the original configuration, the grid's largest shapes and Criteo's
 //                         (floor_shapes).
 //                         Counters: pooling_ms, baseline_ms, pooling_over_baseline

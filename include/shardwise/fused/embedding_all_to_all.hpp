@@ -269,10 +269,10 @@ class embedding_all_to_all {
       // another in this slice's range of the send buffer, kept until the slice has left.
       T* const staged = sending.data() + (how == delivery::store ? 0 : next);
       if (how != delivery::store) next += elements(slice);
-      T* const first = how == delivery::store
-                           ? outputs_.peer_buffer(d) + plan_.output_offset(d, slice.table, slice.first_row)
-                           : staged;
-      const auto stride = static_cast<std::size_t>(how == delivery::store ? plan_.row_width() : D);
+      const auto offset = static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row));
+      const auto row_width = static_cast<std::size_t>(plan_.row_width());
+      T* const first = how == delivery::store ? outputs_.peer_buffer(d) + offset : staged;
+      const auto stride = how == delivery::store ? row_width : static_cast<std::size_t>(D);
       for (std::int64_t task = 0; task < slice.rows; ++task) {
         const std::int64_t row = slice.first_row + task;
         pool_bag(tables[t], D, bags[t], row, options_.pooling, first + static_cast<std::size_t>(task) * stride,
@@ -287,9 +287,9 @@ class embedding_all_to_all {
           continue;
         }
         if (how == delivery::put)
-          for (std::int64_t i = 0; i < slice.rows; ++i)
-            outputs_.put(d, static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row + i)),
-                         pooled.subspan(static_cast<std::size_t>(i * D), static_cast<std::size_t>(D)));
+          for (std::size_t i = 0; i < static_cast<std::size_t>(slice.rows); ++i)
+            outputs_.put(d, offset + i * row_width,
+                         pooled.subspan(i * static_cast<std::size_t>(D), static_cast<std::size_t>(D)));
         outputs_.signal(d, slice.flag);
       }
     }
@@ -305,11 +305,12 @@ class embedding_all_to_all {
     outputs_.wait_receives();
     const auto out = outputs_.buffer();
     if (stores != row_stores::none) {
+      const auto row_width = static_cast<std::size_t>(plan_.row_width());
       for (const auto& a : incoming) {
         const auto D = static_cast<std::size_t>(plan_.dimension_of(a.slice.table));
-        for (std::int64_t row = 0; row < a.slice.rows; ++row)
-          shardwise::detail::store_elements(out.data() + plan_.output_offset(r, a.slice.table, a.slice.first_row + row),
-                                            received.data() + a.at + static_cast<std::size_t>(row) * D, D,
+        T* const first = out.data() + plan_.output_offset(r, a.slice.table, a.slice.first_row);
+        for (std::size_t row = 0; row < static_cast<std::size_t>(a.slice.rows); ++row)
+          shardwise::detail::store_elements(first + row * row_width, received.data() + a.at + row * D, D,
                                             stores == row_stores::streaming);
       }
       if (stores == row_stores::streaming) shardwise::detail::finish_streaming();
