@@ -1,7 +1,7 @@
-// The trial's verdict from its calls' times (comm/path_trial.hpp): it ends once the calls have taken
-// its time and the paths' fastest calls lie further apart than each path's own two fastest, or once
-// each path has had its most calls; it keeps the path of the faster fastest call. On virtual time one
-// call of each path decides.
+// The trial's verdict from its pairs of calls (comm/path_trial.hpp): the first pair left out, it ends
+// once the calls have taken its time and the other pairs favour one path by two or more, or once each
+// path has had its most calls; it keeps the path of the pairs' median ratio. Its calls run the first
+// path first in every other pair. On virtual time one call of each path decides.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -14,8 +14,8 @@ namespace {
 
 using shardwise::path_trial;
 
-// The calls as the trial makes them: the first path's and the second's in turns, first path first.
-std::vector<double> in_turns(const std::vector<double>& first, const std::vector<double>& second) {
+// Each pair's first path's time and second path's, as the trial keeps them.
+std::vector<double> in_pairs(const std::vector<double>& first, const std::vector<double>& second) {
   std::vector<double> seconds;
   for (std::size_t c = 0; c < first.size(); ++c) {
     seconds.push_back(first[c]);
@@ -24,42 +24,77 @@ std::vector<double> in_turns(const std::vector<double>& first, const std::vector
   return seconds;
 }
 
-TEST(path_trial, ends_when_the_time_is_spent_and_the_paths_lie_apart) {
-  // 0.2 s against 0.3 s a call, each path's two calls 0.01 s apart.
-  const auto first_faster = path_trial::judge(in_turns({0.21, 0.2}, {0.3, 0.31}));
+TEST(path_trial, ends_when_the_time_is_spent_and_the_pairs_after_the_first_favour_one_path) {
+  // 0.2 s against 0.3 s a call; the first pair, whose calls also touch their buffers first, the other
+  // way round.
+  const auto first_faster = path_trial::judge(in_pairs({0.9, 0.21, 0.2}, {0.5, 0.3, 0.31}));
   EXPECT_TRUE(first_faster.done);
   EXPECT_TRUE(first_faster.first_faster);
-  const auto second_faster = path_trial::judge(in_turns({0.3, 0.31}, {0.21, 0.2}));
+  const auto second_faster = path_trial::judge(in_pairs({0.5, 0.3, 0.31}, {0.9, 0.21, 0.2}));
   EXPECT_TRUE(second_faster.done);
   EXPECT_FALSE(second_faster.first_faster);
 }
 
 TEST(path_trial, goes_on_while_the_calls_have_taken_less_than_its_time) {
-  // 1 ms against 2 ms: apart, but 6 ms spent of 50.
-  EXPECT_FALSE(path_trial::judge(in_turns({0.001, 0.001}, {0.002, 0.002})).done);
+  // 1 ms against 2 ms: every pair agrees, but 9 ms spent of 50.
+  EXPECT_FALSE(path_trial::judge(in_pairs({0.001, 0.001, 0.001}, {0.002, 0.002, 0.002})).done);
   // At the most calls it ends all the same.
   const auto v = path_trial::judge(
-      in_turns(std::vector<double>(path_trial::most_calls, 0.001), std::vector<double>(path_trial::most_calls, 0.002)));
+      in_pairs(std::vector<double>(path_trial::most_calls, 0.001), std::vector<double>(path_trial::most_calls, 0.002)));
   EXPECT_TRUE(v.done);
   EXPECT_TRUE(v.first_faster);
 }
 
-TEST(path_trial, goes_on_while_the_paths_lie_within_their_own_spread) {
-  // Calls of about 450 ms on a busy machine: after two of each the second path's fastest is the
-  // faster by 0.01 s, while each path's two calls differ by 0.04 s.
-  EXPECT_FALSE(path_trial::judge(in_turns({0.48, 0.44}, {0.47, 0.43})).done);
-  // Two more of each show the first path the faster by more than either path's spread.
-  const auto v = path_trial::judge(in_turns({0.48, 0.44, 0.37, 0.36}, {0.47, 0.43, 0.45, 0.46}));
+TEST(path_trial, goes_on_while_the_pairs_do_not_favour_one_path_by_two) {
+  // Calls of about 450 ms on a busy machine: after the first pair, one pair each way.
+  EXPECT_FALSE(path_trial::judge(in_pairs({0.48, 0.44, 0.37}, {0.47, 0.43, 0.45})).done);
+  // Two more pairs for the first path put it two ahead.
+  EXPECT_FALSE(path_trial::judge(in_pairs({0.48, 0.44, 0.37, 0.36}, {0.47, 0.43, 0.45, 0.46})).done);
+  const auto v = path_trial::judge(in_pairs({0.48, 0.44, 0.37, 0.36, 0.35}, {0.47, 0.43, 0.45, 0.46, 0.44}));
   EXPECT_TRUE(v.done);
   EXPECT_TRUE(v.first_faster);
   // Paths that never come apart end at the most calls, the first kept on a tie.
   const auto tie = path_trial::judge(
-      in_turns(std::vector<double>(path_trial::most_calls, 0.4), std::vector<double>(path_trial::most_calls, 0.4)));
+      in_pairs(std::vector<double>(path_trial::most_calls, 0.4), std::vector<double>(path_trial::most_calls, 0.4)));
   EXPECT_TRUE(tie.done);
   EXPECT_TRUE(tie.first_faster);
-  EXPECT_FALSE(path_trial::judge(in_turns(std::vector<double>(path_trial::most_calls - 1, 0.4),
+  EXPECT_FALSE(path_trial::judge(in_pairs(std::vector<double>(path_trial::most_calls - 1, 0.4),
                                           std::vector<double>(path_trial::most_calls - 1, 0.4)))
                    .done);
+}
+
+TEST(path_trial, keeps_the_path_most_pairs_favour_not_the_fastest_call) {
+  // The first path 10% faster in three pairs of four after the first; the second path's one lucky call
+  // is the fastest of all.
+  const auto v = path_trial::judge(in_pairs({0.04, 0.010, 0.0095, 0.009, 0.0085}, {0.06, 0.011, 0.0105, 0.010, 0.008}));
+  EXPECT_TRUE(v.done);
+  EXPECT_TRUE(v.first_faster);
+}
+
+// A communicator of one rank on the wall clock.
+struct one_rank {
+  void barrier() {}
+  template <class Op>
+  void all_reduce(std::span<double>, Op) {}
+};
+
+TEST(path_trial, runs_the_first_path_first_in_every_other_pair) {
+  path_trial trial;
+  std::vector<bool> paths;
+  one_rank comm;
+  // Calls of next to no time never spend the trial's time, so it runs to its most calls.
+  while (!trial.done()) {
+    ASSERT_LT(paths.size(), 2 * std::size_t{path_trial::most_calls});
+    const bool result = trial.call(comm, [&](bool first) {
+      paths.push_back(first);
+      return first;
+    });
+    EXPECT_EQ(result, paths.back()) << "the call returns its path's result";
+  }
+  std::vector<bool> expected;
+  for (int pair = 0; pair < path_trial::most_calls; ++pair)
+    for (const bool first : {pair % 2 == 0, pair % 2 != 0}) expected.push_back(first);
+  EXPECT_EQ(paths, expected);
 }
 
 // A communicator of one rank whose virtual time the paths move on by their own durations.

@@ -1,10 +1,10 @@
 #pragma once
 // Choosing between two paths of a collective operation by measuring them in use, where no machine
-// model says which is faster: the first calls alternate the paths (the first path first), each timed
-// by its slowest rank from a common start; then every rank keeps the path whose fastest call was
-// faster. Both paths must give the same results, so only the time differs. The fused embedding +
-// all-to-all (fused/embedding_all_to_all.hpp) and a layer's collective matmul
-// (ops/collective_matmul_choice.hpp) choose this way.
+// model says which is faster: the first calls run the paths in pairs, each timed by its slowest rank
+// from a common start; then every rank keeps the path that was the faster in most pairs. Both paths
+// must give the same results, so only the time differs. The fused embedding + all-to-all
+// (fused/embedding_all_to_all.hpp) and a layer's collective matmul (ops/collective_matmul_choice.hpp)
+// choose this way.
 //
 // On a communicator that keeps virtual time (sim_gpu: synchronized_now()) the calls are timed in it,
 // from the point where every rank's streams have drained and all ranks have met to the next such
@@ -13,19 +13,23 @@
 //
 // A call's time is its slowest rank's from a common start: timed from each rank's own entry, a call
 // would also count the peers' tail of the previous call of the other path (the embedding operator's
-// trial then took its baseline where fusing was twice as fast). Each path keeps its fastest call, since
-// the first call of each also pays its buffers' first touch. The trial times each path at least
-// least_calls and at most most_calls times: more while it has taken less than `time` (calls of a few
-// milliseconds vary by more than two paths differ, so two of each chose the slower path now and then),
-// and more while the paths' fastest calls lie closer together than each path's own two fastest do
-// (on a busy machine calls of 450 ms varied by 15%, and after two of each the trial took the path 20%
-// slower in one run of three).
+// trial then took its baseline where fusing was twice as fast). The paths are compared pair by
+// pair, as benchmarks compare them on a machine whose speed drifts, and the first path goes first
+// in every other pair: a trial's calls shorten as it goes on (at Criteo Kaggle's batch 2048 on 8
+// threads either path's by half or more over a trial's 16 calls), so the later call of a pair has
+// the advantage, and comparing each path's fastest call kept the path that always went second, the
+// slower one, in 3 trials of 10 there. The first pair is left out, its calls also paying the
+// buffers' first touch (4-18 ms there, against 1-2 for the next). The trial makes at least
+// least_calls pairs and at most most_calls: more while it has taken less than `time` (calls of a
+// few milliseconds vary by more than two paths differ) and while the pairs after the first do not
+// favour one path by two pairs or more (on a busy machine calls of 450 ms varied by 15%); then the
+// path of the pairs' median ratio.
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdlib>
 #include <limits>
 #include <span>
 #include <utility>
@@ -43,37 +47,41 @@ concept keeps_virtual_time = requires(Comm& comm) {
 
 class path_trial {
  public:
-  static constexpr int least_calls = 2;
+  static constexpr int least_calls = 3;  // pairs: the first, and two to compare
   static constexpr int most_calls = 8;
   static constexpr std::chrono::duration<double> time = std::chrono::milliseconds(50);
 
-  // What the trial concludes from its calls' times so far, `seconds` (the slowest rank's; first path,
-  // second, first, …; an even number of at least 2·least_calls): whether it is done, and if so
-  // whether the first path was the faster.
+  // What the trial concludes from its pairs' times so far, `seconds` (the slowest rank's: each pair's
+  // first path's, then its second's, whichever ran first; at least least_calls pairs): whether it is
+  // done, and if so whether the first path was the faster.
   struct verdict {
     bool done = false;
     bool first_faster = true;
   };
   [[nodiscard]] static verdict judge(std::span<const double> seconds) noexcept {
-    // Each path's fastest and second fastest call.
-    std::array<std::array<double, 2>, 2> least;
-    for (auto& path : least) path.fill(std::numeric_limits<double>::infinity());
+    std::array<double, std::size_t{most_calls}> ratios{};  // first path over second, each pair after the first
+    std::size_t compared = 0;
+    int first_ahead = 0;  // pairs the first path won, less those it lost
     double spent = 0;
-    for (std::size_t c = 0; c < seconds.size(); ++c) {
-      auto& path = least[c % 2];
-      if (seconds[c] < path[0]) path = {seconds[c], path[0]};
-      else
-        path[1] = std::min(path[1], seconds[c]);
-      spent += seconds[c];
+    for (std::size_t pair = 0; pair < seconds.size() / 2; ++pair) {
+      const double first = seconds[2 * pair], second = seconds[2 * pair + 1];
+      spent += first + second;
+      if (pair == 0) continue;
+      ratios[compared++] = first / std::max(second, std::numeric_limits<double>::min());
+      first_ahead += first < second ? 1 : first > second ? -1 : 0;
     }
-    const double spread = std::max(least[0][1] - least[0][0], least[1][1] - least[1][0]);
-    const bool apart = std::abs(least[0][0] - least[1][0]) > spread;
-    const bool done = seconds.size() >= 2 * std::size_t{most_calls} || (spent >= time.count() && apart);
-    return {done, least[0][0] <= least[1][0]};
+    const auto compared_ratios = std::span(ratios).first(compared);
+    std::ranges::sort(compared_ratios);
+    const double median = compared == 0       ? 1.0
+                          : compared % 2 != 0 ? compared_ratios[compared / 2]
+                                              : (compared_ratios[compared / 2 - 1] + compared_ratios[compared / 2]) / 2;
+    const bool done =
+        seconds.size() >= 2 * std::size_t{most_calls} || (spent >= time.count() && std::abs(first_ahead) >= 2);
+    return {done, median <= 1.0};
   }
 
-  // Whether the next call takes the first path.
-  [[nodiscard]] bool first_path_next() const noexcept { return calls_ % 2 == 0; }
+  // Whether the next call takes the first path: first in pairs 0, 2, 4, …, second in 1, 3, ….
+  [[nodiscard]] bool first_path_next() const noexcept { return (calls_ % 2 == 0) == (calls_ / 2 % 2 == 0); }
   [[nodiscard]] bool done() const noexcept { return done_; }
   // After done(): whether the first path was the faster (the same on every rank).
   [[nodiscard]] bool chose_first() const noexcept { return chose_first_; }
@@ -97,10 +105,11 @@ class path_trial {
   }
 
  private:
-  // run(), with this rank's time for it from a common start in seconds_[calls_].
+  // run(), with this rank's time for it from a common start in its pair's place for its path.
   template <class Comm, class Run>
   auto timed(Comm& comm, Run&& run) {
-    auto& seconds = seconds_[static_cast<std::size_t>(calls_)];
+    const auto pair = static_cast<std::size_t>(calls_ / 2);
+    auto& seconds = seconds_[2 * pair + (first_path_next() ? 0 : 1)];
     if constexpr (keeps_virtual_time<Comm>) {
       const double start = comm.synchronized_now();
       auto result = run();
@@ -115,7 +124,7 @@ class path_trial {
     }
   }
 
-  std::array<double, 2 * std::size_t{most_calls}> seconds_{};  // this rank's calls: first path, second, first, …
+  std::array<double, 2 * std::size_t{most_calls}> seconds_{};  // this rank's pairs: first path's, second's, …
   int calls_ = 0;
   bool done_ = false;
   bool chose_first_ = true;
