@@ -259,6 +259,7 @@ class embedding_all_to_all {
     // Criteo's tables are looked up) working it out for every row took an eighth of the call.
     const auto slices = plan_.slices(r);
     const int world_rank = comm_->world_rank();
+    const auto row_width = static_cast<std::size_t>(plan_.row_width());
     std::size_t next = 0;
     for (std::size_t s = 0; s < slices.size(); ++s) {
       const auto& slice = slices[s];
@@ -270,7 +271,6 @@ class embedding_all_to_all {
       T* const staged = sending.data() + (how == delivery::store ? 0 : next);
       if (how != delivery::store) next += elements(slice);
       const auto offset = static_cast<std::size_t>(plan_.output_offset(d, slice.table, slice.first_row));
-      const auto row_width = static_cast<std::size_t>(plan_.row_width());
       T* const first = how == delivery::store ? outputs_.peer_buffer(d) + offset : staged;
       const auto stride = how == delivery::store ? row_width : static_cast<std::size_t>(D);
       for (std::int64_t task = 0; task < slice.rows; ++task) {
@@ -305,7 +305,6 @@ class embedding_all_to_all {
     outputs_.wait_receives();
     const auto out = outputs_.buffer();
     if (stores != row_stores::none) {
-      const auto row_width = static_cast<std::size_t>(plan_.row_width());
       for (const auto& a : incoming) {
         const auto D = static_cast<std::size_t>(plan_.dimension_of(a.slice.table));
         T* const first = out.data() + plan_.output_offset(r, a.slice.table, a.slice.first_row);
