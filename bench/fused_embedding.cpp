@@ -61,6 +61,7 @@
 
 #include "benchmark_main.hpp"
 #include "shardwise/comm/threads.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/data/dlrm_generator.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/fused/embedding_cost.hpp"
@@ -299,7 +300,9 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   const int tables = drawn ? static_cast<int>(c.rows_of_tables.size()) : comm.size() * c.tables_per_rank;
   fused::embedding_all_to_all op(comm, {tables, c.dimension, c.batch}, options);
   const int first_table = op.plan().first_table(comm.rank());
-  std::vector<std::vector<float>> weights;
+  // The tables as the library's embedding layer keeps them (storage of the rank, 64-byte aligned): a
+  // large std::vector starts 16 bytes past a line, so each 256-byte row spans five lines, not four.
+  std::vector<shared_buffer<float>> weights;
   std::vector<std::int64_t> offsets, indices;
   for (std::int64_t b = 0; b <= c.batch; ++b) offsets.push_back(b * c.bag_length);
   if (!drawn)
@@ -309,12 +312,13 @@ void measure_path(Comm& comm, benchmark::State* state, const measured_path& whic
   std::vector<fused::embedding_bags> bags;
   for (int t = 0; t < op.plan().tables_of(comm.rank()); ++t) {
     const auto rows = drawn ? c.rows_of_tables[static_cast<std::size_t>(first_table + t)] : c.table_rows;
-    weights.emplace_back(static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.dimension),
-                         0.001F * static_cast<float>(t + 1));
+    weights.push_back(
+        shared_buffer<float>::zeros(static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.dimension)));
+    std::ranges::fill(weights.back().span(), 0.001F * static_cast<float>(t + 1));
     const auto& bag_indices = drawn ? (*drawn_bags)[static_cast<std::size_t>(first_table + t)] : indices;
     bags.push_back({offsets, bag_indices});
   }
-  for (const auto& w : weights) table_spans.emplace_back(w);
+  for (const auto& w : weights) table_spans.emplace_back(w.span());
   if (which.paired) {
     measure_pairs(comm, state, c.iterations, op, table_spans, bags, which);
     return;

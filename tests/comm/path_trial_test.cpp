@@ -71,6 +71,26 @@ TEST(path_trial, keeps_the_path_most_pairs_favour_not_the_fastest_call) {
   EXPECT_TRUE(v.first_faster);
 }
 
+TEST(path_trial, keeps_the_path_of_the_median_ratio_whatever_the_order_of_the_pairs) {
+  // After the first pair, first path over second 1.2, 1.3, 0.5, 1.1, 0.6: the median is 1.1 (the
+  // middle pair's is 0.5).
+  const std::vector<double> first{1.0, 1.2, 1.3, 0.5, 1.1, 0.6};
+  EXPECT_FALSE(path_trial::judge(in_pairs(first, std::vector<double>(first.size(), 1.0))).first_faster);
+  const std::vector<double> mirrored{1.0, 0.8, 0.7, 1.5, 0.9, 1.4};
+  EXPECT_TRUE(path_trial::judge(in_pairs(mirrored, std::vector<double>(mirrored.size(), 1.0))).first_faster);
+}
+
+TEST(path_trial, counts_no_pairs_past_its_most_calls) {
+  // The trial's pairs after the first: the median ratio 0.99, the first path faster. A single pair more
+  // at 1.5 would put the median at 1.245; twice the trial's pairs more follow.
+  static_assert(path_trial::most_calls == 8);
+  std::vector<double> first{0.5, 0.9, 0.9, 0.9, 0.99, 1.5, 1.5, 1.5};
+  first.resize(3 * std::size_t{path_trial::most_calls}, 1.5);
+  const auto v = path_trial::judge(in_pairs(first, std::vector<double>(first.size(), 1.0)));
+  EXPECT_TRUE(v.done);
+  EXPECT_TRUE(v.first_faster);
+}
+
 // A communicator of one rank on the wall clock.
 struct one_rank {
   void barrier() {}
