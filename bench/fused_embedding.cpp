@@ -38,8 +38,8 @@
 //                         pooled as the baseline does and hid all of its exchange. Not a floor at calls of
 //                         about a millisecond, where the baseline of its pairs finds the send buffer
 //                         still in the cache (docs/fused.md).
-//                         On the original configuration, the grid's largest shapes and Criteo's
-//                         (floor_shapes).
+//                         On the original configuration, the grid's shapes of batch 256 with bags of 10,
+//                         1024 x 64, its largest shapes and Criteo's (floor_shapes).
 //                         Counters: pooling_ms, baseline_ms, pooling_over_baseline
 // mpi/…     the same on 8 MPI processes for some of those shapes, when built with MPI and run under
 //           mpiexec -n 8 (scripts/bench-fused-embedding does): fused stores into the peers' outputs in
@@ -205,12 +205,16 @@ constexpr measured_path paths[] = {{"fused", fused::path::fused, true, 0},
                                    {"fused_two_nodes", fused::path::fused, true, measured_ranks / 2}};
 constexpr int paths_on_threads = 6;
 // The shapes whose pooling alone is measured (pooling_paired/…).
-constexpr std::array<std::string_view, 6> floor_shapes = {"/8",
-                                                          "/sweep/4096/16/10",
-                                                          "/sweep/4096/64/10",
-                                                          "/sweep/1024/256/10",
-                                                          "/criteo_kaggle/2048",
-                                                          "/criteo_kaggle/16384"};
+constexpr std::array<std::string_view, 10> floor_shapes = {"/8",
+                                                           "/sweep/256/16/10",
+                                                           "/sweep/256/64/10",
+                                                           "/sweep/256/256/10",
+                                                           "/sweep/1024/64/10",
+                                                           "/sweep/4096/16/10",
+                                                           "/sweep/4096/64/10",
+                                                           "/sweep/1024/256/10",
+                                                           "/criteo_kaggle/2048",
+                                                           "/criteo_kaggle/16384"};
 
 double median(std::vector<double> values) {
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
