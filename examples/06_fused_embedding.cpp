@@ -9,12 +9,14 @@
 // nodes joined by InfiniBand and writes the timeline (fused_embedding_trace.json, open it in
 // ui.perfetto.dev: a track per workgroup shows remote slices computed first, the NIC track shows the
 // slices leaving while the local ones are still being pooled).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "launch.hpp"
+#include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
@@ -24,8 +26,11 @@ namespace {
 using namespace shardwise;
 
 // Every rank's tables (rows × dimension, row-major) and bags, as PyTorch's EmbeddingBag takes them.
+// The tables start on a cache line, as the library's embedding layer keeps them (shared_buffer): in a
+// std::vector a large table starts 16 bytes past one, and every row then reads a line more
+// (docs/fused.md, "Tables on a cache line").
 struct inputs {
-  std::vector<std::vector<float>> weights;
+  std::vector<shared_buffer<float>> weights;
   std::vector<std::span<const float>> tables;
   std::vector<std::int64_t> offsets, indices;
   std::vector<fused::embedding_bags> bags;
@@ -34,9 +39,12 @@ struct inputs {
     const auto batch = plan.shape().global_batch;
     for (std::int64_t b = 0; b <= batch; ++b) offsets.push_back(b * bag_length);
     for (std::int64_t i = 0; i < batch * bag_length; ++i) indices.push_back((i * 31 + rank) % rows);
-    for (int t = plan.first_table(rank); t < plan.first_table(rank + 1); ++t)
-      weights.emplace_back(static_cast<std::size_t>(rows * plan.shape().dimension), 0.01F * static_cast<float>(t + 1));
-    for (const auto& w : weights) tables.emplace_back(w);
+    for (int t = plan.first_table(rank); t < plan.first_table(rank + 1); ++t) {
+      const auto elements = static_cast<std::size_t>(rows) * static_cast<std::size_t>(plan.shape().dimension);
+      auto& table = weights.emplace_back(shared_buffer<float>::zeros(elements));
+      std::ranges::fill(table.span(), 0.01F * static_cast<float>(t + 1));
+      tables.emplace_back(table.span());
+    }
     bags.assign(weights.size(), {offsets, indices});
   }
 };
