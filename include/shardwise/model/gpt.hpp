@@ -9,7 +9,7 @@
 // as GPT-2 and nanoGPT write it. The logits are never whole on a rank: each holds its shard of the
 // vocabulary, and the loss reduces the maximum and the sum of exponentials over the shards.
 //
-//   model::gpt<float, nn::tensor_parallel_1d<>, decltype(mesh)> model(mesh, {.layers = 4, .hidden = 128});
+//   model::gpt<float, nn::tensor_parallel_1d<>, decltype(mesh)> model(mesh, {.hidden = 128, .layers = 4});
 //   double loss = model.forward(tokens, targets);    // batch x context ids, the same on every rank
 //   model.backward();                                // adds into every parameter's gradient
 //

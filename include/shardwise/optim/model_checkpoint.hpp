@@ -4,7 +4,7 @@
 // named tensor ("blocks.0.mlp.expand.weight", "blocks.0.mlp.expand.weight/exp_avg"), in blocks that
 // carry their global offsets, as PyTorch's distributed checkpoint does.
 //
-//   save_model_checkpoint(dir, update, mesh.data(), mesh.tensor_parallel().world(), world, {{"seed", "1"}});
+//   save_model_checkpoint(dir, update, mesh.data(), world, {{"seed", "1"}});
 //   auto metadata = load_model_checkpoint(dir, update, world);     // on this run's mesh, any other's save
 //
 // save (collective over `world`): the state is gathered over the data replicas (the update may be
