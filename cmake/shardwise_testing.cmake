@@ -8,6 +8,7 @@
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>]
 #                         [ARGS <arguments...>])
 #   shardwise_add_header_check()
+#   shardwise_add_doc_blocks_check(DOC <page.md> SCAFFOLD <file.cpp> [REQUIRES_MPI])
 #   shardwise_add_mpi_main_library(): main() of the MPI tests, object library shardwise_test_mpi_main
 #
 # Included by each directory that registers tests (the variables below are directory-scoped).
@@ -228,6 +229,111 @@ function(shardwise_add_header_check)
     set_target_properties(shardwise_header_check_mpi PROPERTIES UNITY_BUILD OFF)
     target_link_libraries(shardwise_header_check_mpi PRIVATE shardwise::mpi shardwise_project_options)
     add_dependencies(shardwise_header_check shardwise_header_check_mpi)
+  endif()
+endfunction()
+
+# Every C++ block of the Markdown page DOC (from a line "```cpp" to the next line "```") compiles, in
+# the context its prose assumes: SCAFFOLD includes "<stem>_<n>.inc" for n = 1, 2, ... N, the page's
+# blocks in its order, each where the names the page takes as given are declared (<stem>: the page's
+# name with '_' for '-'). Each .inc is its block verbatim after a #line naming the page and the block's
+# first line, so an error names the page's line; configuration fails when SCAFFOLD does not include
+# exactly the page's blocks, and re-runs when either file changes. Object library doc_blocks_<stem>
+# (built with ALL, compiled only). REQUIRES_MPI: against shardwise::mpi; without MPI, not compiled.
+function(shardwise_add_doc_blocks_check)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "REQUIRES_MPI" "DOC;SCAFFOLD" "")
+  if(NOT arg_DOC OR NOT arg_SCAFFOLD OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "usage: shardwise_add_doc_blocks_check(DOC <page.md> SCAFFOLD <file.cpp> [REQUIRES_MPI])")
+  endif()
+  cmake_path(ABSOLUTE_PATH arg_DOC NORMALIZE OUTPUT_VARIABLE doc)
+  cmake_path(ABSOLUTE_PATH arg_SCAFFOLD NORMALIZE OUTPUT_VARIABLE scaffold)
+  file(RELATIVE_PATH doc_name "${PROJECT_SOURCE_DIR}" "${doc}")
+  file(RELATIVE_PATH scaffold_name "${PROJECT_SOURCE_DIR}" "${scaffold}")
+  cmake_path(GET doc STEM stem)
+  string(REPLACE "-" "_" stem "${stem}")
+  if(arg_REQUIRES_MPI AND NOT TARGET shardwise::mpi)
+    message(STATUS "shardwise: MPI not found; the C++ blocks of ${doc_name} are not compiled")
+    return()
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${doc}" "${scaffold}")
+
+  # The blocks, cut out with string operations: a list would split C++ at its semicolons.
+  set(directory "${CMAKE_CURRENT_BINARY_DIR}/doc_blocks")
+  file(READ "${doc}" rest)
+  string(PREPEND rest "\n")  # a fence on the first line follows a newline too
+  set(line 0)                # the line of the page that rest's first newline ends
+  set(count 0)
+  while(TRUE)
+    string(FIND "${rest}" "\n```cpp\n" start)
+    if(start EQUAL -1)
+      break()
+    endif()
+    string(SUBSTRING "${rest}" 0 ${start} before)
+    string(REGEX REPLACE "[^\n]" "" before "${before}")
+    string(LENGTH "${before}" newlines)
+    math(EXPR line "${line} + ${newlines} + 2")  # the block's first line
+    math(EXPR start "${start} + 8")
+    string(SUBSTRING "${rest}" ${start} -1 rest)
+    string(FIND "\n${rest}" "\n```\n" end)
+    if(end EQUAL -1)
+      message(FATAL_ERROR "${doc_name}: the C++ block that starts on line ${line} has no closing ``` line")
+    endif()
+    string(SUBSTRING "${rest}" 0 ${end} block)
+    math(EXPR count "${count} + 1")
+    set(content "#line ${line} \"${doc_name}\"\n${block}")
+    set(inc "${directory}/${stem}_${count}.inc")
+    set(old "")
+    if(EXISTS "${inc}")
+      file(READ "${inc}" old)
+    endif()
+    if(NOT old STREQUAL content)  # rewritten only on change: no other page's check recompiles
+      file(WRITE "${inc}" "${content}")
+    endif()
+    # rest restarts at the closing fence's newline, which ends the page's line "line + newlines in block".
+    string(REGEX REPLACE "[^\n]" "" newlines "${block}")
+    string(LENGTH "${newlines}" newlines)
+    math(EXPR line "${line} + ${newlines}")
+    math(EXPR end "${end} + 3")
+    string(SUBSTRING "${rest}" ${end} -1 rest)
+  endwhile()
+  file(GLOB stale "${directory}/${stem}_*.inc")
+  foreach(inc IN LISTS stale)
+    if(inc MATCHES "/${stem}_([0-9]+)\\.inc$" AND CMAKE_MATCH_1 GREATER count)
+      file(REMOVE "${inc}")
+    endif()
+  endforeach()
+
+  # The scaffold includes each block once, in the page's order (an #include on a line of its own).
+  file(READ "${scaffold}" source)
+  string(REGEX MATCHALL "\n[ \t]*#[ \t]*include[ \t]+\"${stem}_[0-9]+\\.inc\"" includes "\n${source}")
+  set(found "")
+  foreach(include IN LISTS includes)
+    string(REGEX MATCH "${stem}_[0-9]+\\.inc" include "${include}")
+    list(APPEND found "${include}")
+  endforeach()
+  set(expected "")
+  if(count GREATER 0)
+    foreach(n RANGE 1 ${count})
+      list(APPEND expected "${stem}_${n}.inc")
+    endforeach()
+  endif()
+  if(NOT found STREQUAL expected)
+    if(found)
+      list(JOIN found ", " found)
+    else()
+      set(found "none of them")
+    endif()
+    message(FATAL_ERROR "${doc_name} has ${count} C++ blocks; ${scaffold_name} includes ${found}. It must "
+                        "include ${stem}_1.inc to ${stem}_${count}.inc, each once, in the page's order: give a new "
+                        "block the context its prose assumes there, and take out a removed one's.")
+  endif()
+
+  set(target doc_blocks_${stem})
+  add_library(${target} OBJECT "${scaffold}")
+  target_include_directories(${target} PRIVATE "${directory}")
+  if(arg_REQUIRES_MPI)
+    target_link_libraries(${target} PRIVATE shardwise::mpi shardwise_project_options)
+  else()
+    target_link_libraries(${target} PRIVATE shardwise::shardwise shardwise_project_options)
   endif()
 endfunction()
 
