@@ -76,14 +76,15 @@ struct options {
   std::string json;
 };
 
+constexpr const char* options_text =
+    "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
+    "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
+    "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
+    "         --path automatic|fused|unfused  --seed N  --json FILE  --help\n"
+    "(docs/dlrm.md says what each does)\n";
+
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "09_train_dlrm: %s\n"
-               "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
-               "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
-               "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
-               "         --path automatic|fused|unfused  --seed N  --json FILE\n",
-               problem.c_str());
+  std::fprintf(stderr, "09_train_dlrm: %s\n%s", problem.c_str(), options_text);
   std::exit(2);
 }
 
@@ -129,6 +130,10 @@ options parse(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(options_text, stdout);
+      std::exit(0);
+    }
     const auto option = read.find(flag);
     if (option == read.end()) usage("unknown option " + std::string(flag));
     if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
