@@ -2,11 +2,16 @@
 // reports the first error with its rank, and disagreements between ranks are caught rather than
 // read out of bounds. (Under MPI a failed rank ends the job through MPI_Abort instead.)
 #include <gtest/gtest.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -145,6 +150,41 @@ TEST(threads_failures, ranks_that_disagree_all_throw) {
 
 TEST(threads_run, rejects_non_positive_rank_counts) {
   EXPECT_THROW(threads::run(0, [](threads::communicator&) {}), argument_error);
+}
+
+// A rank whose thread (or fiber's stack) cannot be had, here for want of address space, fails the run
+// naming its rank, where the ranks already started would have waited for it for ever. In a child
+// process, whose address space is held to what it uses and 256 MiB more: room for a few dozen
+// threads' stacks and a few hundred fibers', not 4096. Exits 0 when run() throws argument_error.
+[[noreturn]] void run_4096_ranks_without_room(threads::ranks_as how) {
+  mallopt(M_ARENA_MAX, 1);  // the threads' first allocations do not reserve an arena each
+  long pages = 0;
+  if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%ld", &pages) != 1) pages = 0;
+    std::fclose(statm);
+  }
+  const auto bytes = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{256} << 20);
+  const rlimit limit{bytes, bytes};
+  if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) std::exit(2);
+  try {
+    threads::run(4096, [](threads::communicator& comm) { comm.barrier(); }, how);
+  } catch (const argument_error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(0);
+  }
+  std::exit(1);
+}
+
+TEST(threads_run, a_rank_that_cannot_start_fails_the_run_instead_of_leaving_the_others_waiting) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' shadow memory does not fit under the limit";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const auto how : ways)
+    EXPECT_EXIT(run_4096_ranks_without_room(how), testing::ExitedWithCode(0),
+                "threads::run: cannot (start the thread|map the [0-9]+-byte stack) of rank [0-9]+")
+        << name_of(how);
+#endif
 }
 
 // Many small collectives with more ranks than cores: blocking waits keep this quick; a spinning

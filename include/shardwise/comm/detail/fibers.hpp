@@ -20,15 +20,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
-#include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/rank_local.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -189,7 +192,10 @@ class fiber_thread {
       mapped = stack_bytes + page;
       void* start = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-      if (start == MAP_FAILED) throw std::bad_alloc();
+      if (start == MAP_FAILED)
+        throw argument_error(rank, "threads::run",
+                             "cannot map the " + std::to_string(mapped) + "-byte stack of rank " +
+                                 std::to_string(rank) + " as a fiber (" + std::strerror(errno) + "): run fewer ranks");
       region = start;
       ::mprotect(region, page, PROT_NONE);  // a guard page below the stack: an overflow faults
       bottom = static_cast<std::byte*>(region) + page;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -54,12 +55,24 @@ void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
   } else {
     std::vector<std::jthread> others;
     others.reserve(static_cast<std::size_t>(ranks - 1));
-    for (int r = 1; r < ranks; ++r) others.emplace_back(rank_main, r);
+    for (int r = 1; r < ranks; ++r) {
+      try {
+        others.emplace_back(rank_main, r);
+      } catch (const std::system_error& e) {
+        // The ranks started would wait for this one for ever: it fails, so they stop (peer_error).
+        run_context->failing(
+            r, std::make_exception_ptr(argument_error(
+                   r, "threads::run",
+                   "cannot start the thread of rank " + std::to_string(r) + " of " + std::to_string(ranks) + " (" +
+                       e.what() + "): run fewer ranks, or ranks_as::fibers, which need a thread per core")));
+        break;
+      }
+    }
     // Rank 0 runs on the calling thread but not with its state: what the rank keeps (its products'
     // buffers, accounted to a simulated device's memory) ends with the run, as on the other threads.
     rank_state rank_0;
     const rank_state::scope as_rank(rank_0);
-    rank_main(0);
+    if (static_cast<int>(others.size()) == ranks - 1) rank_main(0);
   }
 
   const auto [failed, failure] = detail::originating_error(run_context->errors);
