@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,29 @@ void train(Update& update, C& comm, long steps) {
     for (std::size_t t = 0; t < shapes.size(); ++t)
       for (std::size_t i = 0; i < shapes[t].size(); ++i) update.gradients(t)[i] = value(comm.rank() + 1, step, t, i);
     update.step(comm, 0.01f);
+  }
+}
+
+// A folder shared by the ranks, holding the checkpoint of an Adam update of `shapes` after `steps` steps.
+template <class C>
+std::filesystem::path saved_adam_checkpoint(C& comm, const std::string& name, long steps) {
+  const auto directory = shared_folder(comm, name);
+  optim::sharded_update<optim::adam> original(comm, shapes);
+  train(original, comm, steps);
+  optim::save_checkpoint(comm, original, directory);
+  return directory;
+}
+
+// Loading `directory` into `update` throws checkpoint_error, whose message holds each of `words`.
+template <class Update, class C>
+void expect_refused(C& comm, Update& update, const std::filesystem::path& directory,
+                    std::initializer_list<std::string> words) {
+  try {
+    optim::load_checkpoint(comm, update, directory);
+    ADD_FAILURE() << "the checkpoint loaded (" << *words.begin() << ")";
+  } catch (const optim::checkpoint_error& e) {
+    const std::string message = e.what();
+    for (const auto& w : words) EXPECT_NE(message.find(w), std::string::npos) << message;
   }
 }
 
@@ -173,13 +197,30 @@ TYPED_TEST(checkpoint, bf16_weights_round_trip_through_their_master_weights) {
       {1, 3, 4});
 }
 
+// An update of other tensors, or of another optimizer, is told which, not just that they differ.
+TYPED_TEST(checkpoint, an_update_that_is_not_the_checkpoints_is_an_error_naming_what_differs) {
+  TypeParam::run(
+      [](communicator auto& comm) {
+        const auto directory = saved_adam_checkpoint(comm, "checkpoint-other-update", 1);
+        optim::sharded_update<optim::adam> wider(comm, {{7, 5}, {1, 14}, {3, 11}});
+        expect_refused(comm, wider, directory,
+                       {"it holds 3 tensors, the update 3; tensor 1 is 1x13 there and 1x14 in the update"});
+        optim::sharded_update<optim::adam> fewer(comm, {{7, 5}, {1, 13}});
+        expect_refused(comm, fewer, directory, {"it holds 3 tensors, the update 2"});
+        optim::sharded_update<optim::momentum> other(comm, shapes);
+        expect_refused(
+            comm, other, directory,
+            {"its optimizer state is {first_moment, second_moment}, the update's optimizer keeps {velocity}"});
+        comm.barrier();
+        if (comm.rank() == 0) std::filesystem::remove_all(directory);
+      },
+      {1, 3});
+}
+
 TYPED_TEST(checkpoint, a_corrupted_truncated_or_missing_shard_is_an_error_naming_the_file) {
   TypeParam::run(
       [](communicator auto& comm) {
-        const auto directory = shared_folder(comm, "checkpoint-damaged");
-        optim::sharded_update<optim::adam> original(comm, shapes);
-        train(original, comm, 2);
-        optim::save_checkpoint(comm, original, directory);
+        const auto directory = saved_adam_checkpoint(comm, "checkpoint-damaged", 2);
         const auto victim = directory / "step-2" / ("rank-" + std::to_string(comm.size() - 1) + ".bin");
         const auto size = std::filesystem::file_size(victim);
 
@@ -188,14 +229,7 @@ TYPED_TEST(checkpoint, a_corrupted_truncated_or_missing_shard_is_an_error_naming
           if (comm.rank() == 0) damage();
           comm.barrier();
           optim::sharded_update<optim::adam> restored(comm, shapes);
-          try {
-            optim::load_checkpoint(comm, restored, directory);
-            ADD_FAILURE() << "a damaged checkpoint loaded (" << words << ")";
-          } catch (const optim::checkpoint_error& e) {
-            const std::string message = e.what();
-            EXPECT_NE(message.find(file), std::string::npos) << message;
-            EXPECT_NE(message.find(words), std::string::npos) << message;
-          }
+          expect_refused(comm, restored, directory, {file, words});
         };
         damage_then_expect(
             [&] {  // flip one byte in the middle

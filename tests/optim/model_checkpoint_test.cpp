@@ -132,7 +132,7 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
           }
         };
         // On the run's mesh, a model of the run's type: a wider one names the first parameter whose shape
-        // differs; the same one under another optimizer names the state variables' counts.
+        // differs; the same one under another optimizer names both optimizers' state variables.
         using model_type = decltype(run.gpt);
         {
           auto wider = config;
@@ -144,7 +144,7 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
         {
           model_type same(run.mesh.tensor_parallel(), config);
           optim::sharded_update<optim::sgd> update(same, run.mesh.data());
-          expect_error(update, folder, "its optimizer state (2 variables) is not this optimizer's (0)");
+          expect_error(update, folder, "its optimizer state is {first_moment, second_moment}, this optimizer keeps {}");
         }
         world.barrier();
         // A damaged file names itself; a missing manifest names the file.

@@ -66,7 +66,10 @@ class slice_exchange {
     entered_.assign(static_cast<std::size_t>(P), 0);
     auto window = symmetric_window<T>::create(group_, unstored_ ? 0 : buffers * elements, flags);
     if (!window)
-      throw error(backend.world_rank(), operation_, "the ranks of a group share memory, but mapping it failed");
+      throw error(backend.world_rank(), operation_,
+                  "the " + std::to_string(group_.size()) +
+                      " ranks of this rank's group share memory, but mapping it failed; with "
+                      "embedding_options::share_memory = false they send each other messages instead");
     window_.emplace(std::move(*window));
   }
   slice_exchange(const slice_exchange&) = delete;

@@ -144,10 +144,21 @@ void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& upd
     return call.error((checkpoint.path() / "manifest").string() + ": " + what);
   };
   const auto& layout = update.layout();
-  if (!std::ranges::equal(shapes, layout.shapes()))
-    throw mismatch("its tensors are not the update's (count or shapes differ)");
+  const auto& ours = layout.shapes();
+  if (!std::ranges::equal(shapes, ours)) {
+    const auto [there, here] = std::ranges::mismatch(shapes, ours);
+    const auto text = [](parameter_shape shape) {
+      return std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
+    };
+    throw mismatch("it holds " + std::to_string(shapes.size()) + " tensors, the update " + std::to_string(ours.size()) +
+                   (there != shapes.end() && here != ours.end()
+                        ? "; tensor " + std::to_string(there - shapes.begin()) + " is " + text(*there) + " there and " +
+                              text(*here) + " in the update"
+                        : ""));
+  }
   if (!std::ranges::equal(state_names, Optimizer::state_names))
-    throw mismatch("its optimizer state variables are not the update's optimizer's");
+    throw mismatch("its optimizer state is " + detail::names_text(state_names) + ", the update's optimizer keeps " +
+                   detail::names_text(Optimizer::state_names));
   const auto files = checkpoint.files();
   if (files.size() != static_cast<std::size_t>(replicas) || files.back().rank != replicas - 1)
     throw mismatch("it lists " + std::to_string(files.size()) + " files for " + std::to_string(replicas) +

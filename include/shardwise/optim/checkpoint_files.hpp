@@ -460,6 +460,17 @@ class text_reader {
   for (const auto name : names) line += " " + std::string(name);
   return line + "\n";
 }
+// "{a, b}": names as an error quotes them ("{}" for none).
+template <class Names>
+[[nodiscard]] std::string names_text(const Names& names) {
+  std::string text = "{";
+  for (std::string_view separator; const auto& name : names) {
+    text.append(separator).append(name);
+    separator = ", ";
+  }
+  return text + "}";
+}
+
 [[nodiscard]] inline std::vector<std::string> read_state_names(text_reader& in) {
   in.expect("state");
   std::vector<std::string> names(in.count("the state count", 2));

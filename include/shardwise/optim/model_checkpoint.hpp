@@ -204,8 +204,8 @@ class model_checkpoint_contents {
       throw fail("it has " + std::to_string(shapes.size()) + " parameters, this model " +
                  std::to_string(records.size()));
     if (!std::ranges::equal(state_names_, optimizer_state_names))
-      throw fail("its optimizer state (" + std::to_string(state_names_.size()) +
-                 " variables) is not this optimizer's (" + std::to_string(optimizer_state_names.size()) + ")");
+      throw fail("its optimizer state is " + detail::names_text(state_names_) + ", this optimizer keeps " +
+                 detail::names_text(optimizer_state_names));
 
     // Every file, checked, and an index of its blocks by tensor name: each parameter and its state.
     std::map<std::string, matrix_extents> tensors;
