@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "model/dlrm_checks.hpp"
@@ -90,6 +91,35 @@ TYPED_TEST(dlrm_model, forward_and_backward_equal_the_serial_model) {
         for (const auto how : {fused::pooling::sum, fused::pooling::mean}) expect_model_equals_serial(world, how);
       },
       {1, 2, 3, 4});
+}
+
+// A configuration the model cannot be built from is refused naming what is wrong, and with what value.
+TYPED_TEST(dlrm_model, a_configuration_it_cannot_build_is_refused_naming_what_is_wrong) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        data_parallel_mesh mesh(world, world.size(), {1});
+        const auto expect_refused = [&](model::dlrm_config c, const std::string& words) {
+          try {
+            const model::dlrm<double, std::remove_cvref_t<decltype(world)>> m(mesh, c, batch);
+            ADD_FAILURE() << "built (" << words << ")";
+          } catch (const argument_error& e) {
+            EXPECT_NE(std::string(e.what()).find("model::dlrm: " + words), std::string::npos) << e.what();
+          }
+        };
+        auto c = config_with(fused::pooling::sum);
+        c.top = {5, 2};
+        expect_refused(c, "the top MLP must end in one logit; its last layer has 2 outputs");
+        c = config_with(fused::pooling::sum);
+        c.dense_features = 0;
+        expect_refused(c, "needs dense features; got 0");
+        c = config_with(fused::pooling::sum);
+        c.tables.clear();
+        expect_refused(c, "needs at least one table");
+        c = config_with(fused::pooling::sum);
+        c.tables[1].dimension = 3;
+        expect_refused(c, "every table's width must be the bottom MLP's output width 4");
+      },
+      {1, 4});
 }
 
 }  // namespace

@@ -148,10 +148,16 @@ class dlrm {
     const auto fail = [&](const std::string& what) {
       throw argument_error(mesh.data().world_rank(), "model::dlrm", what);
     };
-    if (mesh.tensor_parallel().world().size() != 1)
-      fail("the tensor-parallel grid must be {1}: the dense layers are data-parallel, the tables model-parallel");
-    if (c.dense_features < 1 || c.bottom.empty() || c.top.empty() || c.top.back() != 1 || c.tables.empty())
-      fail("needs dense features, a bottom MLP, a top MLP ending in one logit and at least one table");
+    if (const int size = mesh.tensor_parallel().world().size(); size != 1)
+      fail(
+          "the tensor-parallel grid must be {1}: the dense layers are data-parallel, the tables model-parallel; "
+          "it has " +
+          std::to_string(size) + " ranks");
+    if (c.dense_features < 1) fail("needs dense features; got " + std::to_string(c.dense_features));
+    if (c.bottom.empty() || c.top.empty()) fail("needs a bottom MLP and a top MLP; one has no layers");
+    if (c.top.back() != 1)
+      fail("the top MLP must end in one logit; its last layer has " + std::to_string(c.top.back()) + " outputs");
+    if (c.tables.empty()) fail("needs at least one table");
     for (auto& t : c.tables) {
       if (t.dimension == 0) t.dimension = static_cast<int>(c.bottom.back());
       if (t.dimension != c.bottom.back())
