@@ -98,6 +98,9 @@ TEST_F(byte_corpus_test, errors_name_the_path_and_the_problem) {
   write("only-index/x.dat", "index");
   expect_error([&] { byte_corpus c(root_ / "empty"); }, "has no text files");
   expect_error([&] { byte_corpus c(root_ / "only-index"); }, "has no text files");
+  fs::create_symlink(root_ / "loop-b", root_ / "loop-a");  // each link names the other: no file at the end
+  fs::create_symlink(root_ / "loop-a", root_ / "loop-b");
+  expect_error([&] { byte_corpus c(root_ / "loop-a"); }, "loop-a: Too many levels of symbolic links");
   write("nothing", "");
   expect_error([&] { byte_corpus c(root_ / "nothing"); }, "the corpus is empty");
   write("short", "0123456789");

@@ -105,14 +105,18 @@ class byte_corpus {
     const auto status = fs::symlink_status(path, error);
     if (error || !fs::exists(status)) fail(path, rank, "no such file or folder");
     std::vector<fs::path> files;
-    if (fs::is_directory(fs::status(path))) {
-      for (const auto& entry : fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied))
-        if (entry.is_regular_file() && !entry.is_symlink() && entry.path().extension() != ".dat")
-          files.push_back(entry.path());
-      std::ranges::sort(files);
-      if (files.empty()) fail(path, rank, "the folder has no text files (symbolic links and .dat files are skipped)");
-    } else {
-      files.push_back(path);
+    try {
+      if (fs::is_directory(fs::status(path))) {
+        for (const auto& entry : fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied))
+          if (entry.is_regular_file() && !entry.is_symlink() && entry.path().extension() != ".dat")
+            files.push_back(entry.path());
+        std::ranges::sort(files);
+        if (files.empty()) fail(path, rank, "the folder has no text files (symbolic links and .dat files are skipped)");
+      } else {
+        files.push_back(path);
+      }
+    } catch (const fs::filesystem_error& e) {  // a link that leads nowhere, a folder that cannot be listed
+      fail(e.path1().empty() ? path : e.path1(), rank, e.code().message());
     }
     std::vector<std::uint8_t> bytes;
     for (const auto& file : files) {
