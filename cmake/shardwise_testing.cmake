@@ -13,6 +13,7 @@
 #
 # Included by each directory that registers tests (the variables below are directory-scoped).
 include_guard(DIRECTORY)
+include(shardwise_markdown)
 
 set(_shardwise_default_timeout 300)
 
@@ -256,30 +257,19 @@ function(shardwise_add_doc_blocks_check)
   endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${doc}" "${scaffold}")
 
-  # The blocks, cut out with string operations: a list would split C++ at its semicolons.
+  # The blocks, each after a #line naming its page and line.
   set(directory "${CMAKE_CURRENT_BINARY_DIR}/doc_blocks")
   file(READ "${doc}" rest)
-  string(PREPEND rest "\n")  # a fence on the first line follows a newline too
-  set(line 0)                # the line of the page that rest's first newline ends
+  string(PREPEND rest "\n")
+  set(line 0)
   set(count 0)
   while(TRUE)
-    string(FIND "${rest}" "\n```cpp\n" start)
-    if(start EQUAL -1)
+    shardwise_next_cpp_block("${doc_name}" rest line block first)
+    if(first EQUAL 0)
       break()
     endif()
-    string(SUBSTRING "${rest}" 0 ${start} before)
-    string(REGEX REPLACE "[^\n]" "" before "${before}")
-    string(LENGTH "${before}" newlines)
-    math(EXPR line "${line} + ${newlines} + 2")  # the block's first line
-    math(EXPR start "${start} + 8")
-    string(SUBSTRING "${rest}" ${start} -1 rest)
-    string(FIND "\n${rest}" "\n```\n" end)
-    if(end EQUAL -1)
-      message(FATAL_ERROR "${doc_name}: the C++ block that starts on line ${line} has no closing ``` line")
-    endif()
-    string(SUBSTRING "${rest}" 0 ${end} block)
     math(EXPR count "${count} + 1")
-    set(content "#line ${line} \"${doc_name}\"\n${block}")
+    set(content "#line ${first} \"${doc_name}\"\n${block}")
     set(inc "${directory}/${stem}_${count}.inc")
     set(old "")
     if(EXISTS "${inc}")
@@ -288,12 +278,6 @@ function(shardwise_add_doc_blocks_check)
     if(NOT old STREQUAL content)  # rewritten only on change: no other page's check recompiles
       file(WRITE "${inc}" "${content}")
     endif()
-    # rest restarts at the closing fence's newline, which ends the page's line "line + newlines in block".
-    string(REGEX REPLACE "[^\n]" "" newlines "${block}")
-    string(LENGTH "${newlines}" newlines)
-    math(EXPR line "${line} + ${newlines}")
-    math(EXPR end "${end} + 3")
-    string(SUBSTRING "${rest}" ${end} -1 rest)
   endwhile()
   file(GLOB stale "${directory}/${stem}_*.inc")
   foreach(inc IN LISTS stale)
