@@ -25,10 +25,12 @@
 #include "shardwise/sim/persistent_kernel.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::message_of;
 using namespace std::chrono_literals;
 
 auto soon(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
@@ -162,6 +164,12 @@ TEST(persistent_kernel, workgroups_share_the_device_and_a_fence_orders_a_signal_
   EXPECT_GE(arrivals[1], arrivals[0]) << "the signal overtook the put it was fenced behind";
   sim::persistent_kernel receiver(1, gpu, model, 4, 0.0);
   EXPECT_DOUBLE_EQ(receiver.finish(kernel.messages(), arrivals), arrivals[1]) << "workgroup 5 % 4 waits for flag 5";
+}
+
+TEST(persistent_kernel, a_workgroup_it_does_not_have_is_an_error_naming_it) {
+  const sim::persistent_kernel kernel(2, sim::device_model{1e12, 1e12, 0}, sim::gpu_initiated_model{4, 0}, 4, 0.0);
+  EXPECT_EQ(message_of<argument_error>([&] { (void)kernel.clock(4); }),
+            "[rank 2] sim::persistent_kernel::clock: workgroup 4 is out of range: there are 4, numbered from 0");
 }
 
 TEST(persistent_kernel, the_next_kernel_starts_a_launch_after_the_last_workgroup_of_this_one) {

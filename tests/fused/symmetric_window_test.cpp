@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "support/backends.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::message_of;
 using namespace std::chrono_literals;
 
 template <class Backend>
@@ -71,6 +73,25 @@ TYPED_TEST(symmetric_window, a_waiter_asleep_on_its_flag_wakes_when_a_peer_raise
         comm.barrier();
       },
       {2, 3});
+}
+
+TYPED_TEST(symmetric_window, a_peer_outside_the_window_is_an_error_naming_it) {
+  TypeParam::run([](communicator auto& comm) {
+    const auto window = shardwise::symmetric_window<float>::create(comm, 1, 1);
+    ASSERT_TRUE(window.has_value());
+    const int P = comm.size();
+    const std::string rank = "[rank " + std::to_string(comm.world_rank()) + "] ";
+    const std::string range = " is out of range: there are " + std::to_string(P) + ", numbered from 0";
+    EXPECT_EQ(message_of<argument_error>([&] { (void)window->peer_buffer(P); }),
+              rank + "symmetric_window::peer_buffer: peer " + std::to_string(P) + range);
+    EXPECT_EQ(message_of<argument_error>([&] { (void)window->peer_flags(-1); }),
+              rank + "symmetric_window::peer_flags: peer -1" + range);
+    const auto memory = share_memory(comm, 8);
+    ASSERT_TRUE(memory.has_value());
+    EXPECT_EQ(message_of<argument_error>([&] { (void)memory->block(P + 1); }),
+              rank + "shared_memory::block: rank " + std::to_string(P + 1) + range);
+    comm.barrier();
+  });
 }
 
 }  // namespace

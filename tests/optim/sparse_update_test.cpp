@@ -16,10 +16,12 @@
 #include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sparse_sgd.hpp"
 #include "shardwise/optim/sparse_update.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::message_of;
 
 template <class T>
 using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -117,6 +119,16 @@ TEST(sparse_update, sparse_sgd_equals_dense_sgd_on_the_touched_rows) {
 TEST(sparse_update, rowwise_adagrad_equals_the_dense_update_on_the_touched_rows) {
   expect_sparse_equals_dense<float>(optim::rowwise_adagrad{}, 0.05f, dense_rowwise_adagrad<float>);
   expect_sparse_equals_dense<double>(optim::rowwise_adagrad{}, 0.05, dense_rowwise_adagrad<double>);
+}
+
+TEST(sparse_update, a_table_it_does_not_have_is_an_error_naming_it) {
+  one_table<float> model{nn::sparse_parameter<float>(0, 0, rows, dimension)};
+  const optim::sparse_update<optim::sparse_sgd, float> update(model);
+  EXPECT_EQ(update.name(0), "table");
+  EXPECT_EQ(message_of<argument_error>([&] { (void)update.name(1); }),
+            "[no rank] optim::sparse_update::name: table 1 is out of range: there are 1, numbered from 0");
+  EXPECT_EQ(message_of<argument_error>([&] { (void)update.state(3); }),
+            "[no rank] optim::sparse_update::state: table 3 is out of range: there are 1, numbered from 0");
 }
 
 TEST(sparse_rows, keeps_each_touched_row_once_in_the_order_first_touched) {

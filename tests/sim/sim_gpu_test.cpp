@@ -13,10 +13,12 @@
 #include "shardwise/sim/cost_only.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::message_of;
 
 const sim::device_model gpu{10e12, 1e12, 5e-6};
 const sim::link_model link{50e9, 2e-6, "link"};
@@ -190,6 +192,15 @@ TEST(sim_gpu, the_machine_must_have_as_many_gpus_as_ranks) {
   EXPECT_THROW(sim_gpu::run(3, fully_connected(4), [](sim_gpu::communicator&) {}), argument_error);
 }
 
+TEST(sim_gpu, a_stream_the_device_does_not_have_is_an_error_naming_it) {
+  sim_gpu::run(2, fully_connected(2), [](sim_gpu::communicator& comm) {
+    (void)comm.device().create_stream("communication");
+    EXPECT_EQ(message_of<argument_error>([&] { (void)comm.device().stream_at(2); }),
+              "[rank " + std::to_string(comm.world_rank()) +
+                  "] sim::device::stream_at: stream 2 is out of range: there are 2, numbered from 0");
+  });
+}
+
 // The timeline as Chrome trace JSON, written where the test is told (a CTest fixture then parses it
 // with Python's json module); here: it names every stream and link track it uses.
 TEST(sim_gpu, writes_a_timeline_with_stream_and_link_tracks) {
@@ -251,6 +262,15 @@ TEST(cost_only, gives_the_times_of_the_run_with_data) {
     EXPECT_GT(cost_only.finish_times[r], 0.0);
     EXPECT_DOUBLE_EQ(with_data.finish_times[r], cost_only.finish_times[r]) << "rank " << r;
   }
+}
+
+TEST(cost_only, a_rank_or_group_the_run_does_not_have_is_an_error_naming_it) {
+  sim::cost_only::run(4, fully_connected(4), [](sim::cost_only::communicator& world) {
+    EXPECT_EQ(message_of<argument_error>([&] { (void)world.now(4); }),
+              "[no rank] sim::cost_only::communicator::now: rank 4 is out of range: there are 4, numbered from 0");
+    EXPECT_EQ(message_of<argument_error>([&] { (void)world.members(1); }),
+              "[no rank] sim::cost_only::communicator::members: group 1 is out of range: there are 1, numbered from 0");
+  });
 }
 
 // Two collectives of different communicators started together on streams of their own, on groups

@@ -884,7 +884,7 @@ struct node_ranks {
   }
   // Freeing waits for every rank of the window. A rank unwinding an error leaves it to the job's abort
   // (mpi::run), which would otherwise never come while its peers wait in another call.
-  return shared_memory(std::move(blocks), comm.rank(), [window]() mutable {
+  return shared_memory(std::move(blocks), comm.rank(), comm.world_rank(), [window]() mutable {
     if (std::uncaught_exceptions() > 0) return;
     MPI_Win_unlock_all(window);
     MPI_Win_free(&window);

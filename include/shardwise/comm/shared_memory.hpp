@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/checked_index.hpp"
+
 namespace shardwise {
 
 class shared_memory {
@@ -24,10 +26,13 @@ class shared_memory {
   // collective that frees this rank's block (every rank destroys its shared_memory in the same order;
   // a rank unwinding an error frees nothing, its job about to be aborted), for threads this rank's hold
   // on every block, each freed by the last rank to let go of it.
-  shared_memory(std::vector<std::span<std::byte>> blocks, int rank, std::function<void()> release)
-      : blocks_(std::move(blocks)), rank_(rank), release_(std::move(release)) {}
+  shared_memory(std::vector<std::span<std::byte>> blocks, int rank, int world_rank, std::function<void()> release)
+      : blocks_(std::move(blocks)), rank_(rank), world_rank_(world_rank), release_(std::move(release)) {}
   shared_memory(shared_memory&& other) noexcept
-      : blocks_(std::move(other.blocks_)), rank_(other.rank_), release_(std::exchange(other.release_, {})) {}
+      : blocks_(std::move(other.blocks_)),
+        rank_(other.rank_),
+        world_rank_(other.world_rank_),
+        release_(std::exchange(other.release_, {})) {}
   shared_memory& operator=(shared_memory&&) = delete;
   shared_memory(const shared_memory&) = delete;
   shared_memory& operator=(const shared_memory&) = delete;
@@ -35,12 +40,15 @@ class shared_memory {
     if (release_) release_();
   }
 
-  [[nodiscard]] std::span<std::byte> block(int rank) const { return blocks_.at(static_cast<std::size_t>(rank)); }
+  [[nodiscard]] std::span<std::byte> block(int rank) const {
+    return element_at(blocks_, rank, world_rank_, "shared_memory::block", "rank");
+  }
   [[nodiscard]] std::span<std::byte> local() const { return block(rank_); }
 
  private:
   std::vector<std::span<std::byte>> blocks_;
   int rank_;
+  int world_rank_;
   std::function<void()> release_;
 };
 

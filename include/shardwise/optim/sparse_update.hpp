@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "shardwise/core/checked_index.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
@@ -61,9 +62,14 @@ class sparse_update {
   }
 
   [[nodiscard]] std::size_t table_count() const noexcept { return tables_.size(); }
-  [[nodiscard]] const std::string& name(std::size_t table) const { return tables_.at(table).name; }
+  // The update has no communicator: its errors name no rank.
+  [[nodiscard]] const std::string& name(std::size_t table) const {
+    return element_at(tables_, table, -1, "optim::sparse_update::name", "table").name;
+  }
   // A table piece's optimizer state: state_per_row values per row, row-major.
-  [[nodiscard]] std::span<const T> state(std::size_t table) const { return tables_.at(table).state.span(); }
+  [[nodiscard]] std::span<const T> state(std::size_t table) const {
+    return element_at(tables_, table, -1, "optim::sparse_update::state", "table").state.span();
+  }
   [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
 
  private:

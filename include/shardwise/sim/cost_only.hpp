@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "shardwise/core/checked_index.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/collectives_in_flight.hpp"
@@ -91,9 +92,11 @@ class communicator {
   [[nodiscard]] int world_size() const noexcept { return static_cast<int>(state_->host.size()); }
   [[nodiscard]] int groups() const noexcept { return static_cast<int>(groups_.size()); }
   [[nodiscard]] const std::vector<int>& members(int group) const {
-    return groups_.at(static_cast<std::size_t>(group)).devices;
+    return element_at(groups_, group, -1, "sim::cost_only::communicator::members", "group").devices;
   }
-  [[nodiscard]] double now(int world_rank) const { return state_->host.at(static_cast<std::size_t>(world_rank)); }
+  [[nodiscard]] double now(int world_rank) const {
+    return element_at(state_->host, world_rank, -1, "sim::cost_only::communicator::now", "rank");
+  }
   [[nodiscard]] double makespan() const { return *std::max_element(state_->host.begin(), state_->host.end()); }
 
   // Collectives go on stream `s` of every member (stream 0 unless told otherwise).

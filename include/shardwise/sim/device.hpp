@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardwise/core/checked_index.hpp"
 #include "shardwise/sim/device_model.hpp"
 #include "shardwise/sim/timeline.hpp"
 
@@ -130,7 +131,7 @@ class device {
     if (trace_) trace_->name_track({id_, id}, created.name());
     return created;
   }
-  [[nodiscard]] stream& stream_at(int id) { return streams_.at(static_cast<std::size_t>(id)); }
+  [[nodiscard]] stream& stream_at(int id) { return element_at(streams_, id, id_, "sim::device::stream_at", "stream"); }
 
  private:
   int id_;

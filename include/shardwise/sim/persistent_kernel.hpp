@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "shardwise/core/checked_index.hpp"
 #include "shardwise/sim/device_model.hpp"
 #include "shardwise/sim/free_first.hpp"
 #include "shardwise/sim/gpu_initiated_model.hpp"
@@ -91,7 +92,9 @@ class persistent_kernel {
   static constexpr std::int64_t workgroup_track = 1000;
 
   [[nodiscard]] int workgroups() const noexcept { return static_cast<int>(clocks_.size()); }
-  [[nodiscard]] double clock(int workgroup) const { return clocks_.at(static_cast<std::size_t>(workgroup)); }
+  [[nodiscard]] double clock(int workgroup) const {
+    return element_at(clocks_, workgroup, device_, "sim::persistent_kernel::clock", "workgroup");
+  }
   [[nodiscard]] std::span<const double> clocks() const noexcept { return clocks_; }
   [[nodiscard]] const std::vector<gpu_message>& messages() const noexcept { return messages_; }
 

@@ -25,6 +25,7 @@
 
 #include "shardwise/comm/shared/epoch_flags.hpp"
 #include "shardwise/comm/shared_memory.hpp"
+#include "shardwise/core/checked_index.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -69,9 +70,13 @@ class symmetric_window {
   symmetric_window& operator=(const symmetric_window&) = delete;
 
   [[nodiscard]] std::span<T> local() const noexcept { return peers_[static_cast<std::size_t>(rank_)]; }
-  [[nodiscard]] std::span<T> peer_buffer(int peer) const { return peers_.at(static_cast<std::size_t>(peer)); }
+  [[nodiscard]] std::span<T> peer_buffer(int peer) const {
+    return element_at(peers_, peer, world_rank_, "symmetric_window::peer_buffer", "peer");
+  }
   [[nodiscard]] const epoch_flags& flags() const noexcept { return peer_flags_[static_cast<std::size_t>(rank_)]; }
-  [[nodiscard]] const epoch_flags& peer_flags(int peer) const { return peer_flags_.at(static_cast<std::size_t>(peer)); }
+  [[nodiscard]] const epoch_flags& peer_flags(int peer) const {
+    return element_at(peer_flags_, peer, world_rank_, "symmetric_window::peer_flags", "peer");
+  }
 
   void put(int peer, std::size_t offset, std::span<const T> data) const {
     const auto target = peer_buffer(peer);

@@ -42,7 +42,8 @@ namespace shardwise::threads {
     owners.push_back(*reinterpret_cast<const std::shared_ptr<std::byte>*>(static_cast<std::uintptr_t>(all[p + 2])));
   }
   comm.barrier();  // every peer has taken its share of `mine` before it leaves this rank's stack
-  return shared_memory(std::move(blocks), comm.rank(), [owners = std::move(owners)]() mutable { owners.clear(); });
+  return shared_memory(std::move(blocks), comm.rank(), comm.world_rank(),
+                       [owners = std::move(owners)]() mutable { owners.clear(); });
 }
 
 }  // namespace shardwise::threads
