@@ -109,6 +109,26 @@ TEST(threads_failures, a_shardwise_error_is_rethrown_as_it_is) {
   }
 }
 
+// An error raised without a rank, by a part that has no communicator, names the rank whose body it left,
+// as an MPI rank's does when it takes the job down.
+TEST(threads_failures, an_error_raised_without_a_rank_names_the_rank_it_happened_on) {
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    try {
+      threads::run(
+          3,
+          [](threads::communicator& comm) {
+            if (comm.rank() == 1) throw argument_error(-1, "a_part", "went wrong");
+            comm.barrier();
+          },
+          how);
+      ADD_FAILURE() << "run returned normally";
+    } catch (const argument_error& e) {
+      EXPECT_EQ(std::string(e.what()), "[rank 1] a_part: went wrong");
+    }
+  }
+}
+
 // Ranks that disagree (different sizes, roots or operations) all throw, naming both sides. (Every
 // kind of disagreement, on every backend: tests/comm/agreement_test.cpp.)
 TEST(threads_failures, ranks_that_disagree_all_throw) {

@@ -22,6 +22,7 @@
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/nn/no_grad.hpp"
 #include "support/backends.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
@@ -111,6 +112,30 @@ TYPED_TEST(gpt_test, a_forward_under_no_grad_gives_the_loss_and_keeps_nothing) {
         gpt.backward();
       },
       {1, 2, 4});
+}
+
+// A token or a target that is not in the vocabulary is refused on every rank, naming it and where it is.
+TYPED_TEST(gpt_test, a_token_or_target_outside_the_vocabulary_is_an_error_naming_it) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        process_mesh mesh(world, {world.size()});
+        model::gpt<double, gpt_family_1d, decltype(mesh)> gpt(mesh, gpt_test_config);
+        auto [tokens, targets] = gpt_test_samples_of(0, 2);
+        const std::string call =
+            "[rank " + std::to_string(world.world_rank()) + "] model::gpt::forward(8 tokens, 8 targets): ";
+        targets[5] = 13;
+        EXPECT_EQ(message_of<argument_error>([&] { (void)gpt.forward(tokens, targets); }),
+                  call +
+                      "nn::language_model_loss::forward(replicated<> 8x16, 8 targets): vocabulary_cross_entropy("
+                      "replicated<> 8x16, col_1d<ragged> 13x16): target 13 at position 5 is outside the vocabulary "
+                      "of 13");
+        tokens[2] = -1;
+        EXPECT_EQ(message_of<argument_error>([&] { (void)gpt.forward(tokens, targets); }),
+                  call +
+                      "nn::embedding::forward(8 tokens, sequence 4): embedding lookup: token -1 at position 2 is "
+                      "outside the vocabulary of 13");
+      },
+      {1, 2});
 }
 
 // gpt_config::products reaches the blocks' products: chunks = 0, which every product refuses, stops the

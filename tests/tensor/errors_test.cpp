@@ -20,6 +20,7 @@
 #include "shardwise/layout/vector_layout.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
+#include "shardwise/nn/binary_cross_entropy.hpp"
 #include "shardwise/nn/embedding.hpp"
 #include "shardwise/nn/family.hpp"
 #include "shardwise/nn/linear.hpp"
@@ -147,6 +148,15 @@ TYPED_TEST(errors_test, each_entry_point_names_its_call_and_arguments_first) {
         embedding.backward(embedded);
         expect_error<argument_error>(
             me, [&] { embedding.backward(embedded); }, no_tokens, "until the backward that uses it");
+        // The loss, which keeps its probabilities: a second backward names the rank of the forward.
+        nn::binary_cross_entropy<double, col_1d<>, decltype(line)> loss;
+        const auto logits = from_function<col_1d<>>(line, {2 * p, 1}, value);
+        const std::vector<double> labels{0.0, 1.0};
+        (void)loss.forward(logits, labels);
+        (void)loss.backward(1.0);
+        expect_error<argument_error>(
+            me, [&] { (void)loss.backward(1.0); },
+            "nn::binary_cross_entropy::backward(): backward without a forward before it", "keeps its probabilities");
         optim::sharded_update<optim::sgd> update(world, std::vector<optim::parameter_shape>{{3, 4}});
         auto half = world.split(world.rank() % 2, world.rank());
         expect_error<argument_error>(

@@ -48,6 +48,7 @@ class binary_cross_entropy {
                  labels_.assign(labels.begin(), labels.end());
                });
     logits_.emplace(logits.mesh(), logits.extents());
+    world_rank_ = world_rank_of(logits);
     release_under_no_grad(logits_);
     return sum;
   } catch (...) {
@@ -56,7 +57,7 @@ class binary_cross_entropy {
 
   // scale · (σ(z) − y) for each of this rank's samples: the gradient of scale × forward's sum.
   [[nodiscard]] tensor_type backward(T scale) try {
-    const auto logits = take_saved(logits_, -1, "nn::binary_cross_entropy::backward", "the probabilities");
+    const auto logits = take_saved(logits_, world_rank_, "nn::binary_cross_entropy::backward", "its probabilities");
     tensor_type gradient(logits.mesh(), logits.extents());
     auto g = gradient.local();
     const auto samples = static_cast<double>(labels_.size());
@@ -67,7 +68,7 @@ class binary_cross_entropy {
     });
     return gradient;
   } catch (...) {
-    rethrow_within_call(-1, call_text("nn::binary_cross_entropy::backward"));
+    rethrow_within_call(world_rank_, call_text("nn::binary_cross_entropy::backward"));
   }
 
   // σ(z) of forward's samples on this rank: the predicted click probabilities.
@@ -80,6 +81,7 @@ class binary_cross_entropy {
   static constexpr double forward_operations = 34;
 
   std::optional<tensor_type> logits_;  // the shape (and mesh) of forward's logits
+  int world_rank_ = -1;                // forward's, which a backward's errors name (none before a forward)
   std::vector<T> probabilities_, labels_;
 };
 

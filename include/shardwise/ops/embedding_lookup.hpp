@@ -24,15 +24,16 @@ using whole_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 
 namespace detail {
 
-// visit(position, block, local row) for every token whose row lies in one of this rank's blocks.
+// visit(position, block, local row) for every token whose row lies in one of this rank's blocks. An id
+// outside the table is an error of `operation` naming it as `what` ("token", "target").
 template <class Table, class Visit>
 void for_each_owned_token(const Table& table, std::span<const std::int32_t> tokens, const char* operation,
-                          Visit&& visit) {
+                          const char* what, Visit&& visit) {
   for (std::size_t t = 0; t < tokens.size(); ++t) {
     const std::int64_t id = tokens[t];
     if (id < 0 || id >= table.rows())
       throw argument_error(table.mesh().world().world_rank(), operation,
-                           "token " + std::to_string(id) + " at position " + std::to_string(t) +
+                           std::string(what) + " " + std::to_string(id) + " at position " + std::to_string(t) +
                                " is outside the vocabulary of " + std::to_string(table.rows()));
     for (int b = 0; b < table.block_count(); ++b) {
       const block_info& info = table.block(b);
@@ -47,7 +48,7 @@ template <class T, class Layout, class Mesh>
 [[nodiscard]] work owned_rows_work(const dtensor<T, Layout, Mesh>& table, std::span<const std::int32_t> tokens,
                                    const char* operation) {
   double owned = 0;
-  for_each_owned_token(table, tokens, operation, [&](std::size_t, int, std::int64_t) { ++owned; });
+  for_each_owned_token(table, tokens, operation, "token", [&](std::size_t, int, std::int64_t) { ++owned; });
   const double elements = owned * static_cast<double>(table.cols());
   return {elements, 3 * sizeof(T) * elements};
 }
@@ -62,7 +63,7 @@ void add_owned_rows(const dtensor<T, Layout, Mesh>& table, std::span<const std::
   run_kernel(
       table.mesh().world(), [&] { return detail::owned_rows_work(table, tokens, operation); }, operation,
       [&] {
-        detail::for_each_owned_token(table, tokens, operation, [&](std::size_t t, int b, std::int64_t row) {
+        detail::for_each_owned_token(table, tokens, operation, "token", [&](std::size_t t, int b, std::int64_t row) {
           whole.row(static_cast<Eigen::Index>(t)) += table.local(b).row(row);
         });
       });
@@ -78,9 +79,10 @@ void add_to_owned_rows(dtensor<G, Layout, Mesh>& table_gradient, std::span<const
       table_gradient.mesh().world(), [&] { return detail::owned_rows_work(table_gradient, tokens, operation); },
       operation,
       [&] {
-        detail::for_each_owned_token(table_gradient, tokens, operation, [&](std::size_t t, int b, std::int64_t row) {
-          table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t)).template cast<G>();
-        });
+        detail::for_each_owned_token(
+            table_gradient, tokens, operation, "token", [&](std::size_t t, int b, std::int64_t row) {
+              table_gradient.local(b).row(row) += gradient.row(static_cast<Eigen::Index>(t)).template cast<G>();
+            });
       });
 }
 

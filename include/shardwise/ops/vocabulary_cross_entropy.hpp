@@ -69,7 +69,7 @@ template <class T, split_layout Layout, class Mesh>
   auto& world = table.mesh().world();
   const auto tokens = static_cast<std::size_t>(hidden.rows());
   if (targets.size() != tokens || hidden.cols() != table.cols())
-    throw argument_error(world.world_rank(), "vocabulary cross-entropy",
+    throw argument_error(world.world_rank(), "vocabulary_cross_entropy",
                          std::to_string(targets.size()) + " targets for " + std::to_string(tokens) +
                              " hidden states of width " + std::to_string(hidden.cols()) + " (the table is " +
                              std::to_string(table.rows()) + "x" + std::to_string(table.cols()) + ")");
@@ -98,9 +98,9 @@ template <class T, split_layout Layout, class Mesh>
   // Target logits (read before the exponentials overwrite them), then sums of exponentials: one reduction.
   std::vector<A> sums(2 * tokens, A(0));
   run_kernel(world, {10 * logit_count, 2 * sizeof(T) * logit_count}, "logit exponentials", [&] {
-    detail::for_each_owned_token(table, targets, "vocabulary cross-entropy", [&](std::size_t t, int, std::int64_t row) {
-      sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row);
-    });
+    detail::for_each_owned_token(
+        table, targets, "vocabulary_cross_entropy", "target",
+        [&](std::size_t t, int, std::int64_t row) { sums[tokens + t] = logits(static_cast<Eigen::Index>(t), row); });
     for (std::size_t t = 0; t < tokens; ++t) {
       const auto row = static_cast<Eigen::Index>(t);
       logits.row(row) = (logits.row(row).template cast<A>().array() - maximum[t]).exp().matrix().template cast<T>();
@@ -144,7 +144,7 @@ template <class T, class G, split_layout Layout, class Mesh>
   run_kernel(world, {logit_count, 2 * sizeof(T) * logit_count}, "logits gradient", [&] {
     logits_gradient = probabilities;
     for_each_owned_token(
-        table, saved.targets, "vocabulary cross-entropy backward",
+        table, saved.targets, "vocabulary_cross_entropy_backward", "target",
         [&](std::size_t t, int, std::int64_t row) { logits_gradient(static_cast<Eigen::Index>(t), row) -= T(1); });
     logits_gradient *= scale / static_cast<T>(saved.targets.size());
   });

@@ -45,6 +45,9 @@ void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
       const element_memory::scope counted(std::make_shared<element_memory>(true));  // what the rank holds
       communicator comm(world, rank);
       body(comm);
+    } catch (error& raised) {  // one raised without a rank (by a part with no communicator) happened on this one
+      raised.on_rank(rank);
+      run_context->failing(rank, std::current_exception());
     } catch (...) {
       run_context->failing(rank, std::current_exception());
     }
