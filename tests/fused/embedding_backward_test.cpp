@@ -21,12 +21,14 @@
 #include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "support/backends.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
 using namespace shardwise;
 using shardwise::testing::bag_data;
 using shardwise::testing::basic_embedding_matrix;
+using shardwise::testing::message_of;
 
 template <class Backend>
 class fused_embedding_backward : public ::testing::Test {};
@@ -194,6 +196,24 @@ TYPED_TEST(fused_embedding_backward, a_gradient_of_the_wrong_size_or_width_is_re
     EXPECT_THROW(op.fused_backward(std::span<const float>(gradient), in.bag_spans, narrow_span), argument_error);
     gradient.push_back(0);
     EXPECT_THROW(op.baseline_backward(std::span<const float>(gradient), in.bag_spans, right_span), argument_error);
+  });
+}
+
+TYPED_TEST(fused_embedding_backward, a_bag_looking_outside_its_table_is_refused_naming_the_table_and_bag) {
+  TypeParam::run([](communicator auto& comm) {
+    const fused::embedding_shape shape{comm.size(), 2, 4};  // one table of width 2 per rank
+    fused::embedding_all_to_all op(comm, shape);
+    const std::vector<float> gradient(static_cast<std::size_t>(op.plan().output_floats(comm.rank())));
+    nn::sparse_rows<float> rows(5, 2);
+    nn::sparse_rows<float>* one[] = {&rows};
+    const std::vector<std::int64_t> offsets{0, 1, 2, 2, 3}, indices{4, 5, 0};  // bag 1 looks up row 5 of 5
+    const fused::embedding_bags bags[] = {{offsets, indices}};
+    EXPECT_EQ(message_of<argument_error>([&] {
+                op.baseline_backward(std::span<const float>(gradient), bags,
+                                     std::span<nn::sparse_rows<float>* const>(one));
+              }),
+              "[rank " + std::to_string(comm.world_rank()) +
+                  "] embedding_all_to_all::backward: index 5 (table 0, bag 1) is outside a table of 5 rows");
   });
 }
 

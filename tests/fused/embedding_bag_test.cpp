@@ -18,11 +18,13 @@
 #include "shardwise/fused/embedding_bag.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "support/backends.hpp"
+#include "support/messages.hpp"
 #include "support/relative_error.hpp"
 
 namespace {
 
 using namespace shardwise;
+using shardwise::testing::message_of;
 using shardwise::testing::relative_error;
 
 template <class Backend>
@@ -195,6 +197,49 @@ TYPED_TEST(embedding_bag_layer, every_rank_reads_the_tables_it_holds_a_piece_of)
     comm.all_reduce(std::span<int>(&everyone, 1));
     EXPECT_EQ(everyone, 3) << "each table-wise table is on exactly one rank";
     EXPECT_THROW((void)layer.forward({}), argument_error);
+  });
+}
+
+// An index outside its table, or offsets that are not the batch's, are refused naming the table by its
+// number in the layer's list (whole tables on some ranks, row-wise pieces on the others), on every
+// rank before anything is exchanged: a forward with good bags then runs.
+TYPED_TEST(embedding_bag_layer, a_bad_index_or_offsets_are_refused_naming_the_table) {
+  TypeParam::run([](communicator auto& comm) {
+    data_parallel_mesh mesh(comm, comm.size(), {1});
+    using local_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
+    fused::embedding_bag<float, std::remove_cvref_t<decltype(comm)>, local_mesh> layer(
+        mesh.data(), mesh.tensor_parallel(), tables, batch, seed);
+    std::vector<bag_data> data;
+    for (const int t : layer.input_tables()) data.push_back(bags_of(t, 0));
+    const auto bags = [&] {
+      std::vector<fused::embedding_bags> given;
+      for (const auto& d : data) given.push_back({d.offsets, d.indices});
+      return given;
+    };
+    const std::string call = "[rank " + std::to_string(comm.world_rank()) + "] fused::embedding_bag::forward(";
+    const int last = layer.input_tables().back();
+    const auto rows = tables[static_cast<std::size_t>(last)].rows;
+    auto& changed = data.back();
+    std::size_t bag = 1;
+    while (changed.offsets[bag + 1] == changed.offsets[bag]) ++bag;
+    auto& first_lookup = changed.indices[static_cast<std::size_t>(changed.offsets[bag])];
+    const auto kept = first_lookup;
+    first_lookup = rows;
+    const auto bad_index = message_of<argument_error>([&] { (void)layer.forward(bags()); });
+    EXPECT_TRUE(bad_index.starts_with(call)) << bad_index;
+    EXPECT_TRUE(bad_index.ends_with("): index " + std::to_string(rows) + " (bag " + std::to_string(bag) +
+                                    ") is outside table " + std::to_string(last) + " of " + std::to_string(rows) +
+                                    " rows"))
+        << bad_index;
+    first_lookup = kept;
+    changed.offsets.pop_back();
+    const auto short_offsets = message_of<argument_error>([&] { (void)layer.forward(bags()); });
+    EXPECT_TRUE(short_offsets.ends_with("): the offsets of table " + std::to_string(last) + " must be " +
+                                        std::to_string(batch + 1) + " non-decreasing entries from 0 to at most the " +
+                                        std::to_string(changed.indices.size()) + " indices"))
+        << short_offsets;
+    changed.offsets = bags_of(last, 0).offsets;
+    EXPECT_EQ(layer.forward(bags()).rows(), layer.rows());
   });
 }
 

@@ -275,8 +275,8 @@ class embedding_all_to_all {
       const auto stride = how == delivery::store ? row_width : static_cast<std::size_t>(D);
       for (std::int64_t task = 0; task < slice.rows; ++task) {
         const std::int64_t row = slice.first_row + task;
-        pool_bag(tables[t], D, bags[t], row, options_.pooling, first + static_cast<std::size_t>(task) * stride,
-                 world_rank, stores);
+        pool_bag(tables[t], static_cast<int>(t), D, bags[t], row, options_.pooling,
+                 first + static_cast<std::size_t>(task) * stride, world_rank, stores);
         kernel.task(slice, task, lookups(bags[t], row));
         // The task that fills the done-bitmask sends the slice, or raises its flag where it was stored.
         if (!done_.complete(s, task)) continue;
@@ -393,7 +393,7 @@ class embedding_all_to_all {
                                                   (plan_.column_of(table) - plan_.column_of(plan_.first_table(r))));
         for (std::int64_t i = 0; i < plan_.rows_of(s); ++i) {
           const std::int64_t row = plan_.first_row(s) + i;
-          add_bag_gradient(gradient, bag, row, options_.pooling, block + i * D, comm_->world_rank(), values);
+          add_bag_gradient(gradient, t, bag, row, options_.pooling, block + i * D, comm_->world_rank(), values);
           kernel.run_task(scatter_work(lookups(bag, row), D), "task");
         }
       }
@@ -486,8 +486,8 @@ class embedding_all_to_all {
       }
       for (std::int64_t i = 0; i < slice.rows; ++i) {
         const std::int64_t row = slice.first_row + i;
-        add_bag_gradient(*gradients[t], bags[t], row, options_.pooling, first + static_cast<std::size_t>(i) * stride,
-                         world_rank, values);
+        add_bag_gradient(*gradients[t], static_cast<int>(t), bags[t], row, options_.pooling,
+                         first + static_cast<std::size_t>(i) * stride, world_rank, values);
         kernel.add(slice.table, source, slice.flag, lookups(bags[t], row));
       }
     });
@@ -558,8 +558,8 @@ class embedding_all_to_all {
       const auto column = plan_.column_of(plan_.first_table(r) + t) - plan_.column_of(plan_.first_table(r));
       auto kernel = backend_.kernel(plan_.shape().global_batch);
       for (std::int64_t row = 0; row < plan_.shape().global_batch; ++row) {
-        pool_bag(table, D, bag, row, options_.pooling, pooled.data() + static_cast<std::size_t>(row * width + column),
-                 comm_->world_rank(), stores);
+        pool_bag(table, t, D, bag, row, options_.pooling,
+                 pooled.data() + static_cast<std::size_t>(row * width + column), comm_->world_rank(), stores);
         kernel.run_task(pooling_work(lookups(bag, row), D), "task");
       }
       backend_.end_kernel(kernel, "pooling, table " + std::to_string(plan_.first_table(r) + t));
@@ -671,21 +671,11 @@ class embedding_all_to_all {
   }
   void check_bags(std::string_view operation, std::span<const embedding_bags> bags) const {
     const auto local = static_cast<std::size_t>(plan_.tables_of(rank()));
-    const auto B = static_cast<std::size_t>(plan_.shape().global_batch);
     if (bags.size() != local)
       fail(operation,
            "this rank owns " + std::to_string(local) + " tables; got " + std::to_string(bags.size()) + " bag sets");
-    for (std::size_t t = 0; t < local; ++t) {
-      const auto& o = bags[t].offsets;
-      if (o.size() != B + 1 || o.front() != 0 || !std::is_sorted(o.begin(), o.end()) ||
-          o.back() > static_cast<std::int64_t>(bags[t].indices.size()))
-        fail(operation, "the offsets of table " + std::to_string(t) + " must be " + std::to_string(B + 1) +
-                            " non-decreasing entries from 0 to at most the " + std::to_string(bags[t].indices.size()) +
-                            " indices");
-      if (!bags[t].lengths.empty() && bags[t].lengths.size() != B)
-        fail(operation, "the lengths of table " + std::to_string(t) + " must be " + std::to_string(B) +
-                            " entries; got " + std::to_string(bags[t].lengths.size()));
-    }
+    for (std::size_t t = 0; t < local; ++t)
+      check_bags_shape(operation, bags[t], plan_.shape().global_batch, static_cast<int>(t), comm_->world_rank());
   }
   [[noreturn]] void fail(std::string_view operation, const std::string& detail) const {
     throw argument_error(comm_->world_rank(), operation, detail);

@@ -243,7 +243,8 @@ class embedding_bag {
   }
 
   // The operator's bags for this rank's pieces: a whole table's as given; a row-wise piece's, the
-  // lookups in its rows, made local to it, and each bag's whole length for the mean.
+  // lookups in its rows, made local to it, and each bag's whole length for the mean. Every index is
+  // checked here, where the table has the user's number (the operator numbers its pieces).
   [[nodiscard]] std::vector<embedding_bags> bags_of_pieces(std::span<const embedding_bags> bags) {
     std::vector<embedding_bags> piece_bags;
     filtered_.resize(pieces_.size());
@@ -252,7 +253,19 @@ class embedding_bag {
       const auto input = static_cast<std::size_t>(
           std::lower_bound(input_tables_.begin(), input_tables_.end(), p.table) - input_tables_.begin());
       const auto& given = bags[input];
+      const std::int64_t rows = tables_[static_cast<std::size_t>(p.table)].rows;
+      check_bags_shape("fused::embedding_bag::forward", given, global_batch(), p.table, group_->world_rank());
+      const auto check = [&](std::int64_t index, std::size_t bag) {
+        if (index < 0 || index >= rows)
+          throw argument_error(group_->world_rank(), "fused::embedding_bag::forward",
+                               "index " + std::to_string(index) + " (bag " + std::to_string(bag) +
+                                   ") is outside table " + std::to_string(p.table) + " of " + std::to_string(rows) +
+                                   " rows");
+      };
       if (tables_[static_cast<std::size_t>(p.table)].sharding == table_sharding::table_wise) {
+        for (std::size_t b = 0; b + 1 < given.offsets.size(); ++b)
+          for (auto i = given.offsets[b]; i < given.offsets[b + 1]; ++i)
+            check(given.indices[static_cast<std::size_t>(i)], b);
         piece_bags.push_back(given);
         continue;
       }
@@ -264,11 +277,7 @@ class embedding_bag {
       for (std::size_t b = 0; b + 1 < given.offsets.size(); ++b) {
         for (auto i = given.offsets[b]; i < given.offsets[b + 1]; ++i) {
           const auto index = given.indices[static_cast<std::size_t>(i)];
-          if (index < 0 || index >= tables_[static_cast<std::size_t>(p.table)].rows)
-            throw argument_error(group_->world_rank(), "fused::embedding_bag::forward",
-                                 "index " + std::to_string(index) + " (bag " + std::to_string(b) +
-                                     ") is outside table " + std::to_string(p.table) + " of " +
-                                     std::to_string(tables_[static_cast<std::size_t>(p.table)].rows) + " rows");
+          check(index, b);
           if (index >= p.first_row && index < end) f.indices.push_back(index - p.first_row);
         }
         f.offsets.push_back(static_cast<std::int64_t>(f.indices.size()));

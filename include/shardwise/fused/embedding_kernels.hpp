@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "shardwise/comm/detail/streaming_store.hpp"
@@ -60,31 +61,51 @@ void prefetch_row(const T* row, std::size_t elements) {
 #endif
 }
 
-[[noreturn, gnu::cold, gnu::noinline]] inline void throw_index_outside(std::int64_t index, std::int64_t table_rows,
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_index_outside(std::string_view operation, std::int64_t index,
+                                                                       std::int64_t table_rows, int table,
                                                                        std::int64_t bag, int rank) {
-  throw argument_error(rank, "embedding_all_to_all",
-                       "index " + std::to_string(index) + " (bag " + std::to_string(bag) + ") is outside a table of " +
-                           std::to_string(table_rows) + " rows");
+  throw argument_error(rank, operation,
+                       "index " + std::to_string(index) + " (table " + std::to_string(table) + ", bag " +
+                           std::to_string(bag) + ") is outside a table of " + std::to_string(table_rows) + " rows");
 }
 
 }  // namespace detail
 
-// Throws naming the bag when `index` is not a row of a table of `table_rows` rows. A comparison inlined
-// into the lookup loops, the throw a call apart: as one call per lookup, the function's frame stores
-// waited behind the pooled rows' stores into the peers' outputs.
-inline void check_index(std::int64_t index, std::int64_t table_rows, std::int64_t bag, int rank) {
-  if (index < 0 || index >= table_rows) [[unlikely]]
-    detail::throw_index_outside(index, table_rows, bag, rank);
+// Throws, as `operation` on `rank`, unless `bags` (of table `table`) are `batch` bags: batch + 1
+// non-decreasing offsets from 0 to at most the indices, and no lengths or one per bag.
+inline void check_bags_shape(std::string_view operation, const embedding_bags& bags, std::int64_t batch, int table,
+                             int rank) {
+  const auto& o = bags.offsets;
+  const auto B = static_cast<std::size_t>(batch);
+  if (o.size() != B + 1 || o.front() != 0 || !std::is_sorted(o.begin(), o.end()) ||
+      o.back() > static_cast<std::int64_t>(bags.indices.size()))
+    throw argument_error(rank, operation,
+                         "the offsets of table " + std::to_string(table) + " must be " + std::to_string(B + 1) +
+                             " non-decreasing entries from 0 to at most the " + std::to_string(bags.indices.size()) +
+                             " indices");
+  if (!bags.lengths.empty() && bags.lengths.size() != B)
+    throw argument_error(rank, operation,
+                         "the lengths of table " + std::to_string(table) + " must be " + std::to_string(B) +
+                             " entries; got " + std::to_string(bags.lengths.size()));
 }
 
-// Pools bag `row` of one table into out[0, D), each element summed in lookup order (so the bits are the
-// serial loop's). The row is summed in blocks of `block` elements held in registers across the bag's
+// Throws naming the table and the bag when `index` is not a row of a table of `table_rows` rows. A
+// comparison inlined into the lookup loops, the throw a call apart: as one call per lookup, the
+// function's frame stores waited behind the pooled rows' stores into the peers' outputs.
+inline void check_index(std::string_view operation, std::int64_t index, std::int64_t table_rows, int table,
+                        std::int64_t bag, int rank) {
+  if (index < 0 || index >= table_rows) [[unlikely]]
+    detail::throw_index_outside(operation, index, table_rows, table, bag, rank);
+}
+
+// Pools bag `row` of this rank's table number `table_number` into out[0, D), each element summed in lookup order (so
+// the bits are the serial loop's). The row is summed in blocks of `block` elements held in registers across the bag's
 // rows, then stored once: summing row by row into `out` loaded and stored the output once per lookup
 // and took 1.6-1.8x the time on one thread. Through Eigen's fixed-size arrays this is vectorised at
 // -O2 too (GCC vectorises the plain loop only at -O3).
 template <class T>
-void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bags, std::int64_t row, pooling how,
-              T* out, int rank, row_stores stores) {
+void pool_bag(std::span<const T> table, int table_number, int dimension, const embedding_bags& bags, std::int64_t row,
+              pooling how, T* out, int rank, row_stores stores) {
   constexpr int block = 32;
   const auto D = static_cast<std::size_t>(dimension);
   const std::int64_t table_rows = static_cast<std::int64_t>(table.size() / D);
@@ -98,7 +119,7 @@ void pool_bag(std::span<const T> table, int dimension, const embedding_bags& bag
   const bool values = stores != row_stores::none;
   for (auto i = begin; i < end; ++i) {
     const auto index = index_at(i);
-    check_index(index, table_rows, row, rank);
+    check_index("embedding_all_to_all", index, table_rows, table_number, row, rank);
     if (values) detail::prefetch_row(row_of(index), D);
   }
   if (!values) return;
@@ -143,12 +164,12 @@ concept gradient_rows = requires(G& gradient, const G& view, std::int64_t index)
   { view.dimension() } -> std::convertible_to<int>;
 };
 
-// Adds the gradient of bag `row`'s pooled row, `gradient` (dimension elements), into every row the bag
-// looked up, in lookup order: the gradient itself (sum), or it over the bag's length (mean). Where the
-// rank stores no elements (shapes only), `values` is false and the rows are only touched; the caller
+// Adds the gradient of bag `row`'s pooled row (of this rank's table number `table_number`), `gradient` (dimension
+// elements), into every row the bag looked up, in lookup order: the gradient itself (sum), or it over the bag's length
+// (mean). Where the rank stores no elements (shapes only), `values` is false and the rows are only touched; the caller
 // asks once a call, as pool_bag's callers do.
 template <class T, gradient_rows<T> Rows>
-void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int64_t row, pooling how,
+void add_bag_gradient(Rows& table_gradient, int table_number, const embedding_bags& bags, std::int64_t row, pooling how,
                       const T* gradient, int rank, bool values) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   const int dimension = table_gradient.dimension();
@@ -158,7 +179,7 @@ void add_bag_gradient(Rows& table_gradient, const embedding_bags& bags, std::int
   const bool divides = how == pooling::mean && length > 0;
   for (auto i = bags.offsets[static_cast<std::size_t>(row)]; i < bags.offsets[static_cast<std::size_t>(row) + 1]; ++i) {
     const auto index = bags.indices[static_cast<std::size_t>(i)];
-    check_index(index, table_rows, row, rank);
+    check_index("embedding_all_to_all::backward", index, table_rows, table_number, row, rank);
     T* const touched = table_gradient.row(index);
     if (!values) continue;
     Eigen::Map<Array> into(touched, dimension);
