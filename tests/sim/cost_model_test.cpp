@@ -17,6 +17,7 @@
 #include "shardwise/sim/free_first.hpp"
 #include "shardwise/sim/network.hpp"
 #include "shardwise/sim/presets.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
@@ -83,6 +84,22 @@ TEST(topology, routes_take_the_links_the_shape_says) {
   EXPECT_DOUBLE_EQ(nodes.bandwidth(across.links[0]), 10e9);
   EXPECT_EQ(across.links[0], nodes.route_between(2, 5).links[0]);  // one NIC per node: shared
   EXPECT_THROW((void)topology::nodes(6, 4, link, link, 1), shardwise::argument_error);
+}
+
+// Each factory's errors name it, the shape it was given and what it needs.
+TEST(topology, a_shape_it_cannot_build_is_an_error_naming_the_factory) {
+  using shardwise::testing::message_of;
+  const link_model link{50e9, 2e-6, "link"};
+  EXPECT_EQ(message_of<shardwise::argument_error>([&] { (void)topology::fully_connected(0, link); }),
+            "[no rank] topology::fully_connected: needs at least one device, got 0");
+  EXPECT_EQ(message_of<shardwise::argument_error>([&] { (void)topology::ring(-2, link); }),
+            "[no rank] topology::ring: needs at least one device, got -2");
+  EXPECT_EQ(message_of<shardwise::argument_error>([&] { (void)topology::nodes(0, 4, link, link, 1); }),
+            "[no rank] topology::nodes: needs at least one device, got 0");
+  EXPECT_EQ(message_of<shardwise::argument_error>([&] { (void)topology::switched_nodes(6, 4, link, link, 1); }),
+            "[no rank] topology::switched_nodes: 6 GPUs do not fill nodes of 4");
+  EXPECT_EQ(message_of<shardwise::argument_error>([&] { (void)topology::torus_2d(2, 0, link); }),
+            "[no rank] topology::torus_2d: needs positive extents, got 2 x 0");
 }
 
 // Inside a switched node (NVSwitch) each GPU has one port each way: a transfer goes up its source's

@@ -192,6 +192,13 @@ TEST(sim_gpu, the_machine_must_have_as_many_gpus_as_ranks) {
   EXPECT_THROW(sim_gpu::run(3, fully_connected(4), [](sim_gpu::communicator&) {}), argument_error);
 }
 
+TEST(sim_gpu, a_timeline_that_cannot_be_written_is_an_error_saying_why) {
+  const sim::timeline trace;
+  EXPECT_EQ(
+      message_of<argument_error>([&] { trace.write_chrome_trace("/no/such/folder/trace.json"); }),
+      "[no rank] timeline::write_chrome_trace: cannot write /no/such/folder/trace.json: No such file or directory");
+}
+
 TEST(sim_gpu, a_stream_the_device_does_not_have_is_an_error_naming_it) {
   sim_gpu::run(2, fully_connected(2), [](sim_gpu::communicator& comm) {
     (void)comm.device().create_stream("communication");

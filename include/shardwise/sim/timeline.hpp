@@ -3,7 +3,9 @@
 // and chrome://tracing open: one process per simulated GPU with one track (thread) per stream, and
 // one "network" process with a track per link. Every interval is a complete event ("ph":"X") with
 // ts and dur in microseconds of virtual time. Thread-safe: the ranks of a run record into one.
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -83,9 +85,13 @@ class timeline {
   }
 
   void write_chrome_trace(const std::string& path) const {
+    errno = 0;
     std::ofstream file(path);
     file << chrome_trace_json();
-    if (!file) throw argument_error(-1, "timeline::write_chrome_trace", "cannot write " + path);
+    file.close();
+    if (!file)
+      throw argument_error(-1, "timeline::write_chrome_trace",
+                           "cannot write " + path + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
   }
 
  private:

@@ -30,6 +30,7 @@
 //                                2·destination + 1 (down), ids the pairs' links leave unused here
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -54,10 +55,10 @@ class topology {
   enum class shape { fully_connected, ring, torus_2d, nodes };
 
   static topology fully_connected(int devices, link_model link) {
-    return topology(shape::fully_connected, devices, std::move(link), {}, devices, 1);
+    return topology("topology::fully_connected", shape::fully_connected, devices, std::move(link), {}, devices, 1);
   }
   static topology ring(int devices, link_model link) {
-    return topology(shape::ring, devices, std::move(link), {}, devices, 1);
+    return topology("topology::ring", shape::ring, devices, std::move(link), {}, devices, 1);
   }
   static topology torus_2d(int rows, int cols, link_model link, int devices_per_chip = 1, link_model on_chip = {}) {
     if (rows < 1 || cols < 1)
@@ -66,23 +67,18 @@ class topology {
     if (devices_per_chip < 1)
       throw argument_error(-1, "topology::torus_2d",
                            "needs at least one device a chip, got " + std::to_string(devices_per_chip));
-    topology torus(shape::torus_2d, rows * cols * devices_per_chip, std::move(link), std::move(on_chip), cols, 1);
+    topology torus("topology::torus_2d", shape::torus_2d, rows * cols * devices_per_chip, std::move(link),
+                   std::move(on_chip), cols, 1);
     torus.devices_per_chip_ = devices_per_chip;
     return torus;
   }
   static topology nodes(int devices, int gpus_per_node, link_model peer, link_model network, int nics_per_node) {
-    if (gpus_per_node < 1 || devices % gpus_per_node != 0)
-      throw argument_error(-1, "topology::nodes",
-                           std::to_string(devices) + " GPUs do not fill nodes of " + std::to_string(gpus_per_node));
-    if (nics_per_node < 1 || nics_per_node > gpus_per_node)
-      throw argument_error(-1, "topology::nodes",
-                           std::to_string(nics_per_node) + " NICs per node for " + std::to_string(gpus_per_node) +
-                               " GPUs per node: needs 1 to " + std::to_string(gpus_per_node));
-    return topology(shape::nodes, devices, std::move(peer), std::move(network), gpus_per_node, nics_per_node);
+    return of_nodes("topology::nodes", devices, gpus_per_node, std::move(peer), std::move(network), nics_per_node);
   }
   static topology switched_nodes(int devices, int gpus_per_node, link_model port, link_model network,
                                  int nics_per_node) {
-    topology switched = nodes(devices, gpus_per_node, std::move(port), std::move(network), nics_per_node);
+    topology switched = of_nodes("topology::switched_nodes", devices, gpus_per_node, std::move(port),
+                                 std::move(network), nics_per_node);
     switched.switched_ = true;
     return switched;
   }
@@ -205,14 +201,27 @@ class topology {
   }
 
  private:
-  topology(shape s, int devices, link_model peer, link_model network, int width, int nics_per_node)
+  // `factory`: the call that builds it, which its errors name.
+  topology(std::string_view factory, shape s, int devices, link_model peer, link_model network, int width,
+           int nics_per_node)
       : shape_(s),
         devices_(devices),
         width_(width),
         nics_per_node_(nics_per_node),
         peer_(std::move(peer)),
         network_(std::move(network)) {
-    if (devices < 1) throw argument_error(-1, "topology", "needs at least one device, got " + std::to_string(devices));
+    if (devices < 1) throw argument_error(-1, factory, "needs at least one device, got " + std::to_string(devices));
+  }
+  static topology of_nodes(std::string_view factory, int devices, int gpus_per_node, link_model peer,
+                           link_model network, int nics_per_node) {
+    if (gpus_per_node < 1 || devices % gpus_per_node != 0)
+      throw argument_error(-1, factory,
+                           std::to_string(devices) + " GPUs do not fill nodes of " + std::to_string(gpus_per_node));
+    if (nics_per_node < 1 || nics_per_node > gpus_per_node)
+      throw argument_error(-1, factory,
+                           std::to_string(nics_per_node) + " NICs per node for " + std::to_string(gpus_per_node) +
+                               " GPUs per node: needs 1 to " + std::to_string(gpus_per_node));
+    return topology(factory, shape::nodes, devices, std::move(peer), std::move(network), gpus_per_node, nics_per_node);
   }
 
   void check_device(int device) const {
