@@ -36,7 +36,7 @@ struct block_cyclic_2d {
                                 my_tiles(tiles(extents.cols, ColBlock), grid[1], 0);  // <= the elements
       (void)checked_count(most, -1, "block_cyclic_2d", "block_count",
                           "tiles of " + std::to_string(RowBlock) + "x" + std::to_string(ColBlock) + " on rank 0 of " +
-                              std::to_string(extents.rows) + "x" + std::to_string(extents.cols));
+                              extents_string(extents));
     }
 
     [[nodiscard]] matrix_extents extents() const noexcept { return extents_; }

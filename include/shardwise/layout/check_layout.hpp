@@ -64,8 +64,8 @@ class layout_checker {
       : mapping_(mapping),
         extents_(mapping.extents()),
         ranks_(mapping.ranks()),
-        context_(" (a " + std::to_string(extents_.rows) + "x" + std::to_string(extents_.cols) + " matrix on " +
-                 std::to_string(ranks_) + (ranks_ == 1 ? " rank)" : " ranks)")) {}
+        context_(" (a " + extents_string(extents_) + " matrix on " + std::to_string(ranks_) +
+                 (ranks_ == 1 ? " rank)" : " ranks)")) {}
 
   void check() {
     check_counts();
@@ -128,19 +128,17 @@ class layout_checker {
     const std::string name = holder(h);
     if (b.row_offset < 0 || b.col_offset < 0 || b.rows < 0 || b.cols < 0)
       fail(name + " has a negative offset or extent: at (" + std::to_string(b.row_offset) + ", " +
-           std::to_string(b.col_offset) + "), " + std::to_string(b.rows) + "x" + std::to_string(b.cols));
+           std::to_string(b.col_offset) + "), " + extents_string(b.rows, b.cols));
     if (b.stored_rows < b.rows || b.stored_cols < b.cols)
-      fail(name + " owns " + std::to_string(b.rows) + "x" + std::to_string(b.cols) + " elements but stores " +
-           std::to_string(b.stored_rows) + "x" + std::to_string(b.stored_cols) +
-           "; storage holds at least what is owned");
+      fail(name + " owns " + extents_string(b.rows, b.cols) + " elements but stores " +
+           extents_string(b.stored_rows, b.stored_cols) + "; storage holds at least what is owned");
     const std::optional<std::int64_t> row_end = sum_if_fits(b.row_offset, b.rows);
     const std::optional<std::int64_t> col_end = sum_if_fits(b.col_offset, b.cols);
     if (!row_end || !col_end || *row_end > extents_.rows || *col_end > extents_.cols)
       fail(name + " at (" + std::to_string(b.row_offset) + ", " + std::to_string(b.col_offset) + ") of " +
-           std::to_string(b.rows) + "x" + std::to_string(b.cols) + " elements reaches outside the matrix");
+           extents_string(b.rows, b.cols) + " elements reaches outside the matrix");
     if (!product_if_fits(b.stored_rows, b.stored_cols))
-      fail(name + " stores " + std::to_string(b.stored_rows) + "x" + std::to_string(b.stored_cols) +
-           " elements, more than fit in 64 bits");
+      fail(name + " stores " + extents_string(b.stored_rows, b.stored_cols) + " elements, more than fit in 64 bits");
   }
 
   static auto rectangle(const block_info& b) { return std::tuple{b.row_offset, b.col_offset, b.rows, b.cols}; }

@@ -51,6 +51,14 @@ struct matrix_extents {
   friend bool operator==(const matrix_extents&, const matrix_extents&) = default;
 };
 
+// How messages write a shape: "1000x999".
+[[nodiscard]] inline std::string extents_string(std::int64_t rows, std::int64_t cols) {
+  return std::to_string(rows) + "x" + std::to_string(cols);
+}
+[[nodiscard]] inline std::string extents_string(const matrix_extents& extents) {
+  return extents_string(extents.rows, extents.cols);
+}
+
 // A tensor of any rank as a matrix: leading dimensions multiply into rows, the last one is columns.
 // A scalar (no dimensions) is 1x1; a vector of n elements is 1xn. Throws argument_error for a negative
 // extent, or a shape whose element count does not fit in 64 bits.
@@ -88,8 +96,7 @@ struct block_info {
   [[nodiscard]] std::int64_t count(std::int64_t r, std::int64_t c, std::string_view verb) const {
     return require_fits(product_if_fits(r, c), -1, "layout::block", [&] {
       return "the block at (" + std::to_string(row_offset) + ", " + std::to_string(col_offset) + ") " +
-             std::string(verb) + " " + std::to_string(r) + "x" + std::to_string(c) +
-             " elements, more than fit in 64 bits";
+             std::string(verb) + " " + extents_string(r, c) + " elements, more than fit in 64 bits";
     });
   }
 };
@@ -181,10 +188,8 @@ template <block_mapping M>
         rank, operation,
         "a matrix cannot have " + std::to_string(rows ? extents.rows : extents.cols) + (rows ? " rows" : " columns"));
   }
-  return require_fits(product_if_fits(extents.rows, extents.cols), rank, operation, [&] {
-    return "a " + std::to_string(extents.rows) + "x" + std::to_string(extents.cols) +
-           " matrix has more elements than fit in 64 bits";
-  });
+  return require_fits(product_if_fits(extents.rows, extents.cols), rank, operation,
+                      [&] { return "a " + extents_string(extents) + " matrix has more elements than fit in 64 bits"; });
 }
 
 namespace detail {
@@ -218,7 +223,7 @@ inline void check_index(const matrix_extents& extents, std::int64_t i, std::int6
   if (i < 0 || i >= extents.rows || j < 0 || j >= extents.cols)
     throw argument_error(-1, "layout::owner",
                          "element (" + std::to_string(i) + ", " + std::to_string(j) + ") is outside the " +
-                             std::to_string(extents.rows) + "x" + std::to_string(extents.cols) + " matrix");
+                             extents_string(extents) + " matrix");
 }
 
 }  // namespace detail

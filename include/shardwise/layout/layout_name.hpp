@@ -1,11 +1,11 @@
 #pragma once
-// How errors name layouts and shapes, in the words a user writes them:
+// How errors name layouts, in the words a user writes them (and shapes, with layout.hpp's
+// extents_string):
 //
 //   layout_name<split<rows_over<>, cols_over<0>, padded>>()   "row_1d<padded>"
 //   layout_name<cube_3d<>::weight>()                           "cube_3d<>::weight"
 //   layout_name<partial_sum<replicated<>, 0>>()                "partial_sum<replicated<>, 0>"
 //   layout_name<user::tiles<4>>()                              "user::tiles<4>" (as the compiler writes it)
-//   extents_string({1000, 999})                                "1000x999"
 //
 // A split<...> that is one of the named aliases gets the alias's name; cube_3d's layouts are named
 // under the paper's directions, or as cube_3d<>::swapped's (a layer's output and the next layer's
@@ -27,10 +27,6 @@
 #include "shardwise/layout/vector_3d.hpp"
 
 namespace shardwise {
-
-[[nodiscard]] inline std::string extents_string(const matrix_extents& extents) {
-  return std::to_string(extents.rows) + "x" + std::to_string(extents.cols);
-}
 
 namespace detail {
 

@@ -68,9 +68,9 @@ void check_attention_blocks(const Tensor& t, const attention_shape& shape, const
                              std::to_string(shape.head_dim) + ") must be positive");
   if (t.rows() % shape.sequence != 0 || t.cols() % shape.head_dim != 0)
     throw argument_error(rank, operation,
-                         "a " + std::to_string(t.rows()) + "x" + std::to_string(t.cols()) +
-                             " matrix is not whole samples of " + std::to_string(shape.sequence) +
-                             " rows and whole heads of " + std::to_string(shape.head_dim) + " columns");
+                         "a " + extents_string(t.rows(), t.cols()) + " matrix is not whole samples of " +
+                             std::to_string(shape.sequence) + " rows and whole heads of " +
+                             std::to_string(shape.head_dim) + " columns");
   // Every rank looks at every rank's blocks, so all refuse alike, naming the same first block that cuts.
   const auto whole_samples = [&](const block_info& b) {
     return b.row_offset % shape.sequence == 0 && b.rows % shape.sequence == 0;
@@ -232,7 +232,7 @@ template <class T, class Layout, class Mesh>
     throw argument_error(q.mesh().world().world_rank(), "attention_backward",
                          "the saved forward state holds " + std::to_string(saved.probabilities.size()) +
                              " probabilities, these tensors need " + std::to_string(tiles) + " tiles of " +
-                             std::to_string(n) + "x" + std::to_string(n) + ": pass the state of the same forward call");
+                             extents_string(n, n) + ": pass the state of the same forward call");
   attention_gradients<T, Layout, Mesh> grad{{q.mesh(), q.extents()}, {q.mesh(), q.extents()}, {q.mesh(), q.extents()}};
   const auto scratch = detail::probabilities_scratch(saved, tile_elements);
   run_kernel(

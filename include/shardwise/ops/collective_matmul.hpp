@@ -74,6 +74,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/layout/layout.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/ops/local_product.hpp"
@@ -592,9 +593,7 @@ requires(sizeof...(Lefts) == sizeof...(Rights) && sizeof...(Lefts) > 0)
           [[maybe_unused]] const auto same_shape = [&](const matrix_extents each) {
             if (each.rows != shape.rows || each.cols != shape.cols)
               throw argument_error(rank, "matmul_reduce_scatter",
-                                   "the products to sum are " + std::to_string(shape.rows) + "x" +
-                                       std::to_string(shape.cols) + " and " + std::to_string(each.rows) + "x" +
-                                       std::to_string(each.cols));
+                                   "the products to sum are " + extents_string(shape) + " and " + extents_string(each));
           };
           (same_shape(others.extents()), ...);
           using T = typename std::remove_cvref_t<decltype(first.left)>::value_type;

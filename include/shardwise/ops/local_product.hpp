@@ -77,7 +77,7 @@ void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& r
   run_kernel(
       carrier, gemm_work<operand_element, result_element>(m, n, k, accumulate),
       [&] {
-        return "GEMM " + std::to_string(result.rows()) + "x" + std::to_string(result.cols()) + "x" +
+        return "GEMM " + extents_string(result.rows(), result.cols()) + "x" +
                std::to_string(static_cast<std::int64_t>(k));
       },
       [&] { gemm(result, a, b, accumulate); });
@@ -105,10 +105,9 @@ template <bool TransposeLeft, bool TransposeRight, class Left, class Right>
   if (left_inner != right_inner)
     throw argument_error(rank, operation,
                          std::string(form_name<TransposeLeft, TransposeRight>()) + " of a " +
-                             std::to_string(left.rows()) + "x" + std::to_string(left.cols()) + " A and a " +
-                             std::to_string(right.rows()) + "x" + std::to_string(right.cols()) +
-                             " B: the inner dimensions " + std::to_string(left_inner) + " and " +
-                             std::to_string(right_inner) + " differ");
+                             extents_string(left.rows(), left.cols()) + " A and a " +
+                             extents_string(right.rows(), right.cols()) + " B: the inner dimensions " +
+                             std::to_string(left_inner) + " and " + std::to_string(right_inner) + " differ");
   return {TransposeLeft ? left.cols() : left.rows(), TransposeRight ? right.rows() : right.cols()};
 }
 

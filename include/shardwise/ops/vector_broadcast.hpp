@@ -59,9 +59,9 @@ void check_vector_fits(const Matrix& matrix, const Vector& vector, std::string_v
     throw argument_error(rank, operation, "the matrix and the vector live on different meshes");
   if (vector.rows() != 1 || vector.cols() != matrix.cols())
     throw argument_error(rank, operation,
-                         "the vector is " + std::to_string(vector.rows()) + "x" + std::to_string(vector.cols()) +
-                             "; a " + std::to_string(matrix.rows()) + "x" + std::to_string(matrix.cols()) +
-                             " matrix needs a 1x" + std::to_string(matrix.cols()) + " vector");
+                         "the vector is " + extents_string(vector.rows(), vector.cols()) + "; a " +
+                             extents_string(matrix.rows(), matrix.cols()) + " matrix needs a 1x" +
+                             std::to_string(matrix.cols()) + " vector");
 }
 
 // The work of one pass over a rank's block of `matrix` with its part of a 1 x N `vector`: one operation

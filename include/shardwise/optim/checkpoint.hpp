@@ -27,6 +27,7 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/layout/layout.hpp"
 #include "shardwise/optim/checkpoint_files.hpp"
 #include "shardwise/optim/flat_layout.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -148,7 +149,7 @@ void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& upd
   if (!std::ranges::equal(shapes, ours)) {
     const auto [there, here] = std::ranges::mismatch(shapes, ours);
     const auto text = [](parameter_shape shape) {
-      return std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
+      return extents_string(static_cast<std::int64_t>(shape.rows), static_cast<std::int64_t>(shape.cols));
     };
     throw mismatch("it holds " + std::to_string(shapes.size()) + " tensors, the update " + std::to_string(ours.size()) +
                    (there != shapes.end() && here != ours.end()

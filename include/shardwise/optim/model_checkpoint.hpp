@@ -114,9 +114,8 @@ inline void index_blocks(std::span<const std::byte> bytes, const std::string& fi
     const matrix_extents whole = tensor->second;
     if (!within(block.row_offset, block.rows, whole.rows) || !within(block.col_offset, block.cols, whole.cols))
       throw call.error(file + " holds a block of \"" + name + "\" at (" + std::to_string(block.row_offset) + ", " +
-                       std::to_string(block.col_offset) + ") of " + std::to_string(block.rows) + "x" +
-                       std::to_string(block.cols) + ", outside its " + std::to_string(whole.rows) + "x" +
-                       std::to_string(whole.cols));
+                       std::to_string(block.col_offset) + ") of " + extents_string(block.rows, block.cols) +
+                       ", outside its " + extents_string(whole));
     block.values = in.take(static_cast<std::uint64_t>(block.rows * block.cols) * sizeof(float)).data();
     blocks[name].push_back(block);
   }
@@ -196,9 +195,8 @@ class model_checkpoint_contents {
       const auto saved = shapes.find(record.name);
       if (saved == shapes.end()) throw fail("it has no parameter \"" + record.name + "\" (another model?)");
       if (saved->second != record.extents)
-        throw fail("parameter \"" + record.name + "\" is " + std::to_string(saved->second.rows) + "x" +
-                   std::to_string(saved->second.cols) + " there and " + std::to_string(record.extents.rows) + "x" +
-                   std::to_string(record.extents.cols) + " in this model");
+        throw fail("parameter \"" + record.name + "\" is " + extents_string(saved->second) + " there and " +
+                   extents_string(record.extents) + " in this model");
     }
     if (shapes.size() != records.size())
       throw fail("it has " + std::to_string(shapes.size()) + " parameters, this model " +

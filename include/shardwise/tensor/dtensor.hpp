@@ -115,9 +115,8 @@ class dtensor {
     });
     for (std::size_t b = 0; b < blocks_.size(); ++b) offsets_.push_back(static_cast<std::size_t>(starts[b]));
     const auto too_many_bytes = [&] {
-      return "this rank's blocks of a " + std::to_string(extents.rows) + "x" + std::to_string(extents.cols) +
-             " matrix store " + std::to_string(starts.back()) + " elements of " + std::to_string(sizeof(T)) +
-             " bytes, more bytes than fit in 64 bits";
+      return "this rank's blocks of a " + extents_string(extents) + " matrix store " + std::to_string(starts.back()) +
+             " elements of " + std::to_string(sizeof(T)) + " bytes, more bytes than fit in 64 bits";
     };
     (void)require_fits(product_if_fits(starts.back(), std::int64_t{sizeof(T)}), world_rank, "dtensor", too_many_bytes);
     storage_ = shared_buffer<T>::zeros(static_cast<std::size_t>(starts.back()));
@@ -235,9 +234,9 @@ class dtensor {
     }
     if (other.extents() != extents() || other.data().size() != storage_.size())
       throw argument_error(mesh_->world().world_rank(), operation,
-                           "a tensor bound to an update's buffer keeps its shape: it is " + std::to_string(rows()) +
-                               "x" + std::to_string(cols()) + ", the value assigned " + std::to_string(other.rows()) +
-                               "x" + std::to_string(other.cols()));
+                           "a tensor bound to an update's buffer keeps its shape: it is " +
+                               extents_string(rows(), cols()) + ", the value assigned " +
+                               extents_string(other.rows(), other.cols()));
     copy_elements_priced(other.data(), storage_.data(), operation);
   }
 
@@ -309,10 +308,10 @@ template <class Layout, class Mesh, class T>
     const block_info& info = tensor.block(b);
     if (given.rows() != info.rows || given.cols() != info.cols)
       throw argument_error(rank, "from_blocks",
-                           "block " + std::to_string(b) + " is " + std::to_string(given.rows()) + "x" +
-                               std::to_string(given.cols()) + ", the layout gives this rank a " +
-                               std::to_string(info.rows) + "x" + std::to_string(info.cols) + " block at (" +
-                               std::to_string(info.row_offset) + ", " + std::to_string(info.col_offset) + ")");
+                           "block " + std::to_string(b) + " is " + extents_string(given.rows(), given.cols()) +
+                               ", the layout gives this rank a " + extents_string(info.rows, info.cols) +
+                               " block at (" + std::to_string(info.row_offset) + ", " +
+                               std::to_string(info.col_offset) + ")");
     tensor.local(b) = given;
   }
   return tensor;
