@@ -59,8 +59,8 @@ class dot_interaction {
     if (embeddings.rows() != dense.rows() || D < 1 || embeddings.cols() % D != 0)
       throw argument_error(world_rank_of(dense), "nn::dot_interaction::forward",
                            "the embeddings must be whole rows of the dense vector's width " + std::to_string(D) +
-                               " for the same samples; got " + extents_string(embeddings.rows(), embeddings.cols()) +
-                               " beside " + extents_string(dense.rows(), D));
+                               " for the same samples; got " + extents_string(embeddings.extents()) + " beside " +
+                               extents_string(dense.rows(), D));
     const std::int64_t tables = embeddings.cols() / D;
     tensor_type out(dense.mesh(), {dense.rows(), output_width(tables, D)});
     for (int b = 0; b < out.block_count(); ++b) {

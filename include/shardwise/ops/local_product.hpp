@@ -77,7 +77,7 @@ void multiply(Communicator& carrier, Out&& out, const Left& left, const Right& r
   run_kernel(
       carrier, gemm_work<operand_element, result_element>(m, n, k, accumulate),
       [&] {
-        return "GEMM " + extents_string(result.rows(), result.cols()) + "x" +
+        return "GEMM " + std::to_string(result.rows()) + "x" + std::to_string(result.cols()) + "x" +
                std::to_string(static_cast<std::int64_t>(k));
       },
       [&] { gemm(result, a, b, accumulate); });

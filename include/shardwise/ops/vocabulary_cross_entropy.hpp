@@ -72,7 +72,7 @@ template <class T, split_layout Layout, class Mesh>
     throw argument_error(world.world_rank(), "vocabulary_cross_entropy",
                          std::to_string(targets.size()) + " targets for " + std::to_string(tokens) +
                              " hidden states of width " + std::to_string(hidden.cols()) + " (the table is " +
-                             extents_string(table.rows(), table.cols()) + ")");
+                             extents_string(table.extents()) + ")");
   const block_info& rows = table.block(0);
   const auto vocabulary_rows = static_cast<double>(rows.rows);
   const auto hidden_width = static_cast<double>(hidden.cols());

@@ -26,8 +26,8 @@ template <class A, class B>
 void check_same_shape(const A& a, const B& b, std::string_view operation) {
   if (&a.mesh() != &b.mesh() || a.extents() != b.extents())
     throw argument_error(a.mesh().world().world_rank(), operation,
-                         "the operands must be one shape on one mesh; they are " + extents_string(a.rows(), a.cols()) +
-                             " and " + extents_string(b.rows(), b.cols()) +
+                         "the operands must be one shape on one mesh; they are " + extents_string(a.extents()) +
+                             " and " + extents_string(b.extents()) +
                              (&a.mesh() != &b.mesh() ? ", on different meshes" : ""));
 }
 

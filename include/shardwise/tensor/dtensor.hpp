@@ -234,9 +234,8 @@ class dtensor {
     }
     if (other.extents() != extents() || other.data().size() != storage_.size())
       throw argument_error(mesh_->world().world_rank(), operation,
-                           "a tensor bound to an update's buffer keeps its shape: it is " +
-                               extents_string(rows(), cols()) + ", the value assigned " +
-                               extents_string(other.rows(), other.cols()));
+                           "a tensor bound to an update's buffer keeps its shape: it is " + extents_string(extents()) +
+                               ", the value assigned " + extents_string(other.extents()));
     copy_elements_priced(other.data(), storage_.data(), operation);
   }
 
