@@ -98,7 +98,7 @@ constexpr const char* options_text =
     "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
-    "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help\n"
+    "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
     "(docs/training.md says what each does)\n";
 
 [[noreturn]] void usage(const std::string& problem) {

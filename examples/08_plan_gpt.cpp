@@ -77,7 +77,7 @@ struct options {
 constexpr const char* options_text =
     "options: --preset v100|mi210|a100|h100|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
     "         --vocabulary N  --batch N  --precision float|bf16  --memory-gib X  --top N  --check\n"
-    "         --check-steps N  --check-rounds N  --help\n"
+    "         --check-steps N  --check-rounds N  --help (-h)\n"
     "(--check: the cpu preset, a device per core but at least 4, and a small model unless given; docs/planner.md)\n";
 
 [[noreturn]] void usage(const std::string& problem) {

@@ -80,7 +80,7 @@ constexpr const char* options_text =
     "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
-    "         --path automatic|fused|unfused  --seed N  --json FILE  --help\n"
+    "         --path automatic|fused|unfused  --seed N  --json FILE  --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
 [[noreturn]] void usage(const std::string& problem) {

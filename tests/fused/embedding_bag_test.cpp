@@ -227,9 +227,8 @@ TYPED_TEST(embedding_bag_layer, a_bad_index_or_offsets_are_refused_naming_the_ta
     first_lookup = rows;
     const auto bad_index = message_of<argument_error>([&] { (void)layer.forward(bags()); });
     EXPECT_TRUE(bad_index.starts_with(call)) << bad_index;
-    EXPECT_TRUE(bad_index.ends_with("): index " + std::to_string(rows) + " (bag " + std::to_string(bag) +
-                                    ") is outside table " + std::to_string(last) + " of " + std::to_string(rows) +
-                                    " rows"))
+    EXPECT_TRUE(bad_index.ends_with("): index " + std::to_string(rows) + " (table " + std::to_string(last) + ", bag " +
+                                    std::to_string(bag) + ") is outside a table of " + std::to_string(rows) + " rows"))
         << bad_index;
     first_lookup = kept;
     changed.offsets.pop_back();

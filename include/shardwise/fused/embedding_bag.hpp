@@ -256,11 +256,8 @@ class embedding_bag {
       const std::int64_t rows = tables_[static_cast<std::size_t>(p.table)].rows;
       check_bags_shape("fused::embedding_bag::forward", given, global_batch(), p.table, group_->world_rank());
       const auto check = [&](std::int64_t index, std::size_t bag) {
-        if (index < 0 || index >= rows)
-          throw argument_error(group_->world_rank(), "fused::embedding_bag::forward",
-                               "index " + std::to_string(index) + " (bag " + std::to_string(bag) +
-                                   ") is outside table " + std::to_string(p.table) + " of " + std::to_string(rows) +
-                                   " rows");
+        check_index("fused::embedding_bag::forward", index, rows, p.table, static_cast<std::int64_t>(bag),
+                    group_->world_rank());
       };
       if (tables_[static_cast<std::size_t>(p.table)].sharding == table_sharding::table_wise) {
         for (std::size_t b = 0; b + 1 < given.offsets.size(); ++b)
