@@ -53,7 +53,10 @@ namespace shardwise::sim {
 
 class collective_cost {
  public:
+  // Holds the machine by reference, so it must outlive this: a temporary one would be gone before the
+  // first call. Deleted rather than a static_assert, so that the compiler's error shows the line below.
   explicit collective_cost(const machine& model) : model_(&model) {}
+  explicit collective_cost(const machine&&) = delete;  // holds the machine by reference: name it in a variable
   collective_cost(const collective_cost&) = delete;
   collective_cost& operator=(const collective_cost&) = delete;
 
