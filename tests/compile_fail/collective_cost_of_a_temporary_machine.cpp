@@ -1,5 +1,7 @@
 // Misuse: a collective cost model built on a temporary machine, which it would keep a reference to
 // after the machine is gone. The compiler must refuse, saying to name the machine.
+#include <vector>
+
 #include "shardwise/sim/collective_cost.hpp"
 #include "shardwise/sim/presets.hpp"
 
