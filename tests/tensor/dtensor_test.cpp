@@ -111,7 +111,11 @@ TYPED_TEST(dtensor_test, from_blocks_takes_this_ranks_blocks) {
         }
         EXPECT_TRUE(all_gather(from_blocks<block_cyclic_2d<2>>(mesh, shape, blocks)) == whole(shape));
         blocks.emplace_back(1, 1);
-        EXPECT_THROW((void)from_blocks<block_cyclic_2d<2>>(mesh, shape, blocks), argument_error);
+        EXPECT_EQ(message_of<argument_error>([&] { (void)from_blocks<block_cyclic_2d<2>>(mesh, shape, blocks); }),
+                  "[rank " + std::to_string(world.world_rank()) + "] from_blocks<" + layout_name<block_cyclic_2d<2>>() +
+                      ">(11x9, " + std::to_string(blocks.size()) + " blocks): the layout gives this rank " +
+                      std::to_string(m.block_count(world.rank())) + " blocks, " + std::to_string(blocks.size()) +
+                      " were given");
       },
       rank_counts);
 }
@@ -150,7 +154,9 @@ TYPED_TEST(dtensor_test, shapes_whose_elements_do_not_fit_throw_on_every_rank) {
                   rank + "a 1099511627776x1099511627776 matrix has more elements than fit in 64 bits");
         EXPECT_EQ(message_of<argument_error>(
                       [&] { (void)from_function<block_2d<ragged>>(mesh, {std::int64_t{1} << 62, 4}, value); }),
-                  rank + "a 4611686018427387904x4 matrix has more elements than fit in 64 bits");
+                  "[rank " + std::to_string(world.world_rank()) +
+                      "] from_function<block_2d<ragged>>(4611686018427387904x4): dtensor: a 4611686018427387904x4 "
+                      "matrix has more elements than fit in 64 bits");
         EXPECT_EQ(message_of<argument_error>(
                       [&] { (void)dtensor<double, block_cyclic_2d<2>, decltype(mesh)>(mesh, {5, -7}); }),
                   rank + "a matrix cannot have -7 columns");
@@ -169,9 +175,10 @@ TYPED_TEST(dtensor_test, a_layout_that_breaks_the_contract_is_refused) {
         const std::string rank = "[rank " + std::to_string(world.world_rank()) + "] check_layout: ";
         using columns_held_twice = test_layout<breach::shared_block>;
         EXPECT_EQ(message_of<layout_error>([&] { (void)from_function<columns_held_twice>(mesh, {10, 7}, value); }),
-                  rank +
-                      "element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the layout does not "
-                      "declare replication (a 10x7 matrix on 4 ranks)");
+                  "[rank " + std::to_string(world.world_rank()) + "] from_function<" +
+                      layout_name<columns_held_twice>() +
+                      ">(10x7): check_layout: element (0, 2) is held by rank 1 block 0 and rank 2 block 0, and the "
+                      "layout does not declare replication (a 10x7 matrix on 4 ranks)");
         using huge_storage = test_layout<breach::stored_too_much>;
         EXPECT_EQ(message_of<layout_error>([&] { (void)dtensor<float, huge_storage, decltype(mesh)>(mesh, {3, 8}); }),
                   rank +

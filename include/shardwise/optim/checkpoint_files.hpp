@@ -457,7 +457,7 @@ class text_reader {
 // A manifest's line of the optimizer's state variables, "state K name...", as written and as read.
 [[nodiscard]] inline std::string state_names_line(std::span<const std::string_view> names) {
   std::string line = "state " + std::to_string(names.size());
-  for (const auto name : names) line += " " + std::string(name);
+  for (const auto name : names) line.append(" ").append(name);
   return line + "\n";
 }
 // "{a, b}": names as an error quotes them ("{}" for none).

@@ -43,6 +43,7 @@
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/check_layout.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/layout/layout_name.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 
 namespace shardwise {
@@ -277,7 +278,8 @@ struct summed_in_place {
 // A tensor whose element (i, j) is f(i, j); each rank evaluates f on its own elements only.
 template <class Layout, class Mesh, class F>
 requires std::invocable<F&, std::int64_t, std::int64_t>
-[[nodiscard]] auto from_function(Mesh& mesh, matrix_extents extents, F&& f) {
+[[nodiscard]] auto from_function(Mesh& mesh, matrix_extents extents, F&& f)
+    -> dtensor<std::remove_cvref_t<std::invoke_result_t<F&, std::int64_t, std::int64_t>>, Layout, Mesh> try {
   using T = std::remove_cvref_t<std::invoke_result_t<F&, std::int64_t, std::int64_t>>;
   dtensor<T, Layout, Mesh> tensor(mesh, extents);
   if (!element_memory::stored_on_this_thread()) return tensor;  // shapes only: f is never asked
@@ -288,6 +290,9 @@ requires std::invocable<F&, std::int64_t, std::int64_t>
       for (std::int64_t c = 0; c < info.cols; ++c) local(r, c) = f(info.row_offset + r, info.col_offset + c);
   }
   return tensor;
+} catch (...) {
+  rethrow_within_call(mesh.world().world_rank(),
+                      call_text("from_function<" + layout_name<Layout>() + ">", extents_string(extents)));
 }
 
 // A tensor from this rank's blocks, in the order and of the extents the layout gives this rank
@@ -295,7 +300,7 @@ requires std::invocable<F&, std::int64_t, std::int64_t>
 template <class Layout, class Mesh, class T>
 [[nodiscard]] dtensor<T, Layout, Mesh> from_blocks(
     Mesh& mesh, matrix_extents extents,
-    const std::vector<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>& blocks) {
+    const std::vector<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>& blocks) try {
   dtensor<T, Layout, Mesh> tensor(mesh, extents);
   const int rank = mesh.world().world_rank();
   if (static_cast<int>(blocks.size()) != tensor.block_count())
@@ -314,6 +319,10 @@ template <class Layout, class Mesh, class T>
     tensor.local(b) = given;
   }
   return tensor;
+} catch (...) {
+  rethrow_within_call(mesh.world().world_rank(),
+                      call_text("from_blocks<" + layout_name<Layout>() + ">", extents_string(extents),
+                                std::to_string(blocks.size()) + " blocks"));
 }
 
 }  // namespace shardwise
