@@ -4,7 +4,7 @@
 // where they sit, and add up a number along each of the cube's three directions.
 //
 // One source, two ways to run it (see docs/communicators.md for both backends):
-//   scripts/run-example                              8 ranks as threads of one process
+//   scripts/run-example 01_hello_mesh                8 ranks as threads of one process
 //   mpiexec -n 8 build/examples/01_hello_mesh_mpi    8 MPI processes: the same file built with
 //                                                    SHARDWISE_EXAMPLE_MPI (Open MPI wants
 //                                                    --oversubscribe when cores are fewer)

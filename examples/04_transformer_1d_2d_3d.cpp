@@ -29,6 +29,8 @@
 #include <string>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "launch.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
@@ -54,7 +56,9 @@ float target_value(std::int64_t i, std::int64_t j) { return 0.5f * std::cos(0.2f
 
 // 1. One family on one mesh: build the stack, then forward, loss, backward and an SGD step, `steps` times.
 template <class Family, class Mesh>
-void train(Mesh& mesh, const char* name) {
+void train(Mesh& mesh, const char* family) {
+  std::string name = std::string(family) + " on ";
+  for (std::size_t a = 0; a < mesh.shape().size(); ++a) name += (a == 0 ? "" : "x") + std::to_string(mesh.shape()[a]);
   using block = nn::transformer_block<float, Family, Mesh>;
   block first(mesh, options, 1);
   block second(mesh, options, 2);
@@ -68,7 +72,8 @@ void train(Mesh& mesh, const char* name) {
   const bool speaks = mesh.world().rank() == 0;
   const auto traffic_before = mesh.traffic();
   const auto start = std::chrono::steady_clock::now();
-  double loss = 0;
+  const bool on_terminal = isatty(STDOUT_FILENO) != 0;
+  double first_loss = 0, loss = 0;
   for (int step = 1; step <= steps; ++step) {
     // 3. Forward through both blocks; the output has the input's layout, so blocks stack.
     const auto y = second.forward(first.forward(x));
@@ -91,9 +96,12 @@ void train(Mesh& mesh, const char* name) {
     first.for_each_parameter(descend);
     second.for_each_parameter(descend);
 
-    if (speaks) {
+    if (step == 1) first_loss = loss;
+    // On a terminal the line is rewritten each step; into a file or a pipe only the last is written.
+    if (speaks && (on_terminal || step == steps)) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("\r%s  step %2d/%d  loss %.5f  %.2f ms/step", name, step, steps, loss, 1e3 * seconds / step);
+      std::printf("%s%s  step %2d/%d  loss %.5f -> %.5f  %.2f ms/step", on_terminal ? "\r" : "", name.c_str(), step,
+                  steps, first_loss, loss, 1e3 * seconds / step);
       std::fflush(stdout);
     }
   }
@@ -101,7 +109,7 @@ void train(Mesh& mesh, const char* name) {
   // 6. What this rank moved, per mesh axis: the cost of the layout, measured.
   const auto moved = mesh.traffic() - traffic_before;
   if (speaks) {
-    std::printf("\n%s  rank 0 sent %.1f KiB per step (", name, double(moved.total().bytes_sent) / 1024 / steps);
+    std::printf("\n%s  rank 0 sent %.1f KiB per step (", name.c_str(), double(moved.total().bytes_sent) / 1024 / steps);
     for (std::size_t a = 0; a < moved.axes.size(); ++a)
       std::printf("%saxis %zu: %.1f KiB", a == 0 ? "" : ", ", a, double(moved.axes[a].bytes_sent) / 1024 / steps);
     std::printf("; world: %.1f KiB)\n", double(moved.world.bytes_sent) / 1024 / steps);

@@ -148,7 +148,10 @@ int main(int argc, char** argv) {
       if (fewer.rank() == 0) std::printf("saved %s\n", (directory / ("step-" + std::to_string(steps))).c_str());
     }
     world.barrier();
-    if (world.rank() == 0) std::filesystem::remove_all(directory);
+    if (world.rank() == 0) {
+      std::filesystem::remove_all(directory);
+      std::printf("removed %s: a tutorial's checkpoints are not kept\n", directory.c_str());
+    }
   };
 
   return shardwise::examples::launch(argc, argv, 4, body);  // as in example 01

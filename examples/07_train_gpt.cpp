@@ -23,15 +23,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "options.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/bf16.hpp"
@@ -101,10 +100,9 @@ constexpr const char* options_text =
     "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
     "(docs/training.md says what each does)\n";
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "07_train_gpt: %s\n%s", problem.c_str(), options_text);
-  std::exit(2);
-}
+const sw::examples::command_line command_line{"07_train_gpt", options_text};
+
+[[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
 
 // "2d:2x4" -> {2, 4}: the grid of --tp, checked
 std::vector<int> tensor_parallel_shape(const std::string& spec) {
@@ -153,110 +151,57 @@ const char* sequence_parallelism(bool on, sw::collective_matmul_form collective)
 
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(options_text, stdout);
-      std::exit(0);
-    }
-    if (flag == "--replicated" || flag == "--sequence-parallel") {
-      (flag == "--replicated" ? o.replicated : o.sequence_parallel) = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
-    const std::string value = argv[++i];
-    // The value read by `convert` (std::stol, std::stof), which must take all of it.
-    const auto read = [&](auto convert, const char* kind) {
-      try {
-        std::size_t used = 0;
-        const auto n = convert(value, &used);
-        if (used == value.size()) return n;
-      } catch (const std::exception&) {
-      }
-      usage("the option " + std::string(flag) + " takes " + kind + ", not \"" + value + "\"");
-    };
-    const auto number = [&] {
-      return read([](const std::string& v, std::size_t* used) { return std::stol(v, used); }, "a whole number");
-    };
-    const auto real = [&] {
-      return read([](const std::string& v, std::size_t* used) { return std::stof(v, used); }, "a number");
-    };
-    if (flag == "--backend") o.backend = value;
-    else if (flag == "--dp")
-      o.data_parallel = static_cast<int>(number());
-    else if (flag == "--tp")
-      o.tensor_parallel = value;
-    else if (flag == "--layers")
-      o.model.layers = number();
-    else if (flag == "--hidden")
-      o.model.hidden = number();
-    else if (flag == "--heads")
-      o.model.heads = number();
-    else if (flag == "--context")
-      o.model.context = number();
-    else if (flag == "--steps")
-      o.steps = number();
-    else if (flag == "--batch")
-      o.batch = number();
-    else if (flag == "--micro-batches")
-      o.micro_batches = number();
-    else if (flag == "--collective") {
-      if (value == "ring") o.model.products.collective = sw::collective_matmul_form::ring;
-      else if (value == "unfused")
-        o.model.products.collective = sw::collective_matmul_form::unfused;
-      else if (value == "automatic")
-        o.model.products.collective = sw::collective_matmul_form::automatic;
-      else
-        usage("--collective takes ring, unfused or automatic, not \"" + value + "\"");
-    } else if (flag == "--recompute") {
-      const auto what = sw::nn::recomputation_named(value);
-      if (!what) usage("--recompute takes none, attention or block, not \"" + value + "\"");
-      o.model.recompute = *what;
-    } else if (flag == "--precision") {
-      if (value != "float" && value != "bf16") usage("--precision takes float or bf16, not \"" + value + "\"");
-      o.precision = value;
-    } else if (flag == "--optimizer")
-      o.optimizer = value;
-    else if (flag == "--lr")
-      o.learning_rate = real();
-    else if (flag == "--warmup")
-      o.warmup = number();
-    else if (flag == "--weight-decay")
-      o.weight_decay = real();
-    else if (flag == "--clip")
-      o.clip_norm = real();
-    else if (flag == "--eval-every")
-      o.eval_every = number();
-    else if (flag == "--eval-batches")
-      o.eval_batches = number();
-    else if (flag == "--checkpoint")
-      o.checkpoint = value;
-    else if (flag == "--checkpoint-every")
-      o.checkpoint_every = number();
-    else if (flag == "--resume")
-      o.resume = value;
-    else if (flag == "--data")
-      o.data = value;
-    else if (flag == "--seed")
-      o.seed = static_cast<std::uint64_t>(number());
-    else if (flag == "--json")
-      o.json = value;
-    else if (flag == "--sample")
-      o.sample_bytes = number();
-    else if (flag == "--fail-at-step")
-      o.fail_at_step = number();
-    else if (flag == "--fail-rank")
-      o.fail_rank = static_cast<int>(number());
+  const auto collective = [&](const std::string& value) -> std::string {
+    if (value == "ring") o.model.products.collective = sw::collective_matmul_form::ring;
+    else if (value == "unfused")
+      o.model.products.collective = sw::collective_matmul_form::unfused;
+    else if (value == "automatic")
+      o.model.products.collective = sw::collective_matmul_form::automatic;
     else
-      usage("unknown option " + std::string(flag));
-  }
+      return "ring, unfused or automatic";
+    return "";
+  };
+  const auto recompute = [&](const std::string& value) -> std::string {
+    const auto what = sw::nn::recomputation_named(value);
+    if (!what) return "none, attention or block";
+    o.model.recompute = *what;
+    return "";
+  };
+  using sw::examples::read_into, sw::examples::read_one_of, sw::examples::read_positive_into;
+  command_line.read(argc, argv,
+                    {
+                        {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
+                        {"--dp", read_positive_into(o.data_parallel)},
+                        {"--tp", read_into(o.tensor_parallel)},
+                        {"--layers", read_into(o.model.layers)},
+                        {"--hidden", read_into(o.model.hidden)},
+                        {"--heads", read_into(o.model.heads)},
+                        {"--context", read_into(o.model.context)},
+                        {"--steps", read_positive_into(o.steps)},
+                        {"--batch", read_positive_into(o.batch)},
+                        {"--micro-batches", read_positive_into(o.micro_batches)},
+                        {"--collective", collective},
+                        {"--recompute", recompute},
+                        {"--precision", read_one_of(o.precision, {"float", "bf16"})},
+                        {"--optimizer", read_one_of(o.optimizer, {"adamw", "lamb", "lars", "sgd"})},
+                        {"--lr", read_into(o.learning_rate)},
+                        {"--warmup", read_into(o.warmup)},
+                        {"--weight-decay", read_into(o.weight_decay)},
+                        {"--clip", read_into(o.clip_norm)},
+                        {"--eval-every", read_positive_into(o.eval_every)},
+                        {"--eval-batches", read_positive_into(o.eval_batches)},
+                        {"--checkpoint", read_into(o.checkpoint)},
+                        {"--checkpoint-every", read_into(o.checkpoint_every)},
+                        {"--resume", read_into(o.resume)},
+                        {"--data", read_into(o.data)},
+                        {"--seed", read_into(o.seed)},
+                        {"--json", read_into(o.json)},
+                        {"--sample", read_into(o.sample_bytes)},
+                        {"--fail-at-step", read_into(o.fail_at_step)},
+                        {"--fail-rank", read_into(o.fail_rank)},
+                    },
+                    {{"--replicated", &o.replicated}, {"--sequence-parallel", &o.sequence_parallel}});
   o.model.seed = o.seed;
-  if (o.backend != "threads" && o.backend != "mpi") usage("--backend is threads or mpi, not " + o.backend);
-  if (o.optimizer != "adamw" && o.optimizer != "lamb" && o.optimizer != "lars" && o.optimizer != "sgd")
-    usage("--optimizer is adamw, lamb, lars or sgd, not " + o.optimizer);
-  if (o.data_parallel < 1) usage("--dp must be at least 1");
-  if (o.steps < 1 || o.batch < 1 || o.micro_batches < 1 || o.eval_every < 1 || o.eval_batches < 1)
-    usage("--steps, --batch, --micro-batches, --eval-every and --eval-batches must be positive");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
           std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +

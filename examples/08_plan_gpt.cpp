@@ -44,6 +44,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "options.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/model/gpt.hpp"
@@ -80,65 +81,35 @@ constexpr const char* options_text =
     "         --check-steps N  --check-rounds N  --help (-h)\n"
     "(--check: the cpu preset, a device per core but at least 4, and a small model unless given; docs/planner.md)\n";
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "08_plan_gpt: %s\n%s", problem.c_str(), options_text);
-  std::exit(2);
-}
+const sw::examples::command_line command_line{"08_plan_gpt", options_text};
+
+[[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
 
 options parse(int argc, char** argv) {
   options o;
-  bool devices_given = false, model_given = false, batch_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf("%s", options_text);
-      std::exit(0);
-    }
-    if (flag == "--check") {
-      o.check = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage(std::string(flag) + " needs a value");
-    const std::string value = argv[++i];
-    const auto number = [&] {
-      try {
-        std::size_t used = 0;
-        const long n = std::stol(value, &used);
-        if (used == value.size() && n > 0) return n;
-      } catch (const std::exception&) {
-      }
-      usage(std::string(flag) + " takes a positive whole number, not " + value);
-    };
-    if (flag == "--preset") o.preset = value;
-    else if (flag == "--precision") {
-      if (value != "float" && value != "bf16") usage("--precision is float or bf16, not " + value);
-      o.precision = value;
-    } else if (flag == "--devices")
-      o.devices = static_cast<int>(number()), devices_given = true;
-    else if (flag == "--layers")
-      o.model.layers = number(), model_given = true;
-    else if (flag == "--hidden")
-      o.model.hidden = number(), model_given = true;
-    else if (flag == "--heads")
-      o.model.heads = number(), model_given = true;
-    else if (flag == "--context")
-      o.model.context = number(), model_given = true;
-    else if (flag == "--vocabulary")
-      o.model.vocabulary = number(), model_given = true;
-    else if (flag == "--batch")
-      o.batch = number(), batch_given = true;
-    else if (flag == "--memory-gib") {
-      o.memory_gib = std::atof(value.c_str());
-      if (!(o.memory_gib > 0)) usage("--memory-gib takes a positive number of GiB, not " + value);
-    } else if (flag == "--top")
-      o.top = static_cast<int>(number());
-    else if (flag == "--check-steps")
-      o.check_steps = static_cast<int>(number());
-    else if (flag == "--check-rounds")
-      o.check_rounds = static_cast<int>(number());
-    else
-      usage("unknown option " + std::string(flag));
-  }
+  using sw::examples::read_into, sw::examples::read_one_of, sw::examples::read_positive_into;
+  const auto given = command_line.read(argc, argv,
+                                       {
+                                           {"--preset", read_into(o.preset)},
+                                           {"--precision", read_one_of(o.precision, {"float", "bf16"})},
+                                           {"--devices", read_positive_into(o.devices)},
+                                           {"--layers", read_positive_into(o.model.layers)},
+                                           {"--hidden", read_positive_into(o.model.hidden)},
+                                           {"--heads", read_positive_into(o.model.heads)},
+                                           {"--context", read_positive_into(o.model.context)},
+                                           {"--vocabulary", read_positive_into(o.model.vocabulary)},
+                                           {"--batch", read_positive_into(o.batch)},
+                                           {"--memory-gib", read_positive_into(o.memory_gib)},
+                                           {"--top", read_positive_into(o.top)},
+                                           {"--check-steps", read_positive_into(o.check_steps)},
+                                           {"--check-rounds", read_positive_into(o.check_rounds)},
+                                       },
+                                       {{"--check", &o.check}});
+  const auto any_given = [&](std::initializer_list<std::string_view> flags) {
+    return std::any_of(flags.begin(), flags.end(), [&](std::string_view flag) { return given.contains(flag); });
+  };
+  const bool devices_given = given.contains("--devices"), batch_given = given.contains("--batch");
+  const bool model_given = any_given({"--layers", "--hidden", "--heads", "--context", "--vocabulary"});
   if (o.check) {
     // Small enough to run every mesh for real in seconds; a device per core, and at least 4, so that
     // 1-D, 2-D and 3-D grids all have a mesh to be ranked.
@@ -550,8 +521,9 @@ int main(int argc, char** argv) try {
   }
 
   // 3. The table, fastest first.
-  std::printf("\n%4s  %-26s %-11s %6s %10s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
-              "step ms", "tokens/s", "memory GiB", o.check ? "  measured ms  measured rank" : "");
+  if (!fitting.empty())
+    std::printf("\n%4s  %-26s %-11s %6s %10s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
+                "step ms", "tokens/s", "memory GiB", o.check ? "  measured ms  measured rank" : "");
   std::vector<double> measured_order;
   measured_order.reserve(fitting.size());
   for (const auto& row : fitting) measured_order.push_back(row.measured_seconds);
@@ -584,6 +556,10 @@ int main(int argc, char** argv) try {
         "the simulated first, middle and last (%s; %s; %s) are %sin that order measured\n",
         rank_agreement(fitting), fitting.size(), first.mesh.label().c_str(), middle.mesh.label().c_str(),
         last.mesh.label().c_str(), three_in_order ? "" : "not ");
+  }
+  if (fitting.empty()) {
+    std::printf("\nno mesh of %d devices can train this model (each one's reason above)\n", o.devices);
+    return 1;
   }
   return 0;
 } catch (const std::exception& failure) {

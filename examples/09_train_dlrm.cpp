@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "options.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/data/dlrm_generator.hpp"
@@ -83,70 +84,39 @@ constexpr const char* options_text =
     "         --path automatic|fused|unfused  --seed N  --json FILE  --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "09_train_dlrm: %s\n%s", problem.c_str(), options_text);
-  std::exit(2);
-}
+const sw::examples::command_line command_line{"09_train_dlrm", options_text};
 
-// Where an option's value goes: a whole number, a number or a word.
-template <class Number>
-auto read_into(Number& into) {
-  return [&into](std::string_view flag, const std::string& value) {
-    Number n{};
-    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (error != std::errc() || end != value.data() + value.size())
-      usage("the option " + std::string(flag) + " takes " +
-            (std::is_integral_v<Number> ? "a whole number" : "a number") + ", not \"" + value + "\"");
-    into = n;
-  };
-}
-auto read_into(std::string& into) {
-  return [&into](std::string_view, const std::string& value) { into = value; };
-}
+[[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
 
 options parse(int argc, char** argv) {
   options o;
-  const std::map<std::string_view, std::function<void(std::string_view, const std::string&)>> read = {
-      {"--backend", read_into(o.backend)},
-      {"--ranks", read_into(o.ranks)},
-      {"--steps", read_into(o.steps)},
-      {"--batch", read_into(o.batch)},
-      {"--tables", read_into(o.tables)},
-      {"--rows", read_into(o.rows)},
-      {"--row-wise", read_into(o.row_wise)},
-      {"--dimension", read_into(o.dimension)},
-      {"--dense-features", read_into(o.dense_features)},
-      {"--hidden", read_into(o.hidden)},
-      {"--pooling", read_into(o.pooling)},
-      {"--bag-length", read_into(o.bag_length)},
-      {"--dense-lr", read_into(o.dense_lr)},
-      {"--sparse-lr", read_into(o.sparse_lr)},
-      {"--eval-every", read_into(o.eval_every)},
-      {"--eval-batches", read_into(o.eval_batches)},
-      {"--compare-every", read_into(o.compare_every)},
-      {"--path", read_into(o.path)},
-      {"--seed", read_into(o.seed)},
-      {"--json", read_into(o.json)},
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(options_text, stdout);
-      std::exit(0);
-    }
-    const auto option = read.find(flag);
-    if (option == read.end()) usage("unknown option " + std::string(flag));
-    if (i + 1 >= argc) usage("the option " + std::string(flag) + " needs a value");
-    option->second(flag, argv[++i]);
-  }
-  if (o.backend != "threads" && o.backend != "mpi") usage("--backend is threads or mpi, not " + o.backend);
-  if (o.pooling != "sum" && o.pooling != "mean") usage("--pooling is sum or mean, not " + o.pooling);
-  if (o.path != "automatic" && o.path != "fused" && o.path != "unfused")
-    usage("--path is automatic, fused or unfused, not " + o.path);
-  if (o.ranks < 1 || o.steps < 1 || o.batch < 1 || o.tables < 1 || o.rows < 1 || o.dimension < 1 || o.hidden < 1 ||
-      o.dense_features < 1 || o.bag_length < 1 || o.eval_every < 1 || o.eval_batches < 1 || o.compare_every < 1)
-    usage("sizes, steps and intervals must be positive");
-  if (o.row_wise < 0 || o.row_wise > o.tables) usage("--row-wise is between 0 and --tables");
+  using sw::examples::read_into, sw::examples::read_one_of, sw::examples::read_positive_into;
+  const auto given = command_line.read(argc, argv,
+                                       {
+                                           {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
+                                           {"--ranks", read_positive_into(o.ranks)},
+                                           {"--steps", read_positive_into(o.steps)},
+                                           {"--batch", read_positive_into(o.batch)},
+                                           {"--tables", read_positive_into(o.tables)},
+                                           {"--rows", read_positive_into(o.rows)},
+                                           {"--row-wise", read_into(o.row_wise)},
+                                           {"--dimension", read_positive_into(o.dimension)},
+                                           {"--dense-features", read_positive_into(o.dense_features)},
+                                           {"--hidden", read_positive_into(o.hidden)},
+                                           {"--pooling", read_one_of(o.pooling, {"sum", "mean"})},
+                                           {"--bag-length", read_positive_into(o.bag_length)},
+                                           {"--dense-lr", read_into(o.dense_lr)},
+                                           {"--sparse-lr", read_into(o.sparse_lr)},
+                                           {"--eval-every", read_positive_into(o.eval_every)},
+                                           {"--eval-batches", read_positive_into(o.eval_batches)},
+                                           {"--compare-every", read_positive_into(o.compare_every)},
+                                           {"--path", read_one_of(o.path, {"automatic", "fused", "unfused"})},
+                                           {"--seed", read_into(o.seed)},
+                                           {"--json", read_into(o.json)},
+                                       });
+  if (o.row_wise < 0 || o.row_wise > o.tables)
+    usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
+          "), not " + std::to_string(o.row_wise) + (given.contains("--row-wise") ? "" : ", its default"));
   return o;
 }
 
@@ -163,6 +133,14 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const auto n = values.size();
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The median of `seconds` in ms, "-" before any step was compared.
+std::string milliseconds(const std::vector<double>& seconds) {
+  if (seconds.empty()) return "-";
+  std::array<char, 32> text{};
+  std::snprintf(text.data(), text.size(), "%.2f", 1e3 * median(seconds));
+  return text.data();
 }
 
 // The area under the ROC curve: the chance that a random click scores above a random non-click (ties
@@ -332,36 +310,37 @@ void train(Communicator& world, const options& o) {
     if (evaluates) last = evaluate();
     if (evaluates || step == 1) {
       const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
-      const auto milliseconds = [](const std::vector<double>& seconds) {
-        if (seconds.empty()) return std::string("-");  // no step compared yet
-        std::array<char, 32> text{};
-        std::snprintf(text.data(), text.size(), "%.2f", 1e3 * median(seconds));
-        return std::string(text.data());
-      };
+      std::array<char, 128> held_out{};
+      if (evaluates)
+        std::snprintf(held_out.data(), held_out.size(), "  held-out %.4f (constant %.4f) AUC %.3f accuracy %.3f",
+                      last.loss, last.constant_predictor_loss, last.auc, last.accuracy);
       say("step %5ld/%ld  loss %.4f%s  %8.0f samples/s  step %s ms fused, %s ms unfused  embedding + all-to-all "
           "%s ms fused, %s ms unfused  memory %.1f MiB\n",
-          step, o.steps, loss,
-          evaluates
-              ? ("  held-out " + std::to_string(last.loss).substr(0, 6) + " (constant " +
-                 std::to_string(last.constant_predictor_loss).substr(0, 6) + ") AUC " +
-                 std::to_string(last.auc).substr(0, 5) + " accuracy " + std::to_string(last.accuracy).substr(0, 5))
-                    .c_str()
-              : "",
-          samples_per_second, milliseconds(step_fused).c_str(), milliseconds(step_unfused).c_str(),
-          milliseconds(embedding_fused).c_str(), milliseconds(embedding_unfused).c_str(), memory_mib());
+          step, o.steps, loss, held_out.data(), samples_per_second, milliseconds(step_fused).c_str(),
+          milliseconds(step_unfused).c_str(), milliseconds(embedding_fused).c_str(),
+          milliseconds(embedding_unfused).c_str(), memory_mib());
     }
   }
 
   const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
   const double memory = memory_mib();
-  const double fused_less = 1 - median(step_fused) / median(step_unfused);  // negative where fusing lost
-  say("final: held-out loss %.4f, %.0f%% below the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %.0f samples/s; "
-      "step %.2f ms fused against %.2f ms unfused (%.1f%% %s), embedding + all-to-all %.2f against %.2f ms; "
-      "memory %.1f MiB\n",
-      last.loss, 100 * (1 - last.loss / last.constant_predictor_loss), last.constant_predictor_loss, last.auc,
-      last.accuracy, samples_per_second, 1e3 * median(step_fused), 1e3 * median(step_unfused),
-      100 * std::abs(fused_less), fused_less >= 0 ? "less" : "more", 1e3 * median(embedding_fused),
-      1e3 * median(embedding_unfused), memory);
+  std::string compared = "no step compared (--compare-every " + std::to_string(o.compare_every) +
+                         " is more than --steps " + std::to_string(o.steps) + ")";
+  if (!step_fused.empty()) {
+    const double fused_less = 1 - median(step_fused) / median(step_unfused);  // negative where fusing lost
+    std::array<char, 160> text{};
+    std::snprintf(text.data(), text.size(),
+                  "step %s ms fused against %s ms unfused (%.1f%% %s), embedding + all-to-all %s against %s ms",
+                  milliseconds(step_fused).c_str(), milliseconds(step_unfused).c_str(), 100 * std::abs(fused_less),
+                  fused_less >= 0 ? "less" : "more", milliseconds(embedding_fused).c_str(),
+                  milliseconds(embedding_unfused).c_str());
+    compared = text.data();
+  }
+  const double below_constant = 1 - last.loss / last.constant_predictor_loss;
+  say("final: held-out loss %.4f, %.0f%% %s the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %.0f samples/s; "
+      "%s; memory %.1f MiB\n",
+      last.loss, 100 * std::abs(below_constant), below_constant >= 0 ? "below" : "above", last.constant_predictor_loss,
+      last.auc, last.accuracy, samples_per_second, compared.c_str(), memory);
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);
