@@ -1,7 +1,8 @@
 # Driver of a compile-fail test, run as
-# `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> [-DFIRST_ERROR=<regex>] -P`:
+# `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> [-DFIRST_ERROR=<regex>] [-DONLY_ERROR=ON] -P`:
 # building TARGET must fail, and the build's output must contain EXPECT (so it failed for the promised
-# reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it.
+# reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it; with
+# ONLY_ERROR, that error must be the build's one error (none follows from inside the library).
 set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
 if(CONFIG)
   list(APPEND build_command --config "${CONFIG}")
@@ -23,6 +24,14 @@ if(FIRST_ERROR)
   if(NOT first_error MATCHES "${FIRST_ERROR}")
     message("${output}")
     message(FATAL_ERROR "${TARGET}: the first error line\n  ${first_error}\ndoes not match \"${FIRST_ERROR}\"")
+  endif()
+endif()
+if(ONLY_ERROR)
+  string(REGEX MATCHALL "error:" errors "${output}")
+  list(LENGTH errors error_count)
+  if(NOT error_count EQUAL 1)
+    message("${output}")
+    message(FATAL_ERROR "${TARGET}: the build reports ${error_count} errors where it must report one")
   endif()
 endif()
 message(STATUS "${TARGET} does not compile, as expected, with a message matching \"${EXPECT}\"")

@@ -183,10 +183,10 @@ endfunction()
 # a user reads first (e.g. the layouts that met), not only somewhere in the notes.
 # The object target is outside ALL; test compile_fail.<name> builds it through cmake --build.
 function(shardwise_add_compile_fail_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;SOURCE;EXPECT;FIRST_ERROR" "")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "ONLY_ERROR" "NAME;SOURCE;EXPECT;FIRST_ERROR" "")
   if(NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_EXPECT OR arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR
-            "usage: shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> [FIRST_ERROR <regex>])")
+    message(FATAL_ERROR "usage: shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> "
+                        "[FIRST_ERROR <regex>] [ONLY_ERROR])")
   endif()
   set(target compile_fail_${arg_NAME})
   add_library(${target} OBJECT EXCLUDE_FROM_ALL ${arg_SOURCE})
@@ -195,7 +195,7 @@ function(shardwise_add_compile_fail_test)
   target_link_libraries(${target} PRIVATE shardwise::shardwise)
   add_test(NAME compile_fail.${arg_NAME}
     COMMAND "${CMAKE_COMMAND}" "-DBUILD_DIR=${CMAKE_BINARY_DIR}" "-DTARGET=${target}" "-DCONFIG=$<CONFIG>"
-            "-DEXPECT=${arg_EXPECT}" "-DFIRST_ERROR=${arg_FIRST_ERROR}"
+            "-DEXPECT=${arg_EXPECT}" "-DFIRST_ERROR=${arg_FIRST_ERROR}" "-DONLY_ERROR=${arg_ONLY_ERROR}"
             -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
   # Concurrent builds in one build tree (Ninja's log, a re-run of configure) must not race.
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES LABELS compile_fail RESOURCE_LOCK shardwise_build_tree)
