@@ -1,6 +1,7 @@
 // The C++ blocks of docs/tensor-parallel.md, each given the names its prose takes as given, compiled
 // but not run: "tensor_parallel_<n>.inc" is the page's n-th block (shardwise_add_doc_blocks_check).
 #include <cstdint>
+#include <string>
 #include <tuple>
 
 #include "shardwise/shardwise.hpp"
@@ -35,7 +36,7 @@ void block_4(const col& x, const row& wq, const row& wk, const row& wv, const ro
 #include "tensor_parallel_4.inc"
 }
 
-// 5-8 write the library's names unqualified, as in namespace shardwise.
+// 5-9 write the library's names unqualified, as in namespace shardwise.
 // 5: a 1-D Mesh and a 3-D Mesh3, a seed.
 void block_5(mesh_1d& mesh, mesh_3d& mesh3, std::uint64_t seed) {
   using namespace shardwise;
@@ -57,10 +58,16 @@ void block_7(mesh_1d& mesh, std::uint64_t seed) {
 #include "tensor_parallel_7.inc"
 }
 
-// 8: a 1-D Mesh, a model's configuration.
-void block_8(mesh_1d& mesh, const shardwise::model::gpt_config& config) {
+// 8: a communicator of 4 ranks, world.
+void block_8(communicator& world) {
+  using namespace shardwise;
+#include "tensor_parallel_8.inc"
+}
+
+// 9: a 1-D Mesh, a model's configuration.
+void block_9(mesh_1d& mesh, const shardwise::model::gpt_config& config) {
   using namespace shardwise;
   using Mesh = mesh_1d;
-#include "tensor_parallel_8.inc"
+#include "tensor_parallel_9.inc"
 }
 }  // namespace doc_blocks

@@ -91,10 +91,6 @@ class layout_checker {
   static std::string holder(const held& h) {
     return "rank " + std::to_string(h.rank) + " block " + std::to_string(h.index);
   }
-  static std::string rows_and_columns(const block_info& b) {
-    return "rows " + std::to_string(b.row_offset) + ".." + std::to_string(b.row_offset + b.rows - 1) + ", columns " +
-           std::to_string(b.col_offset) + ".." + std::to_string(b.col_offset + b.cols - 1);
-  }
 
   void check_counts() const {
     if (extents_.rows < 0 || extents_.cols < 0) fail("the extents are negative");
@@ -224,8 +220,7 @@ class layout_checker {
   // Two distinct blocks that both cross `row` and share columns.
   [[noreturn]] void overlap(std::int64_t row, const held& a, const held& b) const {
     const std::string at = element(row, std::max(a.block.col_offset, b.block.col_offset)) + " is held by " + holder(b) +
-                           " (" + rows_and_columns(b.block) + ") and " + holder(a) + " (" + rows_and_columns(a.block) +
-                           ")";
+                           " (" + owned_ranges(b.block) + ") and " + holder(a) + " (" + owned_ranges(a.block) + ")";
     if (a.rank == b.rank) fail(at + "; blocks of one rank must be disjoint");
     if (!M::is_replicated) fail(at + ", and the layout does not declare replication");
     fail(at + "; blocks of different ranks must be equal or disjoint");
@@ -245,7 +240,7 @@ class layout_checker {
       fail(call + " names " + named + ", which does not exist");
     const block_info b = mapping_.block(at.rank, at.block);
     if (i < b.row_offset || i >= b.row_offset + b.rows || j < b.col_offset || j >= b.col_offset + b.cols)
-      fail(call + " names " + named + ", which holds " + (b.rows > 0 && b.cols > 0 ? rows_and_columns(b) : "nothing"));
+      fail(call + " names " + named + ", which holds " + (b.rows > 0 && b.cols > 0 ? owned_ranges(b) : "nothing"));
     if (at.row != i - b.row_offset || at.col != j - b.col_offset)
       fail(call + " places the element at (" + std::to_string(at.row) + ", " + std::to_string(at.col) + ") of " +
            named + ", which holds it at (" + std::to_string(i - b.row_offset) + ", " +

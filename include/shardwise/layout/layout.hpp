@@ -101,6 +101,12 @@ struct block_info {
   }
 };
 
+// "rows 0..5, columns 2..3": the elements a block owns, as messages name them.
+[[nodiscard]] inline std::string owned_ranges(const block_info& b) {
+  return "rows " + std::to_string(b.row_offset) + ".." + std::to_string(b.row_offset + b.rows - 1) + ", columns " +
+         std::to_string(b.col_offset) + ".." + std::to_string(b.col_offset + b.cols - 1);
+}
+
 // Where a global element lives: a rank, one of its blocks, and the index inside that block.
 struct location {
   int rank = 0;

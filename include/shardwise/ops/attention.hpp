@@ -86,9 +86,7 @@ void check_attention_blocks(const Tensor& t, const attention_shape& shape, const
   const block_info& info = p.block;
   throw argument_error(
       rank, operation,
-      "rank " + std::to_string(p.rank) + "'s block of the tensor's group (rows " + std::to_string(info.row_offset) +
-          "+" + std::to_string(info.rows) + ", columns " + std::to_string(info.col_offset) + "+" +
-          std::to_string(info.cols) + ") cuts " +
+      "rank " + std::to_string(p.rank) + "'s block of the tensor's group (" + owned_ranges(info) + ") cuts " +
           (whole_samples(info) ? "a head of " + std::to_string(shape.head_dim) + " columns"
                                : "a sample of " + std::to_string(shape.sequence) + " rows") +
           "; attention stays local only when every block holds whole samples and whole heads (batch divisible "
