@@ -359,7 +359,7 @@ auto with_types(const mesh_choice& m, Visit&& visit) {
 struct simulated_step {
   double seconds = 0;
   double memory_bytes = 0;  // the largest high-water mark of any device
-  std::string refused;      // why the model does not fit this mesh, if it does not
+  std::string refused;      // why the grid cannot cut the model, if it cannot
 };
 
 simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c) {
@@ -479,7 +479,8 @@ int main(int argc, char** argv) try {
         refused_grids.push_back(m.name());
         dropped.push_back(m.name() + ": " + s.refused);
       }
-      std::printf("[%zu/%zu] %s: the model does not fit this grid\n", i + 1, candidates.size(), what.c_str());
+      std::printf("[%zu/%zu] %s: the grid cannot cut the model (why: under dropped)\n", i + 1, candidates.size(),
+                  what.c_str());
     } else if (s.memory_bytes > c.memory_bytes) {
       char text[96];
       std::snprintf(text, sizeof text, ": %.3g GiB per device", s.memory_bytes / gib);

@@ -1,25 +1,30 @@
 // What only the threads backend promises: a failing rank never leaves the others hanging, run()
-// reports the first error with its rank, and disagreements between ranks are caught rather than
-// read out of bounds. (Under MPI a failed rank ends the job through MPI_Abort instead.)
+// reports the first error with its rank, disagreements between ranks are caught rather than read out
+// of bounds, and ranks that all wait or have returned stop with a deadlock_error. (Under MPI a failed
+// rank ends the job through MPI_Abort instead, and a deadlock hangs: no process can tell one.)
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/comm/threads/shared_memory.hpp"
+#include "shardwise/comm/threads/stall_watch.hpp"
 #include "shardwise/core/huge_pages.hpp"
 #include "shardwise/core/rank_local.hpp"
 
@@ -166,6 +171,115 @@ TEST(threads_failures, ranks_that_disagree_all_throw) {
         how);
     EXPECT_EQ(errors.load(), 6);
   }
+}
+
+// The error run() reports for a program that can never end, and the deadlock_error each waiting rank
+// throws (all quote the same description).
+void expect_deadlock(int ranks, threads::ranks_as how, const std::function<void(threads::communicator&)>& body,
+                     const std::string& reported) {
+  std::atomic<int> stopped{0};
+  try {
+    threads::run(
+        ranks,
+        [&](threads::communicator& comm) {
+          try {
+            body(comm);
+          } catch (const deadlock_error&) {
+            ++stopped;
+            throw;
+          }
+        },
+        how);
+    ADD_FAILURE() << "run returned normally";
+  } catch (const deadlock_error& e) {
+    EXPECT_EQ(message_of(e), reported);
+  }
+  EXPECT_GE(stopped.load(), 1);
+}
+
+TEST(threads_deadlocks, a_call_the_other_ranks_never_make_stops_naming_it_and_the_ranks_that_returned) {
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    expect_deadlock(
+        4, how,
+        [](threads::communicator& comm) {
+          std::vector<double> data(4, 1.0);
+          comm.all_reduce(data, op::sum);
+          if (comm.rank() == 0) comm.all_reduce(data, op::sum);
+        },
+        "[rank 0] all_reduce: deadlock: rank 0 waits in all_reduce, and ranks 1..3 have returned from their "
+        "bodies; no rank can go on");
+  }
+}
+
+TEST(threads_deadlocks, ranks_that_wait_for_each_other_stop_each_naming_its_call) {
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    expect_deadlock(
+        2, how,
+        [](threads::communicator& comm) {
+          std::vector<float> data(8);
+          comm.recv(data, 1 - comm.rank(), 0);  // each waits for the other's send
+        },
+        "[rank 0] recv: deadlock: ranks 0 and 1 wait in recv; no rank can go on");
+    expect_deadlock(
+        5, how,
+        [](threads::communicator& comm) {
+          std::vector<float> data(10);
+          if (comm.rank() == 1 || comm.rank() == 3) comm.recv(data, 4, 0);  // rank 4 never sends
+          if (comm.rank() == 2) comm.all_gather(std::span<const float>(data).first(2), data);
+        },
+        "[rank 1] recv: deadlock: ranks 1 and 3 wait in recv, rank 2 waits in all_gather, and ranks 0 and 4 "
+        "have returned from their bodies; no rank can go on");
+  }
+}
+
+// Ranks asleep while another computes, ranks that return while others go on among themselves, and
+// waits that end just as the last running rank goes to sleep: none of them is a deadlock.
+TEST(threads_deadlocks, ranks_that_return_early_or_wait_long_are_no_deadlock) {
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    threads::run(
+        4,
+        [](threads::communicator& comm) {
+          if (comm.rank() >= 2) return;
+          std::vector<double> value(1);
+          for (int round = 0; round < 200; ++round) {
+            if (comm.rank() == 0) {
+              if (round % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+              value[0] = round;
+              comm.send(value, 1, round);
+              comm.recv(value, 1, round);
+              EXPECT_EQ(value[0], round + 1.0);
+            } else {
+              comm.recv(value, 0, round);
+              value[0] += 1;
+              comm.send(value, 0, round);
+            }
+          }
+        },
+        how);
+    threads::run(
+        8,
+        [](threads::communicator& comm) {
+          std::vector<double> data(64, 1.0);
+          for (int round = 0; round < 300; ++round) comm.all_reduce(data, op::max);
+          auto half = comm.split(comm.rank() % 2, comm.rank());
+          if (comm.rank() % 2 == 1) return;
+          for (int round = 0; round < 300; ++round) half.all_reduce(data, op::max);
+          EXPECT_EQ(data[0], 1.0);
+        },
+        how);
+  }
+}
+
+TEST(threads_deadlocks, rank_lists_read_as_words_with_runs_shortened) {
+  using threads::detail::ranks_in_words;
+  EXPECT_EQ(ranks_in_words({3}), "rank 3");
+  EXPECT_EQ(ranks_in_words({1, 2}), "ranks 1 and 2");
+  EXPECT_EQ(ranks_in_words({1, 2, 3}), "ranks 1..3");
+  EXPECT_EQ(ranks_in_words({0, 2, 4, 5, 6, 7}), "ranks 0, 2 and 4..7");
+  EXPECT_EQ(ranks_in_words({0, 1, 2, 5, 6, 9}), "ranks 0..2, 5, 6 and 9");
 }
 
 TEST(threads_run, rejects_non_positive_rank_counts) {

@@ -134,6 +134,14 @@ class peer_error : public error {
   using error::error;
 };
 
+// Every rank of a threads::run waits in a call or has returned from its body, so none can go on: a
+// call that some ranks of its group never make, or calls made in different orders. Each waiting rank
+// throws it, naming its call: "deadlock: rank 0 waits in all_gather, and ranks 1, 2 and 3 have returned
+// from their bodies; no rank can go on". (MPI processes cannot tell; they hang.)
+class deadlock_error : public error {
+  using error::error;
+};
+
 // A rank's body threw something that is not a shardwise::error; run() rethrows it as this, naming the
 // rank, with the original nested (std::rethrow_if_nested reaches it).
 class rank_failure : public error {

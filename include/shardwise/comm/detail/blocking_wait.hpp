@@ -10,6 +10,7 @@
 #include <climits>
 #include <concepts>
 #include <cstdint>
+#include <string_view>
 #include <thread>
 
 #include "shardwise/comm/detail/fibers.hpp"
@@ -68,10 +69,50 @@ bool wait_actively(wait_budget budget, Ready&& ready) {
   return ready();
 }
 
+// Told when a blocked rank stops waiting actively and when it resumes, with the count it waits for
+// and the call it waits in: a threads::run learns from it that every rank waits or has returned, a
+// wait no rank can end (comm/threads/stall_watch.hpp).
+class sleep_watch {
+ public:
+  sleep_watch() = default;
+  sleep_watch(const sleep_watch&) = delete;
+  sleep_watch& operator=(const sleep_watch&) = delete;
+  virtual void asleep(int rank, std::string_view call, const std::atomic<std::uint32_t>& counter,
+                      std::uint32_t target) noexcept = 0;
+  virtual void awake(int rank) noexcept = 0;
+
+ protected:
+  ~sleep_watch() = default;
+};
+
+// Who waits, in which call, how long actively, and who is told when it sleeps (nobody when null).
+struct waiter {
+  wait_budget budget;
+  sleep_watch* watch = nullptr;
+  int rank = -1;
+  std::string_view call;
+};
+
+// Tells `who`'s watch that it sleeps, for as long as this lives.
+class asleep_while_here {
+ public:
+  asleep_while_here(const waiter& who, const std::atomic<std::uint32_t>& counter, std::uint32_t target) noexcept
+      : who_(who) {
+    if (who_.watch != nullptr) who_.watch->asleep(who_.rank, who_.call, counter, target);
+  }
+  asleep_while_here(const asleep_while_here&) = delete;
+  asleep_while_here& operator=(const asleep_while_here&) = delete;
+  ~asleep_while_here() {
+    if (who_.watch != nullptr) who_.watch->awake(who_.rank);
+  }
+
+ private:
+  const waiter& who_;
+};
+
 // Blocks until the counter reaches target (true) or is marked aborted first (false); `block` =
 // false checks once.
-inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block,
-                       wait_budget budget) {
+inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block, const waiter& who) {
   std::uint32_t value = 0;
   const auto settled = [&] {
     value = counter.load(std::memory_order_acquire);
@@ -89,12 +130,15 @@ inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t 
     }
     return complete();
   }
-  if (fibers != nullptr) {
-    while (!settled()) fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
-    return complete();
+  if (fibers != nullptr ? settled() : wait_actively(who.budget, settled)) return complete();
+  const asleep_while_here asleep(who, counter, target);
+  while (!settled()) {
+    if (fibers != nullptr) {
+      fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
+    } else {
+      counter.wait(value, std::memory_order_acquire);
+    }
   }
-  if (wait_actively(budget, settled)) return complete();
-  while (!settled()) counter.wait(value, std::memory_order_acquire);
   return complete();
 }
 

@@ -100,7 +100,7 @@ class collective final : public pending, public catching_up {
         // Every rank finds a disagreement (each compares all), so all meet here once more: nobody may
         // leave while another still reads its descriptor.
         arrive(op_->finished, ranks);
-        shardwise::detail::wait_until(op_->finished, ranks, true, group_->run->wait);
+        shardwise::detail::wait_until(op_->finished, ranks, true, group_->run->waiter(world_rank(), Call::name));
         drain_and_release();
         throw argument_error(world_rank(), Call::name, *problem);
       }
@@ -126,12 +126,14 @@ class collective final : public pending, public catching_up {
     return group_->ranks() * static_cast<std::uint32_t>(phase + 1);
   }
 
-  // false: not yet. Throws peer_error once peers can no longer touch this rank's buffers.
+  // false: not yet. Throws why the run stopped (peer_error, deadlock_error) once peers can no longer
+  // touch this rank's buffers.
   bool advance(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block) {
-    if (shardwise::detail::wait_until(counter, target, block, group_->run->wait)) return true;
+    if (shardwise::detail::wait_until(counter, target, block, group_->run->waiter(world_rank(), Call::name)))
+      return true;
     if ((counter.load() & shardwise::detail::aborted_bit) == 0) return false;
     drain_and_release();
-    throw_peer_failure(*group_->run, world_rank(), Call::name);
+    throw_stopped(*group_->run, world_rank(), Call::name);
   }
 
   // Enter a read/write section only while the run is alive; an aborting peer waits for `working` to
@@ -141,7 +143,7 @@ class collective final : public pending, public catching_up {
     if (group_->run->aborted.load()) {
       op_->working.fetch_sub(1);
       drain_and_release();
-      throw_peer_failure(*group_->run, world_rank(), Call::name);
+      throw_stopped(*group_->run, world_rank(), Call::name);
     }
     perform(call_, *op_, rank_, group_->size(), phase);
     op_->working.fetch_sub(1);

@@ -90,7 +90,7 @@ class communicator : public communicator_interface<communicator> {
   }
   template <class T>
   [[nodiscard]] request start(const calls::recv<T>& call) {
-    if (group_->run->aborted.load()) detail::throw_peer_failure(*group_->run, world_rank(), "recv");
+    if (group_->run->aborted.load()) detail::throw_stopped(*group_->run, world_rank(), "recv");
     auto wanted = std::make_shared<detail::posted_receive>();
     wanted->source = call.source;
     wanted->tag = call.tag;
@@ -105,7 +105,7 @@ class communicator : public communicator_interface<communicator> {
 
   template <class T>
   detail::message message_for(const calls::send<T>& call) {
-    if (group_->run->aborted.load()) detail::throw_peer_failure(*group_->run, world_rank(), "send");
+    if (group_->run->aborted.load()) detail::throw_stopped(*group_->run, world_rank(), "send");
     detail::message outgoing;
     outgoing.source = rank_;
     outgoing.tag = call.tag;

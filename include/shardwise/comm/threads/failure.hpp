@@ -4,6 +4,8 @@
 // unwinds), the run is marked failed and aborted: every group marks the counters its ranks wait on,
 // so every rank blocked in (or later entering) a call throws peer_error ("stopped because rank R
 // failed: …"). run() then reports the error of the rank that failed on its own (originating_error).
+// A run whose ranks all wait or have returned (comm/threads/stall_watch.hpp) aborts the same way, and
+// its sleepers throw deadlock_error.
 #include <atomic>
 #include <exception>
 #include <memory>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "shardwise/comm/detail/blocking_wait.hpp"
+#include "shardwise/comm/threads/stall_watch.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::threads::detail {
@@ -30,17 +33,36 @@ class abortable {
   ~abortable() = default;
 };
 
-// One threads::run: the abort flag, every rank's error and every group, so an abort can wake them all.
-struct context {
-  explicit context(int ranks)
-      : wait(shardwise::detail::wait_budget_for(ranks)), errors(static_cast<std::size_t>(ranks)) {}
-  const shardwise::detail::wait_budget wait;
+// One threads::run: the abort flag, every rank's error and every group, so an abort can wake them all;
+// and what each rank is doing, so a wait no rank can end stops.
+struct context final : shardwise::detail::sleep_watch {
+  explicit context(int ranks) : budget(shardwise::detail::wait_budget_for(ranks)), stalls(ranks) {
+    errors.resize(static_cast<std::size_t>(ranks));
+  }
+  const shardwise::detail::wait_budget budget;
   std::atomic<bool> aborted{false};
+  stall_watch stalls;
   std::mutex mutex;
   int failed_rank = -1;                    // the rank that failed first (under mutex)
   std::string failed_reason;               // its error, as its peers quote it; empty until known
+  std::string deadlock;                    // how every rank waits or has returned, once they do (under mutex)
   std::vector<std::exception_ptr> errors;  // by world rank
   std::vector<std::weak_ptr<abortable>> groups;
+
+  // How `world_rank` waits in `call`: actively for the budget, then asleep, watched.
+  shardwise::detail::waiter waiter(int world_rank, std::string_view call) noexcept {
+    return {budget, this, world_rank, call};
+  }
+
+  void asleep(int world_rank, std::string_view call, const std::atomic<std::uint32_t>& counter,
+              std::uint32_t target) noexcept override {
+    if (stalls.asleep(world_rank, call, counter, target)) stop_the_stall();
+  }
+  void awake(int world_rank) noexcept override { stalls.awake(world_rank); }
+  // The rank's body has ended (or thrown): the ranks waiting for it may wait for ever.
+  void returned(int world_rank) noexcept {
+    if (stalls.returned(world_rank)) stop_the_stall();
+  }
 
   void enroll(const std::shared_ptr<abortable>& group) {
     std::lock_guard lock(mutex);
@@ -56,6 +78,16 @@ struct context {
         if (auto strong = weak.lock()) alive.push_back(std::move(strong));
     }
     for (auto& g : alive) g->abort();
+  }
+
+  void stop_the_stall() noexcept {
+    try {
+      std::string how = stalls.describe();
+      std::lock_guard lock(mutex);
+      deadlock = std::move(how);
+    } catch (...) {  // no memory for the words: the sleepers say the run was aborted
+    }
+    abort();
   }
 
   // Rank `world_rank` is failing: it is abandoning calls while its error unwinds, or (with the error)
@@ -76,10 +108,12 @@ struct context {
   }
 };
 
-[[noreturn]] inline void throw_peer_failure(context& run, int world_rank, std::string_view operation) {
+// Why `operation` stopped once the run aborted: a deadlock, or a failed rank.
+[[noreturn]] inline void throw_stopped(context& run, int world_rank, std::string_view operation) {
   std::string detail;
   {
     std::lock_guard lock(run.mutex);
+    if (!run.deadlock.empty()) throw deadlock_error(world_rank, operation, run.deadlock);
     detail = run.failed_rank < 0 ? std::string("stopped because the run was aborted")
                                  : "stopped because rank " + std::to_string(run.failed_rank) + " failed" +
                                        (run.failed_reason.empty() ? "" : ": " + run.failed_reason);

@@ -38,12 +38,12 @@ struct group final : abortable {
     operation* op = served_by_ring(sequence);
     if (op != nullptr) {
       // An abort after this check marks the cell's counters, which this rank then waits on.
-      if (run->aborted.load()) throw_peer_failure(*run, world_ranks[static_cast<std::size_t>(rank)], name);
+      if (run->aborted.load()) throw_stopped(*run, world_ranks[static_cast<std::size_t>(rank)], name);
     } else {
       // The abort flag is read under the same lock the abort scan takes, so an operation is either
       // refused here or seen (and woken) by the scan.
       std::lock_guard lock(table_lock);
-      if (run->aborted.load()) throw_peer_failure(*run, world_ranks[static_cast<std::size_t>(rank)], name);
+      if (run->aborted.load()) throw_stopped(*run, world_ranks[static_cast<std::size_t>(rank)], name);
       op = served_by_ring(sequence);
       if (op == nullptr) {
         auto& entry = overflowed[sequence];

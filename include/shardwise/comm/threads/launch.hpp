@@ -31,7 +31,8 @@ enum class ranks_as { threads, fibers };
 // rank aborts the others' calls (each throws peer_error, "stopped because rank R failed: …"); run()
 // rethrows the error of the rank that failed on its own (detail::originating_error): a
 // shardwise::error as it is (it names its rank and the user's calls), anything else nested in a
-// rank_failure.
+// rank_failure. Ranks that all wait in calls or have returned, so none can go on, throw deadlock_error
+// where they would wait for ever (comm/threads/stall_watch.hpp).
 template <class Body>
 void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
   if (ranks < 1) throw argument_error(-1, "threads::run", "needs at least one rank, got " + std::to_string(ranks));
@@ -51,6 +52,7 @@ void run(int ranks, Body&& body, ranks_as how = ranks_as::threads) {
     } catch (...) {
       run_context->failing(rank, std::current_exception());
     }
+    run_context->returned(rank);
   };
   if (how == ranks_as::fibers) {
     const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

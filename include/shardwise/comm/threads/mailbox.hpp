@@ -147,10 +147,10 @@ class transfer_wait final : public pending {
 
   bool progress(bool block) override {
     if (done_) return true;
-    if (!wait_until(*flag_, 1, block, run_->wait)) {
+    if (!wait_until(*flag_, 1, block, run_->waiter(world_rank_, name_))) {
       if ((flag_->load() & shardwise::detail::aborted_bit) == 0) return false;
       withdraw();
-      throw_peer_failure(*run_, world_rank_, name_);
+      throw_stopped(*run_, world_rank_, name_);
     }
     done_ = true;
     if (receive_ && receive_->sent_bytes != receive_->bytes)
