@@ -10,6 +10,10 @@
 //                                  limit, that rank 0 (in the all-reduce) never receives
 //   mpi_abort_program send_caught  as send, but rank 1 catches its error and goes on to the all-reduce,
 //                                  whose call must abort the job: MPI may still read the send's buffer
+//   mpi_abort_program stuck        rank 0 calls an all-reduce the others never make; they return. With
+//                                  SHARDWISE_MPI_TIMEOUT set, rank 0 must say so and end the job
+//   mpi_abort_program healthy      every rank calls both all-reduces and returns: with the timeout set,
+//                                  the job must end normally
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -35,13 +39,19 @@ int main(int argc, char** argv) {
     const auto shared = mode == "window" ? shardwise::mpi::share_memory(world, 64) : std::nullopt;
     std::vector<double> data(16, 1.0), never_sent(16), never_received(mode.starts_with("send") ? 1 << 21 : 0);
     world.all_reduce(data, shardwise::op::sum);
+    if (mode == "stuck" && world.rank() != 0) return;
+    if (mode == "healthy") {
+      world.all_reduce(data, shardwise::op::sum);
+      if (data[0] != 9.0) throw std::logic_error("the all-reduces summed wrong");
+      return;
+    }
     if (world.rank() == 1 && mode == "send_caught") {
       try {
         const auto posted = world.isend(std::span<const double>(never_received), 0);
         throw std::runtime_error("rank one gives up");
       } catch (const std::runtime_error&) {
       }
-    } else if (world.rank() == 1) {
+    } else if (world.rank() == 1 && mode != "stuck") {
       const auto posted = mode == "receive" ? std::optional(world.irecv(never_sent, 0))
                           : mode == "send"  ? std::optional(world.isend(std::span<const double>(never_received), 0))
                                             : std::nullopt;

@@ -44,6 +44,7 @@
 #include "shardwise/comm/algorithms/ring.hpp"
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/comm/detail/backend_hooks.hpp"
+#include "shardwise/comm/detail/call_watchdog.hpp"
 #include "shardwise/comm/shared_memory.hpp"
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/core/element_memory.hpp"
@@ -340,6 +341,7 @@ class request {
   ~request() { finish(); }
 
   void wait() {
+    const shardwise::detail::inside_call timed(operation_);
     if (deferred_) take_started(true);
     if (handle_ != MPI_REQUEST_NULL) settle(MPI_Wait(&handle_, &status_));
     run_completion();
@@ -493,6 +495,7 @@ class communicator : public communicator_interface<communicator> {
   // Ranks passing the same colour form a communicator, ordered by key and then by rank. Collective.
   [[nodiscard]] communicator split(int color, int key) {
     if (color < 0) throw argument_error(world_rank_, "split", "colour " + std::to_string(color) + " is negative");
+    const shardwise::detail::inside_call timed("split");
     agree(calls::split{});
     MPI_Comm part = MPI_COMM_NULL;
     detail::check(MPI_Comm_split(comm_, color, key, &part), world_rank_, "split");
@@ -506,6 +509,7 @@ class communicator : public communicator_interface<communicator> {
   template <class Call>
   void run(const Call& call) {
     detail::refuse_after_abandoned(world_rank_, Call::name);
+    const shardwise::detail::inside_call timed(Call::name);
     if constexpr (agreement::collective_call<Call>) agree(call);
     if (auto complete = issue(call, nullptr)) complete();
   }
@@ -863,6 +867,7 @@ struct node_ranks {
 }
 
 [[nodiscard]] inline std::optional<shared_memory> share_memory(communicator& comm, std::size_t bytes) {
+  const shardwise::detail::inside_call timed("share_memory");
   if (detail::node_ranks(comm).size() != comm.size()) return std::nullopt;  // the same answer on every rank
   const int rank = comm.world_rank();
   MPI_Info info = MPI_INFO_NULL;
@@ -920,13 +925,17 @@ class environment {
 // Runs body(communicator&) on this process's rank of MPI_COMM_WORLD, initialising and finalising MPI
 // around it when nobody else does, its element memory counted (core/element_memory.hpp). If body
 // throws, the error is printed ("[rank N] …") and the whole job is aborted, so no rank hangs waiting
-// for this one.
+// for this one. With SHARDWISE_MPI_TIMEOUT=S in the environment, a blocking call that waits more than
+// S seconds prints its rank and name and ends the job (comm/detail/call_watchdog.hpp).
 template <class Body>
 void run(int& argc, char**& argv, Body&& body) {
   environment session(argc, argv);
   try {
     const element_memory::scope counted(std::make_shared<element_memory>(true));  // what the rank holds
     auto world = communicator::world();
+    std::optional<shardwise::detail::call_watchdog> watchdog;
+    if (const auto limit = shardwise::detail::call_timeout_from_environment(world.world_rank()))
+      watchdog.emplace(world.world_rank(), *limit);
     std::forward<Body>(body)(world);
     detail::refuse_after_abandoned(world.world_rank(), "mpi::run");  // finalising would wait for it
   } catch (...) {
