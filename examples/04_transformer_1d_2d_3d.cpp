@@ -57,8 +57,7 @@ float target_value(std::int64_t i, std::int64_t j) { return 0.5f * std::cos(0.2f
 // 1. One family on one mesh: build the stack, then forward, loss, backward and an SGD step, `steps` times.
 template <class Family, class Mesh>
 void train(Mesh& mesh, const char* family) {
-  std::string name = std::string(family) + " on ";
-  for (std::size_t a = 0; a < mesh.shape().size(); ++a) name += (a == 0 ? "" : "x") + std::to_string(mesh.shape()[a]);
+  const std::string name = std::string(family) + " on " + shardwise::shape_string(mesh.shape());
   using block = nn::transformer_block<float, Family, Mesh>;
   block first(mesh, options, 1);
   block second(mesh, options, 2);

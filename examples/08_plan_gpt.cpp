@@ -47,6 +47,7 @@
 #include "options.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
+#include "shardwise/mesh/shape.hpp"
 #include "shardwise/model/gpt.hpp"
 #include "shardwise/nn/recomputation.hpp"
 #include "shardwise/ops/gemm_rate.hpp"
@@ -252,11 +253,9 @@ struct mesh_choice {
   // parallelism cuts tokens, padded: any number).
   [[nodiscard]] int row_blocks() const { return grid.size() == 1 ? 1 : grid.size() == 2 ? grid[0] : grid[0] * grid[1]; }
   [[nodiscard]] std::string name() const {
-    std::string text =
-        "data " + std::to_string(data) + " x " +
-        (tensor_family == family::one_d_sequence_parallel ? "1d-sp" : std::to_string(grid.size()) + "d") + ":";
-    for (std::size_t a = 0; a < grid.size(); ++a) text += (a ? "x" : "") + std::to_string(grid[a]);
-    return text + (collective == sw::collective_matmul_form::unfused ? " unfused" : "");
+    return "data " + std::to_string(data) + " x " +
+           (tensor_family == family::one_d_sequence_parallel ? "1d-sp" : std::to_string(grid.size()) + "d") + ":" +
+           sw::shape_string(grid) + (collective == sw::collective_matmul_form::unfused ? " unfused" : "");
   }
   [[nodiscard]] std::string label() const {
     return name() + (sharded ? ", sharded" : ", replicated") + " update, " + std::to_string(micro_batches) +

@@ -24,8 +24,7 @@ namespace shardwise::testing {
 
 template <std::size_t D>
 std::string where(const coordinates<D>& grid, const matrix_extents& shape) {
-  return "grid " + detail::shape_string(grid) + ", matrix " + std::to_string(shape.rows) + "x" +
-         std::to_string(shape.cols);
+  return "grid " + shape_string(grid) + ", matrix " + std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
 }
 
 // Every property of the layout concept's contract, checked element by element.

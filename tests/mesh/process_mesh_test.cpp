@@ -40,7 +40,7 @@ void for_each_shape(int ranks, Check&& check) {
 
 template <std::size_t D>
 std::string trace(const coordinates<D>& shape, int rank) {
-  return "grid " + detail::shape_string(shape) + ", rank " + std::to_string(rank);
+  return "grid " + shape_string(shape) + ", rank " + std::to_string(rank);
 }
 
 // The rank of `point` written out independently of process_mesh: sum of point[a] * stride[a], with
@@ -220,7 +220,7 @@ TYPED_TEST(mesh_test, grids_that_do_not_fit_throw_on_every_rank) {
         if (ranks > 1) {
           const coordinates<2> asked = world.rank() == 0 ? coordinates<2>{1, ranks} : coordinates<2>{ranks, 1};
           expect_mesh_error(me, [&] { process_mesh mesh(world, asked); },
-                            {"disagree", detail::shape_string(asked), "communicator has " + size + " ranks"});
+                            {"disagree", shape_string(asked), "communicator has " + size + " ranks"});
         }
         // Every rank threw at the same point, so the communicator is still in step.
         process_mesh mesh(world, {ranks});
@@ -341,7 +341,7 @@ TYPED_TEST(mesh_test, a_data_parallel_mesh_puts_replicas_beside_the_tensor_paral
   TypeParam::run(
       [](communicator auto& world) {
         const auto check = [&]<std::size_t D>(int replicas, const coordinates<D>& grid) {
-          SCOPED_TRACE("data " + std::to_string(replicas) + " x " + detail::shape_string(grid));
+          SCOPED_TRACE("data " + std::to_string(replicas) + " x " + shape_string(grid));
           data_parallel_mesh mesh(world, replicas, grid);
           const int group = world.size() / replicas;
           EXPECT_EQ(mesh.replicas(), replicas);

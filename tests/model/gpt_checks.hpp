@@ -192,7 +192,7 @@ void check_every_mesh(Communicator& world, const gpt_results<T>& expected, doubl
     }
     if (group == 4 || group == 1) {  // SUMMA runs on square grids
       process_mesh mesh(tensor_parallel, group == 4 ? coordinates<2>{2, 2} : coordinates<2>{1, 1});
-      SCOPED_TRACE("2-D " + detail::shape_string(mesh.shape()));
+      SCOPED_TRACE("2-D " + shape_string(mesh.shape()));
       expect_model_equals<T, gpt_family_2d>(mesh, data, first, count, expected, tolerance,
                                             recomputing(nn::recomputation::block));
     }
@@ -200,7 +200,7 @@ void check_every_mesh(Communicator& world, const gpt_results<T>& expected, doubl
       process_mesh mesh(tensor_parallel, group == 8   ? coordinates<3>{2, 2, 2}
                                          : group == 4 ? coordinates<3>{1, 2, 2}
                                                       : coordinates<3>{1, 1, 1});
-      SCOPED_TRACE("3-D " + detail::shape_string(mesh.shape()));
+      SCOPED_TRACE("3-D " + shape_string(mesh.shape()));
       expect_model_equals<T, gpt_family_3d>(mesh, data, first, count, expected, tolerance,
                                             recomputing(nn::recomputation::block));
     }

@@ -63,7 +63,7 @@ using family_mesh = process_mesh<backend::communicator_type, Family::mesh_dimens
 template <class Family>
 void check_family(family_mesh<Family>& mesh, const nn::block_options& options, std::int64_t batch,
                   const std::string& name) {
-  SCOPED_TRACE(name + " on grid " + detail::shape_string(mesh.shape()));
+  SCOPED_TRACE(name + " on grid " + shape_string(mesh.shape()));
   const auto got = run_block<Family>(mesh, options, batch);
   const auto expected = serial_block(options, batch);
   expect_near(got.output, expected.output, "output");

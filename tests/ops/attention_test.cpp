@@ -107,7 +107,7 @@ void expect_near(const matrix& got, const matrix& expected, const std::string& w
 // Attention in Layout on `mesh` for `batch` samples and `heads` heads, against the serial reference.
 template <class Layout, class Mesh>
 void check_attention(Mesh& mesh, std::int64_t batch, std::int64_t heads, const attention_shape& shape) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", batch " + std::to_string(batch) + ", heads " +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", batch " + std::to_string(batch) + ", heads " +
                std::to_string(heads) + (shape.causal ? ", causal" : ""));
   const matrix_extents extents{batch * shape.sequence, heads * shape.head_dim};
   auto make = [&](int salt) {

@@ -53,7 +53,7 @@ inline const std::vector<operands> kinds = {{integers, 0.0, "integers, bit for b
 // its transposed left operand.
 template <class Cube, class Mesh>
 void check_pipelined_forms(Mesh& mesh, const product_shape& s, int chunks, const operands& kind) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
                std::to_string(s.k) + " x " + std::to_string(s.n) + ", chunks " + std::to_string(chunks) + ", " +
                kind.name);
   const matrix a = kind.values({s.m, s.k}, 1);

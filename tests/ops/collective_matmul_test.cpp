@@ -55,7 +55,7 @@ void expect_same_bits(const dtensor<T, Layout, Mesh>& a, const dtensor<T, Layout
 // rings, or unfused (`form`).
 template <class Padding, class Mesh>
 void check_rings(Mesh& mesh, const product_shape& s, const operands& kind, collective_matmul_form form) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
                ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n) +
                ", " + kind.name + (form == collective_matmul_form::ring ? ", ring" : ", unfused"));
   const matrix x = kind.values({s.m, s.k}, 1);

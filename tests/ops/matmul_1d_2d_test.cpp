@@ -43,7 +43,7 @@ constexpr bool has_layout = std::is_same_v<typename Tensor::layout_type, Layout>
 // Column-parallel (W's columns cut) and row-parallel (W's rows cut) layers, forward and both gradients.
 template <class Padding, class Mesh>
 void check_megatron(Mesh& mesh, const product_shape& s) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
                ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n));
   const matrix x = serial({s.m, s.k}, 1);
   const matrix w = serial({s.k, s.n}, 2);
@@ -80,7 +80,7 @@ void check_megatron(Mesh& mesh, const product_shape& s) {
 template <class Padding, class Mesh>
 void check_summa(Mesh& mesh, const product_shape& s) {
   for (const summa_broadcasts when : {summa_broadcasts::ahead, summa_broadcasts::in_turn}) {
-    SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
+    SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", padding " + std::string(Padding::name) +
                  ", M x K x N = " + std::to_string(s.m) + " x " + std::to_string(s.k) + " x " + std::to_string(s.n) +
                  (when == summa_broadcasts::ahead ? ", broadcasts ahead" : ", broadcasts in turn"));
     const matrix a = serial({s.m, s.k}, 1);

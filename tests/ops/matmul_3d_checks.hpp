@@ -42,7 +42,7 @@ struct product_shape {
 // The three forms for cube_3d<Directions, Padding>, compared with Eigen.
 template <class Cube, class Mesh>
 void check_forms(Mesh& mesh, const product_shape& s) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", M x K x N = " + std::to_string(s.m) + " x " +
                std::to_string(s.k) + " x " + std::to_string(s.n));
   const matrix a = serial({s.m, s.k}, 1);
   const matrix b = serial({s.k, s.n}, 2);

@@ -76,7 +76,7 @@ void for_every_family(Communicator& world, Check&& check) {
   const std::vector<matrix_extents> uneven{{7, 11}, {5, 12}, {2, 3}};
   const matrix_extents even{2 * p, 3 * p};
   auto run = [&]<class... Ls>(auto& mesh, layouts<Ls...>, const matrix_extents& shape) {
-    SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
+    SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
                  std::to_string(shape.cols));
     (check.template operator()<Ls>(mesh, shape), ...);
   };

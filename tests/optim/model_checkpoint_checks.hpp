@@ -109,7 +109,7 @@ template <class Family, std::size_t D>
 void expect_resumes_elsewhere(backend::communicator_type& world, const std::filesystem::path& folder,
                               const global_state& saved, const global_state& after, int replicas,
                               const coordinates<D>& grid) {
-  SCOPED_TRACE("data " + std::to_string(replicas) + " x " + detail::shape_string(grid));
+  SCOPED_TRACE("data " + std::to_string(replicas) + " x " + shape_string(grid));
   training<Family, backend::communicator_type, D> run(world, replicas, grid);
   (void)optim::load_model_checkpoint(folder, run.update, world);
   expect_equal(run.state(), saved, 0, "loaded on another mesh");

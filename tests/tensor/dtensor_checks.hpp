@@ -116,8 +116,8 @@ void check_redistribute_from(Mesh& mesh, const matrix_extents& shape) {
 
 template <class Mesh, class... Ls>
 void check_layouts(Mesh& mesh, const matrix_extents& shape, layouts<Ls...>) {
-  const std::string trace = "grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) +
-                            "x" + std::to_string(shape.cols);
+  const std::string trace = "grid " + shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
+                            std::to_string(shape.cols);
   SCOPED_TRACE(trace);
   (check_round_trip<Ls>(mesh, shape), ...);
   (check_redistribute_from<Ls, Mesh, Ls...>(mesh, shape), ...);  // every ordered pair

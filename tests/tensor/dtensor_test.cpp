@@ -132,7 +132,7 @@ TYPED_TEST(dtensor_test, shapes_an_exact_layout_cannot_cut_throw_on_every_rank) 
           EXPECT_EQ(e.rank(), world.world_rank());
           const std::string text = e.what();
           for (const std::string& part : {"[rank " + std::to_string(world.world_rank()) + "]", std::string("9 rows"),
-                                          "grid " + detail::shape_string(mesh.shape()), std::string("exact")})
+                                          "grid " + shape_string(mesh.shape()), std::string("exact")})
             EXPECT_NE(text.find(part), std::string::npos) << "missing \"" << part << "\" in: " << text;
         }
         process_mesh cube(world, {1, 2, world.size() / 2});

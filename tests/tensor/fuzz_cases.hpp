@@ -304,8 +304,8 @@ void draw_on(generator& g, fuzz_case& c) {
   c.chunks = static_cast<int>(g.between(1, 3));
 
   std::string text = "case " + std::to_string(c.index) + ": " + std::to_string(c.ranks) + " ranks as the grid " +
-                     detail::shape_string(grid) + ", a " + std::to_string(c.shape.rows) + "x" +
-                     std::to_string(c.shape.cols) + " matrix (" + kind_names[static_cast<std::size_t>(c.kind)] + "); ";
+                     shape_string(grid) + ", a " + std::to_string(c.shape.rows) + "x" + std::to_string(c.shape.cols) +
+                     " matrix (" + kind_names[static_cast<std::size_t>(c.kind)] + "); ";
   const auto name = [&]<class L>() {
     text += type_name<L>();
     c.user_layout = c.user_layout || std::is_same_v<L, cyclic_rows>;

@@ -68,7 +68,7 @@ void expect_path(Mesh& mesh, path expected, int axis) {
 // is what the serial matrix holds.
 template <class A, class B, class Mesh>
 void check(Mesh& mesh, const matrix_extents& shape, path expected, int axis = -1) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
                std::to_string(shape.cols) + ", expected path " + std::to_string(static_cast<int>(expected)) +
                ", axis " + std::to_string(axis));
   const auto a = from_function<A>(mesh, shape, value);
@@ -134,7 +134,7 @@ double sum_factor(Mesh& mesh) {
 // own storage, which the result keeps.
 template <class Partial, class To, class Mesh>
 void check_sum(Mesh& mesh, const matrix_extents& shape, const std::optional<collective_calls>& expected) {
-  SCOPED_TRACE("grid " + detail::shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
+  SCOPED_TRACE("grid " + shape_string(mesh.shape()) + ", matrix " + std::to_string(shape.rows) + "x" +
                std::to_string(shape.cols) + ", " + layout_name<Partial>() + " → " + layout_name<To>());
   const double mine = addend_factor<Partial>(mesh);
   const auto make_addends = [&] {

@@ -70,9 +70,9 @@ struct matrix_extents {
     if (shape[d] < 0)
       throw argument_error(
           -1, "flatten",
-          "the shape " + detail::shape_string(shape) + " has a negative extent in dimension " + std::to_string(d));
+          "the shape " + shape_string(shape) + " has a negative extent in dimension " + std::to_string(d));
     elements = require_fits(product_if_fits(elements, shape[d]), -1, "flatten", [&] {
-      return "a tensor of shape " + detail::shape_string(shape) + " has more elements than fit in 64 bits";
+      return "a tensor of shape " + shape_string(shape) + " has more elements than fit in 64 bits";
     });
     if (d + 1 < shape.size()) rows *= shape[d];  // a factor of `elements`, so it fits
   }

@@ -74,10 +74,10 @@ struct split<rows_over<RowAxes...>, cols_over<ColAxes...>, Padding> {
       (void)matrix_elements(extents, -1, "layout");
       detail::check_cut<Padding>(
           extents.rows, row_parts_, "rows",
-          "rows over mesh axes " + axes_string(row_axes) + " of the grid " + detail::shape_string(grid_));
+          "rows over mesh axes " + axes_string(row_axes) + " of the grid " + shape_string(grid_));
       detail::check_cut<Padding>(
           extents.cols, col_parts_, "columns",
-          "columns over mesh axes " + axes_string(col_axes) + " of the grid " + detail::shape_string(grid_));
+          "columns over mesh axes " + axes_string(col_axes) + " of the grid " + shape_string(grid_));
     }
 
     [[nodiscard]] matrix_extents extents() const noexcept { return extents_; }

@@ -41,13 +41,13 @@ struct vector_3d {
     mapping(matrix_extents extents, coordinates<3> grid) : extents_(extents), grid_(grid) {
       if (grid_[Outer] != grid_[Diagonal])
         throw mesh_error(-1, "vector_3d",
-                         "the grid " + detail::shape_string(grid_) + " has extents " + std::to_string(grid_[Outer]) +
-                             " and " + std::to_string(grid_[Diagonal]) + " along axes " + std::to_string(Outer) +
-                             " and " + std::to_string(Diagonal) + "; a diagonal needs them equal");
+                         "the grid " + shape_string(grid_) + " has extents " + std::to_string(grid_[Outer]) + " and " +
+                             std::to_string(grid_[Diagonal]) + " along axes " + std::to_string(Outer) + " and " +
+                             std::to_string(Diagonal) + "; a diagonal needs them equal");
       (void)matrix_elements(extents, -1, "vector_3d");
       detail::check_cut<Padding>(extents_.cols, parts(), "columns",
                                  "a vector over axes (" + std::to_string(Outer) + ", " + std::to_string(Across) +
-                                     ") of the grid " + detail::shape_string(grid_));
+                                     ") of the grid " + shape_string(grid_));
     }
 
     [[nodiscard]] matrix_extents extents() const noexcept { return extents_; }

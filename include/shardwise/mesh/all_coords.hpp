@@ -22,8 +22,7 @@ namespace shardwise {
 template <std::size_t Dimensions>
 [[nodiscard]] auto all_coords(const coordinates<Dimensions>& shape) {
   for (std::size_t a = 0; a < Dimensions; ++a)
-    if (shape[a] < 0)
-      throw mesh_error(-1, "all_coords", "the grid " + detail::shape_string(shape) + " has a negative extent");
+    if (shape[a] < 0) throw mesh_error(-1, "all_coords", "the grid " + shape_string(shape) + " has a negative extent");
   // cartesian_product varies its last range fastest: the rank order of process_mesh.
   return [&]<std::size_t... A>(std::index_sequence<A...>) {
     return ranges::views::cartesian_product(ranges::views::iota(0, shape[A])...) |

@@ -56,9 +56,8 @@ class data_parallel_mesh {
     const long long grid_ranks = std::accumulate(grid.begin(), grid.end(), 1LL, std::multiplies<>());
     if (replicas < 1 || static_cast<long long>(replicas) * grid_ranks != world.size())
       throw mesh_error(world.world_rank(), "data_parallel_mesh",
-                       std::to_string(replicas) + " data replicas of the tensor-parallel grid " +
-                           detail::shape_string(grid) + " need " +
-                           std::to_string(static_cast<long long>(replicas) * grid_ranks) +
+                       std::to_string(replicas) + " data replicas of the tensor-parallel grid " + shape_string(grid) +
+                           " need " + std::to_string(static_cast<long long>(replicas) * grid_ranks) +
                            " ranks, the communicator has " + std::to_string(world.size()));
     return shape;
   }

@@ -111,9 +111,8 @@ class process_mesh {
   // The coordinates of `rank`; throws mesh_error unless 0 <= rank < world().size().
   [[nodiscard]] coordinates<Dimensions> coords(int rank) const {
     if (rank < 0 || rank >= world_->size())
-      fail("process_mesh::coords", "rank " + std::to_string(rank) + " is outside the grid " +
-                                       detail::shape_string(shape_) + " of " + std::to_string(world_->size()) +
-                                       " ranks");
+      fail("process_mesh::coords", "rank " + std::to_string(rank) + " is outside the grid " + shape_string(shape_) +
+                                       " of " + std::to_string(world_->size()) + " ranks");
     return point_in_grid(shape_, rank);
   }
 
@@ -122,7 +121,7 @@ class process_mesh {
     for (std::size_t a = 0; a < Dimensions; ++a) {
       if (point[a] < 0 || point[a] >= shape_[a])
         fail("process_mesh::rank_of", "coordinates " + detail::coords_string(point) + " are outside the grid " +
-                                          detail::shape_string(shape_) + " (axis " + std::to_string(a) + ")");
+                                          shape_string(shape_) + " (axis " + std::to_string(a) + ")");
     }
     return rank_in_grid(shape_, point);
   }
@@ -134,7 +133,7 @@ class process_mesh {
   [[nodiscard]] Communicator& axis(int a) {
     if (a < 0 || a >= static_cast<int>(Dimensions))
       fail("process_mesh::axis", "axis " + std::to_string(a) + " does not exist in the " + std::to_string(Dimensions) +
-                                     "-D grid " + detail::shape_string(shape_));
+                                     "-D grid " + shape_string(shape_));
     return axes_[static_cast<std::size_t>(a)];
   }
 
@@ -159,7 +158,7 @@ class process_mesh {
     for (std::size_t k = 0; k < sorted.size(); ++k)
       if (sorted[k] < 0 || sorted[k] >= static_cast<int>(Dimensions) || (k > 0 && sorted[k] == sorted[k - 1]))
         fail("process_mesh::group", "the axes " + detail::axes_string(sorted) + " are not distinct axes of the " +
-                                        std::to_string(Dimensions) + "-D grid " + detail::shape_string(shape_));
+                                        std::to_string(Dimensions) + "-D grid " + shape_string(shape_));
     auto& slot = groups_[sorted];
     if (!slot) {
       // Colour: the group's first rank; key: my place in the sub-grid.
@@ -192,7 +191,7 @@ class process_mesh {
   }
 
   static coordinates<Dimensions> checked_shape(Communicator& world, const coordinates<Dimensions>& shape) {
-    const std::string grid = detail::shape_string(shape);
+    const std::string grid = shape_string(shape);
     const std::string size = std::to_string(world.size());
     auto fail = [&](const std::string& detail) { throw mesh_error(world.world_rank(), "process_mesh", detail); };
 

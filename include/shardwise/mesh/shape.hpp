@@ -124,9 +124,7 @@ template <std::size_t Dimensions>
   return best;
 }
 
-namespace detail {
-
-// "2x2x3": how errors and logs print a shape (a grid's coordinates, a tensor's extents).
+// "2x2x3": how errors and logs print a shape (a grid's extents, a tensor's), for programs to print theirs alike.
 template <class Extents>
 [[nodiscard]] std::string shape_string(const Extents& shape) {
   std::string text;
@@ -136,6 +134,8 @@ template <class Extents>
   }
   return text;
 }
+
+namespace detail {
 
 // "(1, 0, 1)": how errors and logs print a point.
 template <std::size_t Dimensions>

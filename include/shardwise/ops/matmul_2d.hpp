@@ -138,8 +138,8 @@ void require_square(Mesh& mesh, const char* form) {
   if (grid[0] != grid[1])
     throw mesh_error(mesh.world().world_rank(), "matmul",
                      std::string("SUMMA (") + form +
-                         " of block_2d operands) runs on a square q x q grid; the mesh is " +
-                         detail::shape_string(grid) + "; build a " + std::to_string(grid[0] * grid[1]) +
+                         " of block_2d operands) runs on a square q x q grid; the mesh is " + shape_string(grid) +
+                         "; build a " + std::to_string(grid[0] * grid[1]) +
                          "-rank 2-D mesh whose sides are equal, or use a 1-D or 3-D product");
 }
 
