@@ -278,8 +278,7 @@ struct summed_in_place {
 // A tensor whose element (i, j) is f(i, j); each rank evaluates f on its own elements only.
 template <class Layout, class Mesh, class F>
 requires std::invocable<F&, std::int64_t, std::int64_t>
-[[nodiscard]] auto from_function(Mesh& mesh, matrix_extents extents, F&& f)
-    -> dtensor<std::remove_cvref_t<std::invoke_result_t<F&, std::int64_t, std::int64_t>>, Layout, Mesh> try {
+[[nodiscard]] auto from_function(Mesh& mesh, matrix_extents extents, F&& f) try {
   using T = std::remove_cvref_t<std::invoke_result_t<F&, std::int64_t, std::int64_t>>;
   dtensor<T, Layout, Mesh> tensor(mesh, extents);
   if (!element_memory::stored_on_this_thread()) return tensor;  // shapes only: f is never asked
