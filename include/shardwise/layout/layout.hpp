@@ -101,12 +101,6 @@ struct block_info {
   }
 };
 
-// "rows 0..5, columns 2..3": the elements a block owns, as messages name them.
-[[nodiscard]] inline std::string owned_ranges(const block_info& b) {
-  return "rows " + std::to_string(b.row_offset) + ".." + std::to_string(b.row_offset + b.rows - 1) + ", columns " +
-         std::to_string(b.col_offset) + ".." + std::to_string(b.col_offset + b.cols - 1);
-}
-
 // Where a global element lives: a rank, one of its blocks, and the index inside that block.
 struct location {
   int rank = 0;
@@ -199,6 +193,12 @@ template <block_mapping M>
 }
 
 namespace detail {
+
+// "rows 0..5, columns 2..3": the elements a block owns, as messages name them.
+[[nodiscard]] inline std::string owned_ranges(const block_info& b) {
+  return "rows " + std::to_string(b.row_offset) + ".." + std::to_string(b.row_offset + b.rows - 1) + ", columns " +
+         std::to_string(b.col_offset) + ".." + std::to_string(b.col_offset + b.cols - 1);
+}
 
 // Throws unless `extent` (>= 0, as matrix_elements checks) elements of `dimension` ("rows", "columns")
 // can be cut into `parts` under `Rule`. `how` says over what the dimension is cut ("rows over mesh axes
