@@ -26,6 +26,17 @@ using element_of = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 namespace detail {
 
+// The calls that combine the ranks' elements with an op, the one list of them: their elements must be
+// reducible, where the other calls' need only travel as bytes.
+template <class Call>
+inline constexpr bool reduces = false;
+template <class T>
+inline constexpr bool reduces<calls::all_reduce<T>> = true;
+template <class T>
+inline constexpr bool reduces<calls::reduce<T>> = true;
+template <class T>
+inline constexpr bool reduces<calls::reduce_scatter<T>> = true;
+
 // Whether a call's elements are ones it can carry: reducible ones for the reductions, trivially
 // copyable ones for the rest. Where they are not, the call's static_assert has said so in words, and
 // the call goes no further, so that the backend is not instantiated for them: its insides would only
@@ -33,13 +44,7 @@ namespace detail {
 template <class Call>
 inline constexpr bool carries_its_elements = true;  // a barrier
 template <template <class> class Call, class T>
-inline constexpr bool carries_its_elements<Call<T>> = communicable<T>;
-template <class T>
-inline constexpr bool carries_its_elements<calls::all_reduce<T>> = reducible<T>;
-template <class T>
-inline constexpr bool carries_its_elements<calls::reduce<T>> = reducible<T>;
-template <class T>
-inline constexpr bool carries_its_elements<calls::reduce_scatter<T>> = reducible<T>;
+inline constexpr bool carries_its_elements<Call<T>> = reduces<Call<T>> ? reducible<T> : communicable<T>;
 
 }  // namespace detail
 
@@ -59,15 +64,15 @@ class communicator_interface {
     static_assert(std::is_same_v<element_of<In>, element_of<Out>>,
                   "shardwise: the input and output buffers of a collective must have the same element type");
   }
-  template <class R>
-  static constexpr void reducible_elements() {
-    static_assert(reducible<element_of<R>>,
-                  "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
-  }
-  template <class R>
-  static constexpr void communicable_elements() {
-    static_assert(communicable<element_of<R>>,
-                  "shardwise: collectives move elements as bytes, so the element type must be trivially copyable");
+  // The call's static_assert on its elements (detail::carries_its_elements), in the words for its kind.
+  template <class Call>
+  static constexpr void carried_elements() {
+    if constexpr (detail::reduces<Call>)
+      static_assert(detail::carries_its_elements<Call>,
+                    "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
+    else
+      static_assert(detail::carries_its_elements<Call>,
+                    "shardwise: collectives move elements as bytes, so the element type must be trivially copyable");
   }
 
  public:
@@ -214,6 +219,7 @@ class communicator_interface {
 
   template <class Call>
   void execute(const Call& call) {
+    carried_elements<Call>();
     if constexpr (detail::carries_its_elements<Call>) {
       admit(call);
       detail::backend_hooks::run(self(), call);
@@ -221,6 +227,7 @@ class communicator_interface {
   }
   template <class Call>
   auto begin(const Call& call) {
+    carried_elements<Call>();
     if constexpr (detail::carries_its_elements<Call>) {
       admit(call);
       return detail::backend_hooks::start(self(), call);
@@ -238,24 +245,20 @@ class communicator_interface {
   template <class In, class Out>
   auto make_all_reduce(In&& in, Out&& out, op reduction) {
     same_elements<In, Out>();
-    reducible_elements<In>();
     return calls::all_reduce<element_of<In>>{read_span(in), write_span(out), reduction};
   }
   template <class In, class Out>
   auto make_reduce(In&& in, Out&& out, op reduction, int root) {
     same_elements<In, Out>();
-    reducible_elements<In>();
     return calls::reduce<element_of<In>>{read_span(in), write_span(out), reduction, root};
   }
   template <class In, class Out>
   auto make_reduce_scatter(In&& in, Out&& out, op reduction) {
     same_elements<In, Out>();
-    reducible_elements<In>();
     return calls::reduce_scatter<element_of<In>>{read_span(in), write_span(out), reduction};
   }
   template <class InOut>
   auto make_reduce_scatter_in_place(InOut&& in_out, op reduction) {
-    reducible_elements<InOut>();
     using call = calls::reduce_scatter<element_of<InOut>>;
     const auto whole = write_span(in_out);
     checks::check_divisible<call>(self().world_rank(), whole.size(), self().size());
@@ -264,12 +267,10 @@ class communicator_interface {
   template <class In, class Out>
   auto make_all_gather(In&& in, Out&& out) {
     same_elements<In, Out>();
-    communicable_elements<In>();
     return calls::all_gather<element_of<In>>{read_span(in), write_span(out)};
   }
   template <class InOut>
   auto make_all_gather_in_place(InOut&& in_out) {
-    communicable_elements<InOut>();
     using call = calls::all_gather<element_of<InOut>>;
     const auto whole = write_span(in_out);
     checks::check_divisible<call>(self().world_rank(), whole.size(), self().size());
@@ -278,29 +279,24 @@ class communicator_interface {
   template <class In, class Out>
   auto make_all_to_all(In&& in, Out&& out) {
     same_elements<In, Out>();
-    communicable_elements<In>();
     return calls::all_to_all<element_of<In>>{read_span(in), write_span(out)};
   }
   template <class In, class Out>
   auto make_all_to_all_v(In&& in, std::span<const int> send_counts, Out&& out, std::span<const int> receive_counts,
                          output_stores stores) {
     same_elements<In, Out>();
-    communicable_elements<In>();
     return calls::all_to_all_v<element_of<In>>{read_span(in), send_counts, write_span(out), receive_counts, stores};
   }
   template <class Data>
   auto make_broadcast(Data&& data, int root) {
-    communicable_elements<Data>();
     return calls::broadcast<element_of<Data>>{write_span(data), root};
   }
   template <class Data>
   auto make_send(Data&& data, int destination, int tag) {
-    communicable_elements<Data>();
     return calls::send<element_of<Data>>{read_span(data), destination, tag};
   }
   template <class Data>
   auto make_recv(Data&& data, int source, int tag) {
-    communicable_elements<Data>();
     return calls::recv<element_of<Data>>{write_span(data), source, tag};
   }
 
