@@ -15,7 +15,8 @@
 //
 //   cmake --build build --target 04_transformer_1d_2d_3d && build/examples/04_transformer_1d_2d_3d
 //                                                           8 ranks as threads
-//   mpiexec -n 8 build/examples/04_transformer_1d_2d_3d_mpi  8 MPI processes (any number works)
+//   mpiexec -n 8 build/examples/04_transformer_1d_2d_3d_mpi  8 MPI processes (any number works;
+//                                                            --oversubscribe if needed)
 //
 // Read top to bottom; the numbered steps are the tutorial (docs/tensor-parallel.md explains the layers).
 #include <algorithm>

@@ -8,7 +8,7 @@
 //
 //   cmake --build build --target 05_sharded_adam && build/examples/05_sharded_adam
 //                                                    4 ranks as threads, resuming on 3
-//   mpiexec -n 8 build/examples/05_sharded_adam_mpi  8 MPI processes, resuming on 7
+//   mpiexec -n 8 build/examples/05_sharded_adam_mpi  8 MPI processes, resuming on 7 (--oversubscribe if needed)
 //
 // Read top to bottom; the numbered steps are the tutorial.
 #include <Eigen/Dense>

@@ -4,6 +4,7 @@
 //   scripts/run-example                                  2 ranks as threads: data 2 x 1-D 1
 //   build/examples/07_train_gpt --dp 1 --tp 2d:2x2        4 ranks: one replica on a 2x2 grid
 //   mpiexec -n 8 build/examples/07_train_gpt --backend mpi --dp 2 --tp 1d:4
+//                                                         8 MPI processes (--oversubscribe if needed)
 //   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel   activations cut by tokens between sub-blocks
 //   build/examples/07_train_gpt --dp 1 --tp 1d:4 --sequence-parallel --collective automatic
 //                                                        its rings or unfused collectives, as measured

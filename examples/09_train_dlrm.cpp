@@ -4,6 +4,7 @@
 //
 //   build/examples/09_train_dlrm                          8 ranks as threads
 //   mpiexec -n 4 build/examples/09_train_dlrm --backend mpi
+//                                                         4 MPI processes (--oversubscribe if needed)
 //
 // The data: data::dlrm_generator (random dense features, Zipf-distributed lookups, labels drawn from a
 // planted model). The model: model::dlrm. The updates: sharded Adam over the replicas for the MLPs
