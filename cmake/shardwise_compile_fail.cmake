@@ -2,7 +2,7 @@
 # `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> [-DFIRST_ERROR=<regex>] [-DONLY_ERROR=ON] -P`:
 # building TARGET must fail, and the build's output must contain EXPECT (so it failed for the promised
 # reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it; with
-# ONLY_ERROR, that error must be the build's one error (none follows from inside the library).
+# ONLY_ERROR, that error must be the build's one error (none follows it).
 set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
 if(CONFIG)
   list(APPEND build_command --config "${CONFIG}")

@@ -26,7 +26,9 @@
 // In 3-D the hidden layout IS cube::swapped::input (the paper's exchange of the y and z directions
 // after the first linear), and the second linear, in the swapped cube, gives swapped::output, which IS
 // cube::input again: the types carry the swap, and a block's output has its input's layout.
+#include <algorithm>
 #include <cstddef>
+#include <tuple>
 
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/padding.hpp"
@@ -84,5 +86,12 @@ concept tensor_parallel_family = requires {
   typename F::second_weight;
   typename F::vocabulary;
 } && F::mesh_dimensions == D;
+
+// The library's family for meshes of D dimensions (beyond 3, the 3-D one): what stands in for a
+// refused family, so that its refusal is the build's one error.
+template <std::size_t D>
+using library_family =
+    std::tuple_element_t<std::clamp<std::size_t>(D, 1, 3) - 1,
+                         std::tuple<tensor_parallel_1d<>, tensor_parallel_2d<>, tensor_parallel_3d<>>>;
 
 }  // namespace shardwise::nn

@@ -16,10 +16,14 @@ struct sub_block_linears {
   static_assert(tensor_parallel_family<Family, Mesh::dimensions>,
                 "shardwise::nn: the family (nn/family.hpp) is for meshes of another number of dimensions than "
                 "this mesh: tensor_parallel_1d, _2d, _3d need 1-, 2- and 3-D meshes");
-  using input_layout = typename Family::input;
-  using first = linear<T, input_layout, typename Family::first_weight, Mesh>;
-  using second = linear<T, typename Family::hidden, typename Family::second_weight, Mesh, input_layout>;
-  static_assert(std::is_same_v<typename first::output_layout, typename Family::hidden> &&
+  // Past a refused family, the library's family of the mesh's dimensions stands in, so that the
+  // refusal above is the build's one error.
+  using family =
+      std::conditional_t<tensor_parallel_family<Family, Mesh::dimensions>, Family, library_family<Mesh::dimensions>>;
+  using input_layout = typename family::input;
+  using first = linear<T, input_layout, typename family::first_weight, Mesh>;
+  using second = linear<T, typename family::hidden, typename family::second_weight, Mesh, input_layout>;
+  static_assert(std::is_same_v<typename first::output_layout, typename family::hidden> &&
                     std::is_same_v<typename second::output_layout, input_layout>,
                 "shardwise::nn: a family's first linear must take its input layout to its hidden "
                 "layout and the second take that back, so that sub-blocks and blocks stack");

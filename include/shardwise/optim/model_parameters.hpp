@@ -72,6 +72,17 @@ struct model_parameter {
   std::function<void()> restore_gradient;  // zeros of its own again, if its gradient is not bound
 };
 
+// Instantiated once per pair of types, however many parameters have them: a model of float
+// parameters refused for a bf16 update is one error, not one per kind of parameter tensor.
+template <class Element, class Weight>
+constexpr bool weights_are_parameters() {
+  static_assert(std::is_same_v<Element, Weight>,
+                "shardwise: an update built from a model keeps the model's weights in its flat buffers, so "
+                "its Weight is the parameters' element type: float parameters take Weight = float, bf16 "
+                "parameters (with float gradients and float32 master weights) Weight = bf16");
+  return std::is_same_v<Element, Weight>;
+}
+
 // The parameters of `model` in for_each_parameter's order, each holding a reference to the model's
 // parameter: the model outlives the list.
 template <class Weight, parameterised Model>
@@ -80,26 +91,24 @@ template <class Weight, parameterised Model>
   const bool values = element_memory::stored_on_this_thread();
   model.for_each_parameter([&](const std::string& name, auto& p) {
     using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
-    static_assert(std::is_same_v<element, Weight>,
-                  "shardwise: an update built from a model keeps the model's weights in its flat buffers, so "
-                  "its Weight is the parameters' element type: float parameters take Weight = float, bf16 "
-                  "parameters (with float gradients and float32 master weights) Weight = bf16");
-    model_parameter<Weight> parameter;
-    parameter.record.name = name;
-    parameter.record.extents = p.value.extents();
-    parameter.record.blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
-    for (int b = 0; b < p.value.block_count(); ++b) parameter.record.blocks.push_back(p.value.block(b));
-    parameter.record.counted = holds_counted_copy(p.value);
-    parameter.shape = local_shape(p.value);
-    parameter.gradient_is_zero = !values || std::ranges::none_of(p.gradient.data(), [](auto g) { return g != 0; });
-    parameter.release_gradient = [&p] { p.gradient.release(); };
-    parameter.bind_weights = [&p](shared_buffer<Weight> storage) { p.value.bind(std::move(storage)); };
-    parameter.bind_gradient = [&p](shared_buffer<float> storage) { p.gradient.bind(std::move(storage)); };
-    parameter.restore_gradient = [&p] {
-      if (!p.gradient.is_bound())
-        p.gradient = std::remove_cvref_t<decltype(p.gradient)>(p.gradient.mesh(), p.gradient.extents());
-    };
-    parameters.push_back(std::move(parameter));
+    if constexpr (weights_are_parameters<element, Weight>()) {
+      model_parameter<Weight> parameter;
+      parameter.record.name = name;
+      parameter.record.extents = p.value.extents();
+      parameter.record.blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
+      for (int b = 0; b < p.value.block_count(); ++b) parameter.record.blocks.push_back(p.value.block(b));
+      parameter.record.counted = holds_counted_copy(p.value);
+      parameter.shape = local_shape(p.value);
+      parameter.gradient_is_zero = !values || std::ranges::none_of(p.gradient.data(), [](auto g) { return g != 0; });
+      parameter.release_gradient = [&p] { p.gradient.release(); };
+      parameter.bind_weights = [&p](shared_buffer<Weight> storage) { p.value.bind(std::move(storage)); };
+      parameter.bind_gradient = [&p](shared_buffer<float> storage) { p.gradient.bind(std::move(storage)); };
+      parameter.restore_gradient = [&p] {
+        if (!p.gradient.is_bound())
+          p.gradient = std::remove_cvref_t<decltype(p.gradient)>(p.gradient.mesh(), p.gradient.extents());
+      };
+      parameters.push_back(std::move(parameter));
+    }
   });
   return parameters;
 }

@@ -125,7 +125,8 @@ concept optimizer =
     std::copyable<O> && elementwise_update<O> && reduction_rounds<O> >= 0 &&
     reduction_rounds<O> <= max_reduction_rounds && (reduction_rounds<O> == 0 || whole_tensor_statistics<O>);
 
-// Gives the reason in words when a type is used as an optimizer but is not one; true when it is.
+// Gives the reason in words when a type is used as an optimizer but is not one. True either way, so
+// that `static_assert(require_optimizer<O>())` in a class says the reason and nothing after it.
 template <class O>
 constexpr bool require_optimizer() {
   static_assert(elementwise_update<O>,
@@ -140,7 +141,7 @@ constexpr bool require_optimizer() {
                   "tensor_state)");
     static_assert(std::copyable<O>, "shardwise: an optimizer is a plain value (copyable hyper-parameters)");
   }
-  return optimizer<O>;
+  return true;
 }
 
 }  // namespace shardwise::optim
