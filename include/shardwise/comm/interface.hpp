@@ -46,6 +46,24 @@ inline constexpr bool carries_its_elements = true;  // a barrier
 template <template <class> class Call, class T>
 inline constexpr bool carries_its_elements<Call<T>> = reduces<Call<T>> ? reducible<T> : communicable<T>;
 
+// The collectives' refusals of their buffers' elements, each message written once (the interface's
+// calls and the algorithms' own, comm/algorithms/collectives.hpp).
+template <class In, class Out>
+constexpr void same_elements() {
+  static_assert(std::is_same_v<element_of<In>, element_of<Out>>,
+                "shardwise: the input and output buffers of a collective must have the same element type");
+}
+template <bool Reducible>
+constexpr void reducible_elements() {
+  static_assert(Reducible,
+                "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
+}
+template <bool Communicable>
+constexpr void communicable_elements() {
+  static_assert(Communicable,
+                "shardwise: collectives move elements as bytes, so the element type must be trivially copyable");
+}
+
 }  // namespace detail
 
 template <class R>
@@ -59,20 +77,14 @@ template <class R>
 
 template <class Backend>
 class communicator_interface {
-  template <class In, class Out>
-  static constexpr void same_elements() {
-    static_assert(std::is_same_v<element_of<In>, element_of<Out>>,
-                  "shardwise: the input and output buffers of a collective must have the same element type");
-  }
   // The call's static_assert on its elements (detail::carries_its_elements), in the words for its kind.
   template <class Call>
   static constexpr void carried_elements() {
-    if constexpr (detail::reduces<Call>)
-      static_assert(detail::carries_its_elements<Call>,
-                    "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
-    else
-      static_assert(detail::carries_its_elements<Call>,
-                    "shardwise: collectives move elements as bytes, so the element type must be trivially copyable");
+    if constexpr (detail::reduces<Call>) {
+      detail::reducible_elements<detail::carries_its_elements<Call>>();
+    } else {
+      detail::communicable_elements<detail::carries_its_elements<Call>>();
+    }
   }
 
  public:
@@ -244,17 +256,17 @@ class communicator_interface {
 
   template <class In, class Out>
   auto make_all_reduce(In&& in, Out&& out, op reduction) {
-    same_elements<In, Out>();
+    detail::same_elements<In, Out>();
     return calls::all_reduce<element_of<In>>{read_span(in), write_span(out), reduction};
   }
   template <class In, class Out>
   auto make_reduce(In&& in, Out&& out, op reduction, int root) {
-    same_elements<In, Out>();
+    detail::same_elements<In, Out>();
     return calls::reduce<element_of<In>>{read_span(in), write_span(out), reduction, root};
   }
   template <class In, class Out>
   auto make_reduce_scatter(In&& in, Out&& out, op reduction) {
-    same_elements<In, Out>();
+    detail::same_elements<In, Out>();
     return calls::reduce_scatter<element_of<In>>{read_span(in), write_span(out), reduction};
   }
   template <class InOut>
@@ -266,7 +278,7 @@ class communicator_interface {
   }
   template <class In, class Out>
   auto make_all_gather(In&& in, Out&& out) {
-    same_elements<In, Out>();
+    detail::same_elements<In, Out>();
     return calls::all_gather<element_of<In>>{read_span(in), write_span(out)};
   }
   template <class InOut>
@@ -278,13 +290,13 @@ class communicator_interface {
   }
   template <class In, class Out>
   auto make_all_to_all(In&& in, Out&& out) {
-    same_elements<In, Out>();
+    detail::same_elements<In, Out>();
     return calls::all_to_all<element_of<In>>{read_span(in), write_span(out)};
   }
   template <class In, class Out>
   auto make_all_to_all_v(In&& in, std::span<const int> send_counts, Out&& out, std::span<const int> receive_counts,
                          output_stores stores) {
-    same_elements<In, Out>();
+    detail::same_elements<In, Out>();
     return calls::all_to_all_v<element_of<In>>{read_span(in), send_counts, write_span(out), receive_counts, stores};
   }
   template <class Data>

@@ -81,10 +81,8 @@ void play(C& comm, const pattern<std::size_t>& steps, std::span<const T> source,
 
 template <class In, class Out, bool Reducing>
 constexpr void elements_fit() {
-  static_assert(std::is_same_v<element_of<In>, element_of<Out>>,
-                "shardwise: the input and output buffers of a collective must have the same element type");
-  static_assert(!Reducing || reducible<element_of<In>>,
-                "shardwise: reductions are defined on float, double, std::int32_t, std::int64_t and bf16 only");
+  shardwise::detail::same_elements<In, Out>();
+  if constexpr (Reducing) shardwise::detail::reducible_elements<reducible<element_of<In>>>();
 }
 
 template <communicator C>
