@@ -87,11 +87,15 @@ concept tensor_parallel_family = requires {
   typename F::vocabulary;
 } && F::mesh_dimensions == D;
 
+namespace detail {
+
 // The library's family for meshes of D dimensions (beyond 3, the 3-D one): what stands in for a
 // refused family, so that its refusal is the build's one error.
 template <std::size_t D>
 using library_family =
     std::tuple_element_t<std::clamp<std::size_t>(D, 1, 3) - 1,
                          std::tuple<tensor_parallel_1d<>, tensor_parallel_2d<>, tensor_parallel_3d<>>>;
+
+}  // namespace detail
 
 }  // namespace shardwise::nn

@@ -13,13 +13,13 @@ namespace shardwise::nn {
 
 template <class T, class Family, class Mesh>
 struct sub_block_linears {
-  static_assert(tensor_parallel_family<Family, Mesh::dimensions>,
+  static constexpr bool family_fits = tensor_parallel_family<Family, Mesh::dimensions>;
+  static_assert(family_fits,
                 "shardwise::nn: the family (nn/family.hpp) is for meshes of another number of dimensions than "
                 "this mesh: tensor_parallel_1d, _2d, _3d need 1-, 2- and 3-D meshes");
   // Past a refused family, the library's family of the mesh's dimensions stands in, so that the
   // refusal above is the build's one error.
-  using family =
-      std::conditional_t<tensor_parallel_family<Family, Mesh::dimensions>, Family, library_family<Mesh::dimensions>>;
+  using family = std::conditional_t<family_fits, Family, detail::library_family<Mesh::dimensions>>;
   using input_layout = typename family::input;
   using first = linear<T, input_layout, typename family::first_weight, Mesh>;
   using second = linear<T, typename family::hidden, typename family::second_weight, Mesh, input_layout>;

@@ -32,6 +32,11 @@ namespace shardwise::detail {
 // The top bit of a counter marks an aborted run: every waiter on it wakes and gives up.
 inline constexpr std::uint32_t aborted_bit = std::uint32_t{1} << 31;
 
+// A waiter on `value` for `target` may stop waiting: the count is reached, or the run aborted.
+[[nodiscard]] inline bool settled(std::uint32_t value, std::uint32_t target) noexcept {
+  return (value & ~aborted_bit) >= target || (value & aborted_bit) != 0;
+}
+
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -114,9 +119,9 @@ class asleep_while_here {
 // false checks once.
 inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t target, bool block, const waiter& who) {
   std::uint32_t value = 0;
-  const auto settled = [&] {
+  const auto settled_now = [&] {
     value = counter.load(std::memory_order_acquire);
-    return (value & ~aborted_bit) >= target || (value & aborted_bit) != 0;
+    return settled(value, target);
   };
   // Complete, even if the run aborted since.
   const auto complete = [&] { return (value & ~aborted_bit) >= target; };
@@ -124,15 +129,15 @@ inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t 
   if (!block) {
     // A rank that polls (`while (!request.test())`) lets its thread's other ranks run once between
     // looks: they may be the ones it waits for.
-    if (!settled() && fibers != nullptr) {
+    if (!settled_now() && fibers != nullptr) {
       fibers->yield();
-      settled();
+      settled_now();
     }
     return complete();
   }
-  if (fibers != nullptr ? settled() : wait_actively(who.budget, settled)) return complete();
+  if (fibers != nullptr ? settled_now() : wait_actively(who.budget, settled_now)) return complete();
   const asleep_while_here asleep(who, counter, target);
-  while (!settled()) {
+  while (!settled_now()) {
     if (fibers != nullptr) {
       fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
     } else {

@@ -116,9 +116,7 @@ class stall_watch {
     if (running_ > 0 || stalled_ || first_asleep_ == none) return false;
     for (int r = first_asleep_; r != none; r = later_[static_cast<std::size_t>(r)]) {
       const rank_now& rank = ranks_[static_cast<std::size_t>(r)];
-      const std::uint32_t value = rank.counter->load(std::memory_order_acquire);
-      if ((value & ~shardwise::detail::aborted_bit) >= rank.target || (value & shardwise::detail::aborted_bit) != 0)
-        return false;
+      if (shardwise::detail::settled(rank.counter->load(std::memory_order_acquire), rank.target)) return false;
     }
     stalled_ = true;
     return true;
