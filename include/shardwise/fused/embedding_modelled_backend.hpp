@@ -104,6 +104,9 @@ class modelled_backend {
     return fused_backward_model(plan, comm_->world_rank(), comm_->machine(), gpu_initiated_,
                                 comm_->stream().available(), comm_->timeline());
   }
+  // The kernels hold the plan by reference: a temporary one would be gone before they use it.
+  fused_kernel_model fused_kernel(const embedding_plan&&) const = delete;             // name the plan in a variable
+  fused_backward_model fused_backward_kernel(const embedding_plan&&) const = delete;  // name the plan in a variable
   // Every rank's messages to every rank (untimed), delivered together; the kernel holds the stream
   // until its end and the host waits for it, as the baseline's blocking all-to-all does.
   template <class Kernel>

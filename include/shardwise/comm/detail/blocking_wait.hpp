@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "shardwise/comm/detail/fibers.hpp"
+#include "shardwise/comm/detail/wait_target.hpp"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -28,14 +29,6 @@
 #endif
 
 namespace shardwise::detail {
-
-// The top bit of a counter marks an aborted run: every waiter on it wakes and gives up.
-inline constexpr std::uint32_t aborted_bit = std::uint32_t{1} << 31;
-
-// A waiter on `value` for `target` may stop waiting: the count is reached, or the run aborted.
-[[nodiscard]] inline bool settled(std::uint32_t value, std::uint32_t target) noexcept {
-  return (value & ~aborted_bit) >= target || (value & aborted_bit) != 0;
-}
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -139,7 +132,7 @@ inline bool wait_until(const std::atomic<std::uint32_t>& counter, std::uint32_t 
   const asleep_while_here asleep(who, counter, target);
   while (!settled_now()) {
     if (fibers != nullptr) {
-      fibers->wait_for(counter, target, aborted_bit);  // resumed once the counter moves far enough
+      fibers->wait_for(counter, target);  // resumed once the counter moves far enough
     } else {
       counter.wait(value, std::memory_order_acquire);
     }

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "shardwise/comm/detail/wait_target.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/rank_local.hpp"
 
@@ -175,11 +176,10 @@ class fiber_thread {
     fibers_of_this_thread() = nullptr;
   }
 
-  // From a rank: suspends it until `counter` reaches `target` or is marked aborted (`aborted_bit`).
-  void wait_for(const std::atomic<std::uint32_t>& counter, std::uint32_t target, std::uint32_t aborted_bit) {
+  // From a rank: suspends it until `counter` reaches `target` or is marked aborted (wait_target.hpp).
+  void wait_for(const std::atomic<std::uint32_t>& counter, std::uint32_t target) {
     current_->waiting_on = &counter;
     current_->target = target;
-    current_->aborted_bit = aborted_bit;
     suspend();
   }
   // From a rank: lets the thread's other ranks run once.
@@ -210,8 +210,7 @@ class fiber_thread {
 
     [[nodiscard]] bool may_resume() {
       if (waiting_on == nullptr) return true;
-      const std::uint32_t value = waiting_on->load(std::memory_order_acquire);
-      if ((value & ~aborted_bit) < target && (value & aborted_bit) == 0) return false;
+      if (!settled(waiting_on->load(std::memory_order_acquire), target)) return false;
       waiting_on = nullptr;
       return true;
     }
@@ -238,7 +237,6 @@ class fiber_thread {
     bool finished = false;
     const std::atomic<std::uint32_t>* waiting_on = nullptr;
     std::uint32_t target = 0;
-    std::uint32_t aborted_bit = 0;
     void* fake_stack = nullptr;  // AddressSanitizer's, while suspended
     void* tsan = nullptr;        // ThreadSanitizer's fiber
   };

@@ -18,6 +18,7 @@
 
 #include "shardwise/comm/detail/blocking_wait.hpp"
 #include "shardwise/comm/detail/spin_lock.hpp"
+#include "shardwise/comm/detail/wait_target.hpp"
 
 namespace shardwise::threads::detail {
 
