@@ -1,8 +1,8 @@
 # Driver of a compile-fail test, run as
-# `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> [-DFIRST_ERROR=<regex>] [-DONLY_ERROR=ON] -P`:
+# `cmake -DBUILD_DIR=... -DTARGET=... -DCONFIG=... -DEXPECT=<regex> [-DFIRST_ERROR=<regex>] -P`:
 # building TARGET must fail, and the build's output must contain EXPECT (so it failed for the promised
-# reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it; with
-# ONLY_ERROR, that error must be the build's one error (none follows it).
+# reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it; and the
+# refusal must be the build's one error (none follows it), as Eigen's are.
 set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
 if(CONFIG)
   list(APPEND build_command --config "${CONFIG}")
@@ -26,12 +26,10 @@ if(FIRST_ERROR)
     message(FATAL_ERROR "${TARGET}: the first error line\n  ${first_error}\ndoes not match \"${FIRST_ERROR}\"")
   endif()
 endif()
-if(ONLY_ERROR)
-  string(REGEX MATCHALL "error:" errors "${output}")
-  list(LENGTH errors error_count)
-  if(NOT error_count EQUAL 1)
-    message("${output}")
-    message(FATAL_ERROR "${TARGET}: the build reports ${error_count} errors where it must report one")
-  endif()
+string(REGEX MATCHALL "error:" errors "${output}")
+list(LENGTH errors error_count)
+if(NOT error_count EQUAL 1)
+  message("${output}")
+  message(FATAL_ERROR "${TARGET}: the build reports ${error_count} errors where it must report one")
 endif()
 message(STATUS "${TARGET} does not compile, as expected, with a message matching \"${EXPECT}\"")

@@ -4,7 +4,7 @@
 #   shardwise_add_mpi_test(NAME <name> SOURCES <files...> [MPI_RANKS <n...>] [TIMEOUT <seconds>]
 #                          [COMPILE_DEFINITIONS <definitions...>])
 #   shardwise_add_in_process_test(NAME <name> SOURCES <files...> [TARGET <target>] [TIMEOUT <seconds>])
-#   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> [FIRST_ERROR <regex>] [ERRORS_FOLLOW])
+#   shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> [FIRST_ERROR <regex>])
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>]
 #                         [ARGS <arguments...>])
 #   shardwise_add_header_check()
@@ -181,19 +181,13 @@ endfunction()
 # Proves that SOURCE does not compile and that the compiler says EXPECT (a regex) while refusing it.
 # With FIRST_ERROR, the first line of the output that contains "error:" must match that regex too: what
 # a user reads first (e.g. the layouts that met), not only somewhere in the notes. The refusal must be
-# the build's one error, as Eigen's are, unless ERRORS_FOLLOW says that others follow it.
+# the build's one error, as Eigen's are.
 # The object target is outside ALL; test compile_fail.<name> builds it through cmake --build.
 function(shardwise_add_compile_fail_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "ERRORS_FOLLOW" "NAME;SOURCE;EXPECT;FIRST_ERROR" "")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;SOURCE;EXPECT;FIRST_ERROR" "")
   if(NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_EXPECT OR arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "usage: shardwise_add_compile_fail_test(NAME <name> SOURCE <file> EXPECT <regex> "
-                        "[FIRST_ERROR <regex>] [ERRORS_FOLLOW])")
-  endif()
-  # A refusal is the build's one error, unless the test says that others follow it (and its comment why).
-  if(arg_ERRORS_FOLLOW)
-    set(only_error OFF)
-  else()
-    set(only_error ON)
+                        "[FIRST_ERROR <regex>])")
   endif()
   set(target compile_fail_${arg_NAME})
   add_library(${target} OBJECT EXCLUDE_FROM_ALL ${arg_SOURCE})
@@ -202,7 +196,7 @@ function(shardwise_add_compile_fail_test)
   target_link_libraries(${target} PRIVATE shardwise::shardwise)
   add_test(NAME compile_fail.${arg_NAME}
     COMMAND "${CMAKE_COMMAND}" "-DBUILD_DIR=${CMAKE_BINARY_DIR}" "-DTARGET=${target}" "-DCONFIG=$<CONFIG>"
-            "-DEXPECT=${arg_EXPECT}" "-DFIRST_ERROR=${arg_FIRST_ERROR}" "-DONLY_ERROR=${only_error}"
+            "-DEXPECT=${arg_EXPECT}" "-DFIRST_ERROR=${arg_FIRST_ERROR}"
             -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
   # Concurrent builds in one build tree (Ninja's log, a re-run of configure) must not race.
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES LABELS compile_fail RESOURCE_LOCK shardwise_build_tree)

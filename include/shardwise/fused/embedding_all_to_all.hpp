@@ -75,7 +75,8 @@ template <communicator Comm, class T = float, class Backend = default_embedding_
 class embedding_all_to_all {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "shardwise::fused::embedding_all_to_all: tables hold float or double");
-  static_assert(embedding_backend<Backend>,
+  static constexpr bool backend_fits = embedding_backend<Backend>;
+  static_assert(backend_fits,
                 "shardwise::fused::embedding_all_to_all: the backend must model fused::embedding_backend (its "
                 "communicators, group_of, delivery_to, machine, models_time, and the kernels: "
                 "fused/embedding_backend.hpp)");
@@ -84,7 +85,9 @@ class embedding_all_to_all {
   static constexpr int gradient_tag = 0x6e6e;
 
  public:
-  using backend_type = Backend;
+  // Past a refused backend, the communicator's default stands in, so that the refusal above is the
+  // build's one error.
+  using backend_type = std::conditional_t<backend_fits, Backend, default_embedding_backend_t<Comm>>;
 
   // Collective: every rank constructs it with the same shape and options.
   embedding_all_to_all(Comm& comm, embedding_shape shape, embedding_options options = {})
@@ -579,13 +582,13 @@ class embedding_all_to_all {
   // runs a table's tasks together.
   [[nodiscard]] slice_order order() const {
     if (options_.order != slice_order::automatic) return options_.order;
-    if (Backend::models_time && options_.gpu_initiated.kernel_per_table) return slice_order::table_by_table;
+    if (backend_type::models_time && options_.gpu_initiated.kernel_per_table) return slice_order::table_by_table;
     return stores_everywhere() ? slice_order::table_by_table : slice_order::communication_aware;
   }
   // Whether every slice is stored straight into its destination's output in real memory (threads; MPI
   // ranks of one node).
   [[nodiscard]] bool stores_everywhere() const {
-    bool all = !Backend::models_time;
+    bool all = !backend_type::models_time;
     for (int p = 0; p < comm_->size(); ++p) all = all && backend_.delivery_to(p) == delivery::store;
     return all;
   }
@@ -630,7 +633,7 @@ class embedding_all_to_all {
 
   // The backward's buffers, made at its first call (collective, as every backward call is): a forward
   // alone never pays for them.
-  slice_exchange<T, Backend>& backward_exchange() {
+  slice_exchange<T, backend_type>& backward_exchange() {
     if (!gradients_)
       gradients_.emplace(backend_, static_cast<std::size_t>(plan_.gradient_floats(rank())),
                          plan_.backward_flags_at(rank()), gradient_tag, "embedding_all_to_all::backward");
@@ -683,11 +686,11 @@ class embedding_all_to_all {
 
   Comm* comm_;
   embedding_options options_;
-  Backend backend_;
+  backend_type backend_;
   embedding_plan plan_;  // after backend_: the automatic order depends on its deliveries
   done_bitmask done_;    // per slice of this rank's order, a bit per row; marked by this rank's thread alone
-  slice_exchange<T, Backend> outputs_;                   // every rank's two outputs and their flags
-  std::optional<slice_exchange<T, Backend>> gradients_;  // every rank's two gradient buffers: backward_exchange()
+  slice_exchange<T, backend_type> outputs_;                   // every rank's two outputs and their flags
+  std::optional<slice_exchange<T, backend_type>> gradients_;  // every rank's two gradient buffers: backward_exchange()
   // On huge pages when large (core/reused_buffer.hpp), as the outputs are: the baseline pools into the
   // send buffer a row per sample, this rank's tables' width apart.
   reused_buffer<T> send_buffer_, receive_buffer_;

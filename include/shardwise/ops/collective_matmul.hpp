@@ -525,6 +525,7 @@ template <matmul_operand Left, matmul_operand Right>
                   "shardwise::all_gather_matmul: neither operand has its rows cut over axis 0 (col_1d) such that, "
                   "gathered, the pair is a 1-D product that sums nothing (L and R in the instantiation above; see "
                   "docs/tensor-parallel.md, Collective matmul)");
+    return detail::stand_in_for_refused_product(detail::product_operand<Left>::tensor(left_operand));
   }
 } catch (...) {
   detail::rethrow_within_product("all_gather_matmul", left_operand, right_operand);
@@ -561,6 +562,7 @@ template <matmul_operand Left, class T, class Layout, class Mesh, matmul_operand
                   "shardwise::all_gather_matmul_both_sides: g does not have its rows cut over axis 0 (col_1d), or "
                   "a·gather(g) or gather(g)·b is not a 1-D product that sums nothing (A, Layout and B in the "
                   "instantiation above; see docs/tensor-parallel.md, Collective matmul)");
+    return std::pair{detail::stand_in_for_refused_product(g), detail::stand_in_for_refused_product(g)};
   }
 } catch (...) {
   rethrow_within_call(world_rank_of(g), call_text("all_gather_matmul_both_sides",
@@ -653,6 +655,8 @@ requires(sizeof...(Rights) > 0)
                   "shardwise::all_gather_matmul: the left operand does not have its rows cut over axis 0 (col_1d) "
                   "such that, gathered, it makes with every right operand a 1-D product that sums nothing (Left "
                   "and Rights in the instantiation above; see docs/tensor-parallel.md, Collective matmul)");
+    const auto& left = detail::product_operand<Left>::tensor(left_operand);
+    return std::tuple{(static_cast<void>(std::type_identity<Rights>{}), detail::stand_in_for_refused_product(left))...};
   }
 } catch (...) {
   std::string operands = detail::product_operand<Left>::describe(left_operand);

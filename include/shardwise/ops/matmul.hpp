@@ -73,6 +73,13 @@ template <class Left, class Right>
 template <class>
 inline constexpr bool no_product_rule = false;
 
+// What a refused product returns past its static_assert: an operand stands in for the result, so
+// that the code using it compiles and the refusal is the build's one error.
+template <class Tensor>
+[[nodiscard]] Tensor stand_in_for_refused_product(const Tensor& operand) {
+  return operand;
+}
+
 // What every distributed product asks of its pair of operands (matmul, and the collective products of
 // ops/collective_matmul.hpp): one element type, float or double, one mesh, at most one transposed.
 template <class Left, class Right>
@@ -154,6 +161,7 @@ template <matmul_operand Left, matmul_operand Right>
                   "read off the type; L or R in the instantiation above is a layout written against the layout "
                   "concept alone (block_cyclic_2d, vector_3d or your own): redistribute<row_1d<>>(t), or into "
                   "another split layout, first (docs/layouts.md, \"Layouts of your own\")");
+    return detail::stand_in_for_refused_product(left);
   } else if constexpr (Mesh::dimensions == 3 && detail::cube_product<L, R, tl, tr>::exists) {
     return detail::cube_matmul<tl, tr>(left, right, options.chunks);
   } else if constexpr (Mesh::dimensions == 2 && detail::summa_product<L, R, tl, tr>::exists) {
@@ -165,6 +173,7 @@ template <matmul_operand Left, matmul_operand Right>
                   "shardwise::matmul: no distributed product for these layouts (L and R in the instantiation "
                   "above; tl, tr say which is transposed); see docs/tensor-parallel.md for the layout pairs the "
                   "1-D, 2-D and 3-D products take and the layout each returns");
+    return detail::stand_in_for_refused_product(left);
   }
 } catch (...) {
   detail::rethrow_within_product("matmul", left_operand, right_operand, detail::options_text(options));
