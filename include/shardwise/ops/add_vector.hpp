@@ -67,7 +67,7 @@ template <value_element T, split_layout Layout, class Mesh>
 }
 
 template <class T, class Layout, class Mesh, class Vector>
-requires is_partial_sum_v<Layout> void add_vector(  // b added to each addend counts once per addend: reduce(t) first
+requires is_partial_sum_v<Layout> auto add_vector(  // b added to each addend counts once per addend: reduce(t) first
     const dtensor<T, Layout, Mesh>&, const Vector&) = delete;
 
 }  // namespace shardwise

@@ -118,10 +118,10 @@ requires(!is_partial_sum_v<Layout>)
 }
 
 template <class T, class Layout, class Mesh>
-requires is_partial_sum_v<Layout> void gelu(  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
+requires is_partial_sum_v<Layout> auto gelu(  // gelu of addends, summed, is not gelu of the sum: reduce(t) first
     const dtensor<T, Layout, Mesh>&, gelu_approximation = {}) = delete;
 template <class T, class Layout, class Mesh>
-requires is_partial_sum_v<Layout> void gelu_backward(  // gelu' of an addend is not gelu' of the sum: reduce(t) first
+requires is_partial_sum_v<Layout> auto gelu_backward(  // gelu' of an addend is not gelu' of the sum: reduce(t) first
     const dtensor<T, Layout, Mesh>&, const dtensor<T, Layout, Mesh>&, gelu_approximation = {}) = delete;
 
 }  // namespace shardwise

@@ -118,7 +118,7 @@ template <value_element T, split_layout Layout, class Mesh>
 
 template <class T, class Layout, class Mesh, class... Parameters>
 requires is_partial_sum_v<Layout>
-void layer_norm(const dtensor<T, Layout, Mesh>&,
+auto layer_norm(const dtensor<T, Layout, Mesh>&,
                 const Parameters&...) = delete;  // the statistics of addends are not those of the sum: reduce(t) first
 
 }  // namespace shardwise

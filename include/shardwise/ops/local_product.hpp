@@ -40,7 +40,7 @@ template <class T, class Layout, class Mesh>
 }
 // A view of a temporary would dangle before the product reads it.
 template <class T, class Layout, class Mesh>
-void transposed(const dtensor<T, Layout, Mesh>&&) = delete;
+auto transposed(const dtensor<T, Layout, Mesh>&&) = delete;
 
 namespace detail {
 

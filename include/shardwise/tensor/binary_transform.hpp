@@ -51,7 +51,7 @@ requires(!is_partial_sum_v<Layout>)
 
 template <class T, class U, class Layout, class Mesh, class F>
 requires is_partial_sum_v<Layout>
-void transform_arrays(const dtensor<T, Layout, Mesh>&, const dtensor<U, Layout, Mesh>&, F&&,
+auto transform_arrays(const dtensor<T, Layout, Mesh>&, const dtensor<U, Layout, Mesh>&, F&&,
                       const elementwise_cost& = {}) = delete;  // f of addends, summed, is not f of the sum
 
 template <class T, class U, class Layout, class Mesh, class F>

@@ -185,16 +185,16 @@ requires(is_partial_sum_v<Layout> && !is_partial_sum_v<NewLayout>)
 // Partial sums: the blocks are addends still to be summed over a mesh axis.
 template <class Layout, class Mesh, class T>
 requires is_partial_sum_v<Layout>
-void scatter(Mesh&,  // every replica would get the values, and the sum would count them once per replica
+auto scatter(Mesh&,  // every replica would get the values, and the sum would count them once per replica
              const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>&, int = 0) = delete;
 template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
-void gather(const dtensor<T, Layout, Mesh>&, int = 0) = delete;  // passes one addend off as the sum: reduce(t) first
+auto gather(const dtensor<T, Layout, Mesh>&, int = 0) = delete;  // passes one addend off as the sum: reduce(t) first
 template <class T, class Layout, class Mesh>
 requires is_partial_sum_v<Layout>
-void all_gather(const dtensor<T, Layout, Mesh>&) = delete;  // passes one addend off as the sum: reduce(t) first
+auto all_gather(const dtensor<T, Layout, Mesh>&) = delete;  // passes one addend off as the sum: reduce(t) first
 template <class NewLayout, class T, class Layout, class Mesh>
 requires is_partial_sum_v<NewLayout> && (!std::is_same_v<NewLayout, Layout>)
-void redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
+auto redistribute(const dtensor<T, Layout, Mesh>&) = delete;  // addends are no layout to move into: sums come out final
 
 }  // namespace shardwise

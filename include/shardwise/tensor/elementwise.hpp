@@ -53,7 +53,7 @@ requires(!is_partial_sum_v<Layout>)
 
 template <class T, class Layout, class Mesh, class F>
 requires is_partial_sum_v<Layout>
-void transform_arrays(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
+auto transform_arrays(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
     const dtensor<T, Layout, Mesh>&, F&&, const elementwise_cost& = {}) = delete;
 
 template <class T, class Layout, class Mesh, class F>
@@ -67,7 +67,7 @@ requires std::invocable<F&, const T&>
 
 template <class T, class Layout, class Mesh, class F>
 requires std::invocable<F&, const T&> && is_partial_sum_v<Layout>
-void transform(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
+auto transform(  // a non-linear f of addends, summed, is not f of the sum: reduce(t) first
     const dtensor<T, Layout, Mesh>&, F&&, const elementwise_cost& = {}) = delete;
 
 template <class T, class Layout, class Mesh>
