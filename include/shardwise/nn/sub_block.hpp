@@ -11,14 +11,25 @@
 
 namespace shardwise::nn {
 
-template <class T, class Family, class Mesh>
-struct sub_block_linears {
-  static constexpr bool family_fits = tensor_parallel_family<Family, Mesh::dimensions>;
-  static_assert(family_fits,
+namespace detail {
+
+// The family's refusal, in a function of its own: Clang marks a class whose static_assert fails invalid
+// and then reports each of its members missing, where a failed function is one error.
+template <class Family, class Mesh>
+consteval bool family_fits_the_mesh() {
+  static_assert(tensor_parallel_family<Family, Mesh::dimensions>,
                 "shardwise::nn: the family (nn/family.hpp) is for meshes of another number of dimensions than "
                 "this mesh: tensor_parallel_1d, _2d, _3d need 1-, 2- and 3-D meshes");
+  return tensor_parallel_family<Family, Mesh::dimensions>;
+}
+
+}  // namespace detail
+
+template <class T, class Family, class Mesh>
+struct sub_block_linears {
+  static constexpr bool family_fits = detail::family_fits_the_mesh<Family, Mesh>();
   // Past a refused family, the library's family of the mesh's dimensions stands in, so that the
-  // refusal above is the build's one error.
+  // refusal is the build's one error.
   using family = std::conditional_t<family_fits, Family, detail::library_family<Mesh::dimensions>>;
   using input_layout = typename family::input;
   using first = linear<T, input_layout, typename family::first_weight, Mesh>;
