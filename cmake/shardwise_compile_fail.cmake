@@ -3,9 +3,21 @@
 # building TARGET must fail, and the build's output must contain EXPECT (so it failed for the promised
 # reason, not a typo); given FIRST_ERROR, the first line containing "error:" must match it; and the
 # refusal must be the build's one error (none follows it), as Eigen's are.
-set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
-if(CONFIG)
-  list(APPEND build_command --config "${CONFIG}")
+# With `-DCOMPILER=<c++> -DSOURCE=<file> -DINCLUDES=<dir>|<dir>...` instead of BUILD_DIR and TARGET, the
+# source is compiled by that compiler alone (-fsyntax-only), so the test holds under a second compiler.
+if(COMPILER)
+  string(REPLACE "|" ";" include_dirs "${INCLUDES}")
+  # The system's own directory stays the compiler's: named with -I it would come before the C++ headers'.
+  list(REMOVE_ITEM include_dirs "/usr/include")
+  list(REMOVE_DUPLICATES include_dirs)
+  list(TRANSFORM include_dirs PREPEND "-I")
+  set(build_command "${COMPILER}" -std=c++20 -fsyntax-only ${include_dirs} "${SOURCE}")
+  get_filename_component(TARGET "${SOURCE}" NAME)
+else()
+  set(build_command "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}")
+  if(CONFIG)
+    list(APPEND build_command --config "${CONFIG}")
+  endif()
 endif()
 execute_process(COMMAND ${build_command} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
 

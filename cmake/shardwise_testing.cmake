@@ -182,7 +182,10 @@ endfunction()
 # With FIRST_ERROR, the first line of the output that contains "error:" must match that regex too: what
 # a user reads first (e.g. the layouts that met), not only somewhere in the notes. The refusal must be
 # the build's one error, as Eigen's are.
-# The object target is outside ALL; test compile_fail.<name> builds it through cmake --build.
+# The object target is outside ALL; test compile_fail.<name> builds it through cmake --build. Where the
+# project builds with another compiler and Clang is found, compile_fail_clang.<name> asks the same of
+# Clang (EXPECT and one error; FIRST_ERROR is written in GCC's words).
+find_program(SHARDWISE_CLANG_FOR_COMPILE_FAIL NAMES clang++-14 clang++)
 function(shardwise_add_compile_fail_test)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;SOURCE;EXPECT;FIRST_ERROR" "")
   if(NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_EXPECT OR arg_UNPARSED_ARGUMENTS)
@@ -200,6 +203,14 @@ function(shardwise_add_compile_fail_test)
             -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
   # Concurrent builds in one build tree (Ninja's log, a re-run of configure) must not race.
   set_tests_properties(compile_fail.${arg_NAME} PROPERTIES LABELS compile_fail RESOURCE_LOCK shardwise_build_tree)
+  if(SHARDWISE_CLANG_FOR_COMPILE_FAIL AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+    add_test(NAME compile_fail_clang.${arg_NAME}
+      COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${SHARDWISE_CLANG_FOR_COMPILE_FAIL}"
+              "-DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/${arg_SOURCE}" "-DINCLUDES=$<JOIN:${includes},|>"
+              "-DEXPECT=${arg_EXPECT}" -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/shardwise_compile_fail.cmake")
+    set_tests_properties(compile_fail_clang.${arg_NAME} PROPERTIES LABELS compile_fail)
+  endif()
 endfunction()
 
 # Every public header compiles on its own, and twice in one translation unit (include guard). One
