@@ -70,9 +70,9 @@ class fused_kernel_model {
         rank_(rank),
         launch_latency_(model.kernel_per_table ? machine.device.launch_latency : -1),
         kernel_(rank, machine.device, model, model.resident_workgroups, start + machine.device.launch_latency, trace) {}
-  // Holds the plan by reference (a simulation of thousands of ranks has one plan, not one each).
-  template <class... Rest>
-  fused_kernel_model(const embedding_plan&&, Rest&&...) = delete;  // holds the plan by reference: name it in a variable
+  // Holds the plan by reference (a simulation of thousands of ranks has one plan, not one each). The
+  // refusal of a temporary is one line, so that the compiler's excerpt of it shows the words.
+  fused_kernel_model(const embedding_plan&&, auto&&...) = delete;  // keeps a reference: name the plan in a variable
 
   // Task `task_index` of `slice`: one bag of `lookups` indices.
   void task(const embedding_slice& slice, std::int64_t task_index, std::int64_t lookups) {
@@ -121,9 +121,7 @@ class fused_backward_model {
         device_(machine.device),
         model_(model),
         kernel_(rank, machine.device, model, model.resident_workgroups, start + machine.device.launch_latency, trace) {}
-  template <class... Rest>
-  fused_backward_model(const embedding_plan&&,
-                       Rest&&...) = delete;  // holds the plan by reference: name it in a variable
+  fused_backward_model(const embedding_plan&&, auto&&...) = delete;  // keeps a reference: name the plan in a variable
 
   // A slice of this rank's output gradient leaves for its table's owner: the workgroups take the puts
   // in turn, each with its flag behind a fence.

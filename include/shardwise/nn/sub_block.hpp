@@ -17,10 +17,11 @@ namespace detail {
 // and then reports each of its members missing, where a failed function is one error.
 template <class Family, class Mesh>
 consteval bool family_fits_the_mesh() {
-  static_assert(tensor_parallel_family<Family, Mesh::dimensions>,
+  constexpr bool fits = tensor_parallel_family<Family, Mesh::dimensions>;
+  static_assert(fits,
                 "shardwise::nn: the family (nn/family.hpp) is for meshes of another number of dimensions than "
                 "this mesh: tensor_parallel_1d, _2d, _3d need 1-, 2- and 3-D meshes");
-  return tensor_parallel_family<Family, Mesh::dimensions>;
+  return fits;
 }
 
 }  // namespace detail
