@@ -94,7 +94,7 @@ constexpr const char* options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --sequence-parallel\n"
     "         --collective ring|unfused|automatic\n"
     "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
-    "         --recompute attention|block  --precision float|bf16\n"
+    "         --recompute none|attention|block  --precision float|bf16\n"
     "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
@@ -238,7 +238,7 @@ Optimizer hyper_parameters(const options& o) {
   else if constexpr (std::is_same_v<Optimizer, sw::optim::lamb>)
     return {.beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-6f, .weight_decay = o.weight_decay};
   else
-    return {};
+    return {.weight_decay = o.weight_decay};
 }
 
 // Weight decay on the matrices of the linear layers only: not on embeddings, biases or norms.
