@@ -1,6 +1,6 @@
-// Ranks that call one collective with different counts, roots, reductions or element types, or different
-// collectives, are stopped before any data moves, on every backend (the MPI build has
-// SHARDWISE_CHECK_AGREEMENT on): every rank throws argument_error naming its own call and another
+// Ranks that call one collective with different counts, roots, reductions or element types, in its
+// blocking and its started (i...) forms, or different collectives, are stopped before any data moves, on every backend
+// (the MPI build has SHARDWISE_CHECK_AGREEMENT on): every rank throws argument_error naming its own call and another
 // rank's, and the ranks are still in step afterwards. Without the check, MPI would hang or corrupt.
 #include <gtest/gtest.h>
 
@@ -27,14 +27,16 @@ class disagreement_check {
   explicit disagreement_check(Communicator& comm) : comm_(comm) {}
   [[nodiscard]] bool odd() const { return comm_.rank() == comm_.size() - 1; }
 
-  // `call` throws on every rank: "[rank r] <operation>: rank r called <mine> while rank s called <theirs>".
+  // `call` throws on every rank: "[rank r] <operation>: rank r called <mine> while rank s called <theirs>",
+  // where a started call is named by its i... form and the operation without the i.
   template <class Call>
   void expect(const std::string& what, Call&& call, const std::string& common, const std::string& odd_one) {
     const int rank = comm_.world_rank();
     const int other = odd() ? 0 : comm_.size() - 1;
     const std::string& mine = odd() ? odd_one : common;
     const std::string& theirs = odd() ? common : odd_one;
-    const std::string operation = mine.substr(0, mine.find_first_of("<("));
+    const std::size_t started = mine.starts_with('i') ? 1 : 0;  // no collective's own name starts with i
+    const std::string operation = mine.substr(started, mine.find_first_of("<(") - started);
     const std::string expected = "[rank " + std::to_string(rank) + "] " + operation + ": rank " + std::to_string(rank) +
                                  " called " + mine + " while rank " + std::to_string(other) + " called " + theirs;
     try {
@@ -62,6 +64,7 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
         const auto ranks = static_cast<std::size_t>(comm.size());
         for (const bool started : {false, true}) {
           const std::string form = started ? " (started)" : "";
+          const std::string i = started ? "i" : "";
           // Counts.
           std::vector<float> data(odd ? 9 : 8, 1.0F);
           check.expect(
@@ -71,7 +74,7 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
                 else
                   comm.all_reduce(data);
               },
-              "all_reduce<float>(8 elements, sum)", "all_reduce<float>(9 elements, sum)");
+              i + "all_reduce<float>(8 elements, sum)", i + "all_reduce<float>(9 elements, sum)");
           // Roots.
           std::vector<std::int32_t> message(4, 7);
           check.expect(
@@ -81,7 +84,7 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
                 else
                   comm.broadcast(message, odd ? 1 : 0);
               },
-              "broadcast<int32>(4 elements, root 0)", "broadcast<int32>(4 elements, root 1)");
+              i + "broadcast<int32>(4 elements, root 0)", i + "broadcast<int32>(4 elements, root 1)");
           // Reductions.
           std::vector<double> values(3, 2.0);
           check.expect(
@@ -91,7 +94,7 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
                 else
                   comm.reduce(values, odd ? op::max : op::sum, 0);
               },
-              "reduce<double>(3 elements, sum, root 0)", "reduce<double>(3 elements, max, root 0)");
+              i + "reduce<double>(3 elements, sum, root 0)", i + "reduce<double>(3 elements, max, root 0)");
           // Element types.
           std::vector<float> floats(5, 1.0F);
           std::vector<double> doubles(5, 1.0);
@@ -102,7 +105,7 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
                 else
                   started ? comm.iall_reduce(floats).wait() : comm.all_reduce(floats);
               },
-              "all_reduce<float>(5 elements, sum)", "all_reduce<double>(5 elements, sum)");
+              i + "all_reduce<float>(5 elements, sum)", i + "all_reduce<double>(5 elements, sum)");
           // Operations.
           std::vector<std::int64_t> block(2), blocks(2 * ranks);
           check.expect(
@@ -112,7 +115,19 @@ TYPED_TEST(agreement, different_counts_roots_reductions_element_types_and_operat
                 else
                   started ? comm.ibarrier().wait() : comm.barrier();
               },
-              "barrier()", "all_gather<int64>(2 elements)");
+              i + "barrier()", i + "all_gather<int64>(2 elements)");
+          // The blocking form against the started one, which MPI would never match: the odd rank's call
+          // is the other form.
+          const std::string other = started ? "" : "i";
+          std::vector<float> eight(8, 1.0F);
+          check.expect(
+              "form" + form,
+              [&] {
+                if (started != odd) comm.iall_reduce(eight).wait();
+                else
+                  comm.all_reduce(eight);
+              },
+              i + "all_reduce<float>(8 elements, sum)", other + "all_reduce<float>(8 elements, sum)");
         }
         // Uneven all-to-all: the odd rank expects two elements from rank 0, which sends it one.
         std::vector<int> send_counts(ranks, 1), receive_counts(ranks, 1);

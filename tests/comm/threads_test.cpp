@@ -234,6 +234,44 @@ TEST(threads_deadlocks, ranks_that_wait_for_each_other_stop_each_naming_its_call
   }
 }
 
+// A request dropped without wait() waits in its destructor, which cannot throw: what wait() would have
+// thrown, a deadlock or a disagreement, is what run() reports, not a run that ends as if it succeeded.
+TEST(threads_deadlocks, a_request_dropped_unwaited_reports_what_its_wait_would_have_thrown) {
+  const auto reported = [](const std::function<void(threads::communicator&)>& body, threads::ranks_as how) {
+    try {
+      threads::run(2, body, how);
+    } catch (const error& e) {
+      return message_of(e);
+    }
+    return std::string("run returned normally");
+  };
+  for (const auto how : ways) {
+    SCOPED_TRACE(name_of(how));
+    EXPECT_EQ(reported(
+                  [](threads::communicator& comm) {
+                    std::vector<float> data(8);
+                    if (comm.rank() == 0) {
+                      auto never = comm.irecv(data, 1, 0);  // dropped: its destructor waits
+                    }
+                  },
+                  how),
+              "[rank 0] recv: deadlock: rank 0 waits in recv, and rank 1 has returned from its body; no rank can go "
+              "on");
+    EXPECT_EQ(reported(
+                  [](threads::communicator& comm) {
+                    std::vector<float> data(4, 1.0F);
+                    if (comm.rank() == 0) {
+                      auto dropped = comm.iall_reduce(data);
+                    } else {
+                      comm.all_reduce(data);
+                    }
+                  },
+                  how),
+              "[rank 0] all_reduce: rank 0 called iall_reduce<float>(4 elements, sum) while rank 1 called "
+              "all_reduce<float>(4 elements, sum)");
+  }
+}
+
 // Ranks asleep while another computes, ranks that return while others go on among themselves, and
 // waits that end just as the last running rank goes to sleep: none of them is a deadlock.
 TEST(threads_deadlocks, ranks_that_return_early_or_wait_long_are_no_deadlock) {

@@ -101,6 +101,9 @@ TEST_F(byte_corpus_test, errors_name_the_path_and_the_problem) {
   fs::create_symlink(root_ / "loop-b", root_ / "loop-a");  // each link names the other: no file at the end
   fs::create_symlink(root_ / "loop-a", root_ / "loop-b");
   expect_error([&] { byte_corpus c(root_ / "loop-a"); }, "loop-a: Too many levels of symbolic links");
+  fs::create_symlink(root_ / "gone", root_ / "dangling");
+  expect_error([&] { byte_corpus c(root_ / "dangling"); },
+               "dangling: a symbolic link to " + (root_ / "gone").string() + ", which leads nowhere");
   write("nothing", "");
   expect_error([&] { byte_corpus c(root_ / "nothing"); }, "the corpus is empty");
   write("short", "0123456789");

@@ -248,6 +248,10 @@ TEST(check_layout, names_what_breaks_the_contract) {
                      "replicas() blocks"));
   EXPECT_EQ(breach_message<breach::owner_not_lowest>(),
             expected("owner(0, 0) names rank 3, but the lowest rank holding element (0, 0) is rank 0"));
+  EXPECT_NO_THROW(check_layout<test_layout<breach::unbalanced>>({6, 8}, coordinates<1>{4}));  // 2 columns each
+  EXPECT_EQ(breach_message<breach::unbalanced>({6, 7}),
+            "[no rank] check_layout: is_balanced is true, but rank 0 stores 12 elements and rank 3 stores 6 (a 6x7 "
+            "matrix on 4 ranks)");
 }
 
 // Rectangles, not elements: a 2^20 x 2^20 matrix (10^12 elements) on 27 ranks, or on 3 x 3 ranks in tiles

@@ -370,6 +370,8 @@ TYPED_TEST(mesh_test, a_data_parallel_mesh_puts_replicas_beside_the_tensor_paral
         expect_mesh_error(world.world_rank(),
                           [&] { data_parallel_mesh mesh(world, 2, coordinates<2>{world.size(), 2}); },
                           {"data_parallel_mesh", "need " + std::to_string(4 * world.size()) + " ranks"});
+        expect_mesh_error(world.world_rank(), [&] { data_parallel_mesh mesh(world, 0, coordinates<1>{world.size()}); },
+                          {"data_parallel_mesh", "0 data replicas", "at least one replica"});
       },
       {1, 3, 8});
 }

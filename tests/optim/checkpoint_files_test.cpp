@@ -105,6 +105,31 @@ TYPED_TEST(checkpoint_files, saves_keep_the_previous_ignore_then_clean_leftovers
           EXPECT_EQ(state.differences(2, 0), "") << "latest, beside a killed save's leftovers";
           state.load(folder / "step-1");
           EXPECT_EQ(state.differences(1, 0), "") << "an earlier step folder, named directly";
+          // Named directly, a killed save's folder, a folder that is not there, and a folder whose
+          // latest is gone are refused, saying what they are.
+          const auto refused = [&](const fs::path& path, const std::string& words) {
+            try {
+              state.load(path);
+              ADD_FAILURE() << path << " loaded";
+            } catch (const optim::checkpoint_error& e) {
+              EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+            }
+          };
+          refused(folder / "step-7.tmp", (folder / "step-7.tmp").string() + " is a save that never finished");
+          refused(folder / "nowhere",
+                  "no checkpoint at " + (folder / "nowhere").string() + ": there is no such folder");
+          // Loads are collective: ranks given different steps all refuse them.
+          if (comm.size() > 1)
+            refused(comm.rank() == 1 ? folder / "step-1" : folder,
+                    "the ranks restored different steps, 1 to 2: every rank must load the same checkpoint");
+          comm.barrier();
+          if (comm.rank() == 0) fs::rename(folder / "latest", folder / "latest.kept");
+          comm.barrier();
+          refused(folder,
+                  "it holds neither latest nor a manifest; its step folders step-1, step-2 can be loaded by name");
+          comm.barrier();
+          if (comm.rank() == 0) fs::rename(folder / "latest.kept", folder / "latest");
+          comm.barrier();
 
           state.set(3, 0);
           state.save(folder);  // keep 2: step-1 goes, and so do the leftovers; notes.txt stays

@@ -155,7 +155,7 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
         }
         world.barrier();
         expect_error(run.update, folder / "step-2", "rank-0.bin (written by rank 0) is damaged: CRC-32C");
-        expect_error(run.update, folder / "nowhere", "manifest");
+        expect_error(run.update, folder / "nowhere", "there is no such folder");
         // The latest checkpoint is untouched by all of this.
         EXPECT_NO_THROW((void)optim::load_model_checkpoint(folder, run.update, world));
         world.barrier();

@@ -39,6 +39,7 @@ enum class breach {
   owner_place,        // owner() puts the element one column further in its block
   replicas,           // declares 2 replicas, holds each element once
   owner_not_lowest,   // replicated on every rank; owner() names the highest
+  unbalanced,         // declares is_balanced, though its ragged columns need not split evenly
 };
 
 template <breach B>
@@ -50,7 +51,7 @@ struct test_layout {
 
    public:
     static constexpr bool is_replicated = B == breach::replicas || B == breach::owner_not_lowest;
-    static constexpr bool is_balanced = false;
+    static constexpr bool is_balanced = B == breach::unbalanced;
 
     using test_mapping_base<D>::test_mapping_base;
     [[nodiscard]] int replicas() const { return B == breach::replicas ? 2 : B == breach::owner_not_lowest ? p_ : 1; }

@@ -1,7 +1,8 @@
 #pragma once
-// What the ranks of a group must agree on when they call a collective: the operation, the element
-// type, the count, the root and the reduction (and, for all_to_all_v, that what each rank sends
-// another is what that one expects). Every backend compares all ranks' calls before any data moves
+// What the ranks of a group must agree on when they call a collective: the operation, whether it is
+// blocking or started (MPI never matches an iall_reduce with an all_reduce: the job would hang), the
+// element type, the count, the root and the reduction (and, for all_to_all_v, that what each rank
+// sends another is what that one expects). Every backend compares all ranks' calls before any data moves
 // and throws argument_error on every rank, naming both ranks' calls:
 //
 //   [rank 1] all_reduce: rank 1 called all_reduce<float>(128 elements, sum) while rank 0 called
@@ -49,16 +50,16 @@ struct signature {
   std::int32_t root = -1;            // -1: the call has no root
   std::int32_t reduction = -1;       // op as an int; -1: the call reduces nothing
   std::int32_t world_rank = -1;      // who called it (not compared; it names the rank in messages)
-  std::int32_t unused = 0;           // keeps the size a multiple of 8 with no indeterminate bytes
+  std::int32_t started = 0;          // 1: begun by its i... form (iall_reduce), to be waited on
 
   [[nodiscard]] bool same_call_as(const signature& other) const noexcept {
-    return operation == other.operation && element == other.element && elements == other.elements &&
-           root == other.root && reduction == other.reduction;
+    return operation == other.operation && started == other.started && element == other.element &&
+           elements == other.elements && root == other.root && reduction == other.reduction;
   }
 
-  // all_reduce<float>(128 elements, sum), reduce<double>(4 elements, max, root 2), barrier()
+  // all_reduce<float>(128 elements, sum), ireduce<double>(4 elements, max, root 2), barrier()
   [[nodiscard]] std::string describe() const {
-    std::string text(operation.data());
+    std::string text = (started != 0 ? "i" : "") + std::string(operation.data());
     if (element[0] != '\0') text.append("<").append(element.data()).append(">");
     text += "(";
     std::string separator;

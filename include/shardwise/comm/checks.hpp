@@ -89,9 +89,11 @@ void validate(const calls::all_to_all_v<T>& call, int, int size, int world_rank)
   const auto sent = detail::check_counts<call_type>(world_rank, "send_counts", call.send_counts, size);
   const auto received = detail::check_counts<call_type>(world_rank, "receive_counts", call.receive_counts, size);
   if (sent != call.in.size())
-    detail::fail<call_type>(world_rank, detail::sizes("input", call.in.size(), "send_counts sum to", sent));
+    detail::fail<call_type>(world_rank, "input has " + std::to_string(call.in.size()) +
+                                            " elements, send_counts sum to " + std::to_string(sent));
   if (received != call.out.size())
-    detail::fail<call_type>(world_rank, detail::sizes("output", call.out.size(), "receive_counts sum to", received));
+    detail::fail<call_type>(world_rank, "output has " + std::to_string(call.out.size()) +
+                                            " elements, receive_counts sum to " + std::to_string(received));
 }
 
 template <class T>

@@ -164,15 +164,17 @@ class agreement_exchange {
     if (pending_ != MPI_REQUEST_NULL) MPI_Wait(&pending_, MPI_STATUS_IGNORE);  // a destructor cannot report
   }
 
-  // Exchanges the signatures (started: posts the exchange).
+  // Posts the exchange of the signatures, always as a started all-gather: a blocking exchange would
+  // never match a started one, and a blocking call among started ones would hang unnamed.
   void begin(MPI_Comm comm, bool started) {
+    mine_.started = started ? 1 : 0;
     constexpr int bytes = sizeof(agreement::signature);
-    post(comm, started, &mine_, bytes, all_.data(), bytes);
+    post(comm, &mine_, bytes, all_.data(), bytes);
   }
 
-  // After begin(): true once every rank is known to have made the same call (with `block`, or when not
-  // started, it returns true or throws): argument_error naming both calls if not, mpi_error if MPI fails.
-  bool advance(MPI_Comm comm, bool started, bool block) {
+  // After begin(): true once every rank is known to have made the same call (with `block` it returns
+  // true or throws): argument_error naming both calls if not, mpi_error if MPI fails.
+  bool advance(MPI_Comm comm, bool block) {
     for (;;) {
       if (pending_ != MPI_REQUEST_NULL) {
         int done = 1;
@@ -188,7 +190,7 @@ class agreement_exchange {
       if (counts_.empty()) return true;
       all_counts_.resize(counts_.size() * static_cast<std::size_t>(size_));
       const int bytes = static_cast<int>(counts_.size() * sizeof(int));
-      post(comm, started, counts_.data(), bytes, all_counts_.data(), bytes);
+      post(comm, counts_.data(), bytes, all_counts_.data(), bytes);
     }
     // all_counts_: rank s's send counts, then its receive counts, for every s.
     const auto ranks = static_cast<std::size_t>(size_);
@@ -204,11 +206,9 @@ class agreement_exchange {
   }
 
  private:
-  void post(MPI_Comm comm, bool started, const void* mine, int bytes, void* all, int each) {
+  void post(MPI_Comm comm, const void* mine, int bytes, void* all, int each) {
     ++round_;
-    check(blocking_or_started(started ? &pending_ : nullptr, MPI_Allgather, MPI_Iallgather, mine, bytes, MPI_BYTE, all,
-                              each, MPI_BYTE, comm),
-          world_rank_, name_);
+    check(MPI_Iallgather(mine, bytes, MPI_BYTE, all, each, MPI_BYTE, comm, &pending_), world_rank_, name_);
   }
 
   std::string_view name_;
@@ -576,7 +576,7 @@ class communicator : public communicator_interface<communicator> {
       if (starts_) settle_started(nullptr, true);
       detail::agreement_exchange exchange(call, rank_, size_, world_rank_);
       exchange.begin(agreement_, false);
-      exchange.advance(agreement_, false, true);
+      exchange.advance(agreement_, true);
     }
   }
 
@@ -588,7 +588,7 @@ class communicator : public communicator_interface<communicator> {
     while (!waiting.empty()) {
       detail::deferred_start& next = *waiting.front();
       try {
-        if (!next.exchange.advance(agreement_, true, block)) return false;
+        if (!next.exchange.advance(agreement_, block)) return false;
         next.complete = next.launch(*this, &next.handle);
       } catch (...) {
         next.failure = std::current_exception();

@@ -15,12 +15,14 @@
 // samples, the global batch of a step is the same however it is split (data 2 x 2 micro-batches reads
 // what data 4 reads), and a run resumed at step k reads what the uninterrupted run read there.
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "shardwise/core/counter_random.hpp"
@@ -112,6 +114,8 @@ class byte_corpus {
             files.push_back(entry.path());
         std::ranges::sort(files);
         if (files.empty()) fail(path, rank, "the folder has no text files (symbolic links and .dat files are skipped)");
+      } else if (!fs::exists(fs::status(path))) {
+        fail(path, rank, "a symbolic link to " + fs::read_symlink(path).string() + ", which leads nowhere");
       } else {
         files.push_back(path);
       }
@@ -120,8 +124,9 @@ class byte_corpus {
     }
     std::vector<std::uint8_t> bytes;
     for (const auto& file : files) {
+      errno = 0;
       std::ifstream in(file, std::ios::binary);
-      if (!in) fail(file, rank, "cannot be read");
+      if (!in) fail(file, rank, "cannot be read" + (errno != 0 ? ": " + std::generic_category().message(errno) : ""));
       bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
     if (bytes.empty()) fail(path, rank, "the corpus is empty");

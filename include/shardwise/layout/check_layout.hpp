@@ -9,6 +9,7 @@
 //
 // It throws layout_error when
 //   - replicas() is below 1 or above ranks(), or above 1 while is_replicated is false;
+//   - is_balanced is true and a rank stores another number of elements than rank 0;
 //   - a block has a negative offset or extent, reaches outside the matrix, stores less than it owns, or
 //     a rank's blocks store more elements than fit in 64 bits;
 //   - an element lies in no block, in two blocks of one rank, in blocks of different ranks that are
@@ -102,7 +103,10 @@ class layout_checker {
       fail("replicas() is " + std::to_string(replicas) + ", but is_replicated is false");
   }
 
+  // is_balanced is a promise algorithms may rely on (equal counts, no per-rank sizes exchanged), so a
+  // rank storing more or less than rank 0 breaks the contract.
   void collect_blocks() {
+    std::int64_t first_rank_stores = 0;
     for (int rank = 0; rank < ranks_; ++rank) {
       const int count = mapping_.block_count(rank);
       if (count < 0) fail("rank " + std::to_string(rank) + " has " + std::to_string(count) + " blocks");
@@ -116,6 +120,10 @@ class layout_checker {
         stored = *total;
         if (h.block.rows > 0 && h.block.cols > 0) blocks_.push_back(h);
       }
+      if (rank == 0) first_rank_stores = stored;
+      if (M::is_balanced && stored != first_rank_stores)
+        fail("is_balanced is true, but rank 0 stores " + std::to_string(first_rank_stores) + " elements and rank " +
+             std::to_string(rank) + " stores " + std::to_string(stored));
     }
   }
 

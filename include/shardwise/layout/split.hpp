@@ -41,8 +41,8 @@ namespace detail {
 template <std::size_t D, std::size_t... Axes>
 consteval bool axes_of_the_mesh() {
   static_assert(((Axes < D) && ...),
-                "shardwise::split: the layout cuts over a mesh axis the mesh does not have (axes count from 0; "
-                "a 2-D mesh has axes 0 and 1)");
+                "shardwise::split: the layout cuts over a mesh axis the mesh does not have (axes count from 0: "
+                "a mesh of D dimensions, D in the instantiation above, has axes 0 to D - 1)");
   return true;
 }
 

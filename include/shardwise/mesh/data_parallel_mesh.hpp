@@ -54,7 +54,10 @@ class data_parallel_mesh {
     shape[0] = replicas;
     std::copy(grid.begin(), grid.end(), shape.begin() + 1);
     const long long grid_ranks = std::accumulate(grid.begin(), grid.end(), 1LL, std::multiplies<>());
-    if (replicas < 1 || static_cast<long long>(replicas) * grid_ranks != world.size())
+    if (replicas < 1)
+      throw mesh_error(world.world_rank(), "data_parallel_mesh",
+                       std::to_string(replicas) + " data replicas: a mesh holds at least one replica of its grid");
+    if (static_cast<long long>(replicas) * grid_ranks != world.size())
       throw mesh_error(world.world_rank(), "data_parallel_mesh",
                        std::to_string(replicas) + " data replicas of the tensor-parallel grid " + shape_string(grid) +
                            " need " + std::to_string(static_cast<long long>(replicas) * grid_ranks) +

@@ -112,94 +112,99 @@ void save_checkpoint(C& comm, const data_parallel_update<Optimizer, Mode, Weight
 
 // Restores the update's weights, state and step count from `path` (a directory saved into, whose
 // `latest` names the checkpoint, or a step folder), whatever number of replicas saved it. The tensors
-// and the optimizer's state variables must be those of the checkpoint.
+// and the optimizer's state variables must be those of the checkpoint. Collective over `comm`: a
+// failure on any replica, or replicas given different checkpoints, throw on every replica.
 template <communicator C, class Optimizer, weight_update Mode, class Weight>
 void load_checkpoint(C& comm, data_parallel_update<Optimizer, Mode, Weight>& update,
                      const std::filesystem::path& path) try {
   using access = detail::checkpoint_access;
   access::check_communicator(update, comm, "load_checkpoint");
   const detail::checkpoint_call call{comm.world_rank(), "load_checkpoint"};
-  detail::checkpoint_folder checkpoint(path, detail::flat_manifest_header, call);
-  auto& in = checkpoint.manifest();
-  in.expect("replicas");
-  const int replicas = in.number<int>("the replica count", 1);
-  in.end_line();
-  in.expect("steps");
-  const long steps = in.number<long>("the step count");
-  in.end_line();
-  in.expect("bucket_elements");
-  const auto bucket_elements = in.number<std::size_t>("the bucket size");
-  in.end_line();
-  in.expect("tensors");
-  std::vector<parameter_shape> shapes(in.count("the tensor count", 4));
-  in.end_line();
-  for (auto& shape : shapes) {
-    shape.rows = in.number<std::size_t>("a tensor's rows");
-    shape.cols = in.number<std::size_t>("a tensor's columns");
+  detail::load_together(comm, path, call, [&] {
+    detail::checkpoint_folder checkpoint(path, detail::flat_manifest_header, call);
+    auto& in = checkpoint.manifest();
+    in.expect("replicas");
+    const int replicas = in.number<int>("the replica count", 1);
     in.end_line();
-  }
-  const auto state_names = detail::read_state_names(in);
-  in.expect_end();
+    in.expect("steps");
+    const long steps = in.number<long>("the step count");
+    in.end_line();
+    in.expect("bucket_elements");
+    const auto bucket_elements = in.number<std::size_t>("the bucket size");
+    in.end_line();
+    in.expect("tensors");
+    std::vector<parameter_shape> shapes(in.count("the tensor count", 4));
+    in.end_line();
+    for (auto& shape : shapes) {
+      shape.rows = in.number<std::size_t>("a tensor's rows");
+      shape.cols = in.number<std::size_t>("a tensor's columns");
+      in.end_line();
+    }
+    const auto state_names = detail::read_state_names(in);
+    in.expect_end();
 
-  const auto mismatch = [&](const std::string& what) {
-    return call.error((checkpoint.path() / "manifest").string() + ": " + what);
-  };
-  const auto& layout = update.layout();
-  const auto& ours = layout.shapes();
-  if (!std::ranges::equal(shapes, ours)) {
-    const auto [there, here] = std::ranges::mismatch(shapes, ours);
-    const auto text = [](parameter_shape shape) {
-      return extents_string(static_cast<std::int64_t>(shape.rows), static_cast<std::int64_t>(shape.cols));
+    const auto mismatch = [&](const std::string& what) {
+      return call.error((checkpoint.path() / "manifest").string() + ": " + what);
     };
-    throw mismatch("it holds " + std::to_string(shapes.size()) + " tensors, the update " + std::to_string(ours.size()) +
-                   (there != shapes.end() && here != ours.end()
-                        ? "; tensor " + std::to_string(there - shapes.begin()) + " is " + text(*there) + " there and " +
-                              text(*here) + " in the update"
-                        : ""));
-  }
-  if (!std::ranges::equal(state_names, Optimizer::state_names))
-    throw mismatch("its optimizer state is " + detail::names_text(state_names) + ", the update's optimizer keeps " +
-                   detail::names_text(Optimizer::state_names));
-  const auto files = checkpoint.files();
-  if (files.size() != static_cast<std::size_t>(replicas) || files.back().rank != replicas - 1)
-    throw mismatch("it lists " + std::to_string(files.size()) + " files for " + std::to_string(replicas) +
-                   " replicas; each replica writes one");
+    const auto& layout = update.layout();
+    const auto& ours = layout.shapes();
+    if (!std::ranges::equal(shapes, ours)) {
+      const auto [there, here] = std::ranges::mismatch(shapes, ours);
+      const auto text = [](parameter_shape shape) {
+        return extents_string(static_cast<std::int64_t>(shape.rows), static_cast<std::int64_t>(shape.cols));
+      };
+      throw mismatch("it holds " + std::to_string(shapes.size()) + " tensors, the update " +
+                     std::to_string(ours.size()) +
+                     (there != shapes.end() && here != ours.end()
+                          ? "; tensor " + std::to_string(there - shapes.begin()) + " is " + text(*there) +
+                                " there and " + text(*here) + " in the update"
+                          : ""));
+    }
+    if (!std::ranges::equal(state_names, Optimizer::state_names))
+      throw mismatch("its optimizer state is " + detail::names_text(state_names) + ", the update's optimizer keeps " +
+                     detail::names_text(Optimizer::state_names));
+    const auto files = checkpoint.files();
+    if (files.size() != static_cast<std::size_t>(replicas) || files.back().rank != replicas - 1)
+      throw mismatch("it lists " + std::to_string(files.size()) + " files for " + std::to_string(replicas) +
+                     " replicas; each replica writes one");
 
-  // Whole tensors, back to back: values[v][tensor_begin[t] + i].
-  std::vector<std::size_t> tensor_begin;
-  std::size_t elements = 0;
-  for (const auto& shape : shapes) {
-    tensor_begin.push_back(elements);
-    elements += shape.size();
-  }
-  std::size_t tensor_state_floats = 0;
-  for (std::size_t t = 0; t < layout.tensor_count(); ++t) tensor_state_floats += update.tensor_state(t).size();
-  constexpr std::size_t kinds = 1 + state_count<Optimizer>;
-  std::vector<std::vector<float>> values(kinds, std::vector<float>(elements));
-  std::vector<float> tensor_state(tensor_state_floats);
+    // Whole tensors, back to back: values[v][tensor_begin[t] + i].
+    std::vector<std::size_t> tensor_begin;
+    std::size_t elements = 0;
+    for (const auto& shape : shapes) {
+      tensor_begin.push_back(elements);
+      elements += shape.size();
+    }
+    std::size_t tensor_state_floats = 0;
+    for (std::size_t t = 0; t < layout.tensor_count(); ++t) tensor_state_floats += update.tensor_state(t).size();
+    constexpr std::size_t kinds = 1 + state_count<Optimizer>;
+    std::vector<std::vector<float>> values(kinds, std::vector<float>(elements));
+    std::vector<float> tensor_state(tensor_state_floats);
 
-  const flat_layout saved(shapes, replicas, bucket_elements);
-  for (int r = 0; r < replicas; ++r) {
-    const auto& file = files[static_cast<std::size_t>(r)];
-    const auto bytes = checkpoint.read(file);
-    const auto runs = saved.segments_of(r);
-    std::size_t block_elements = 0;
-    for (const auto& run : runs) block_elements += run.count;
-    if (bytes.size() != (kinds * block_elements + tensor_state_floats) * sizeof(float))
-      throw call.error(checkpoint.file_path(file) + " holds " + std::to_string(bytes.size()) +
-                       " bytes, the block the manifest describes " +
-                       std::to_string((kinds * block_elements + tensor_state_floats) * sizeof(float)));
-    std::size_t at = 0;
-    const auto copy = [&](float* into, std::size_t count) {
-      if (count == 0) return;  // an empty vector's data() may be null, which memcpy may not be given
-      std::memcpy(into, bytes.data() + at, count * sizeof(float));
-      at += count * sizeof(float);
-    };
-    for (std::size_t v = 0; v < kinds; ++v)
-      for (const auto& run : runs) copy(values[v].data() + tensor_begin[run.tensor] + run.first, run.count);
-    if (r == 0) copy(tensor_state.data(), tensor_state_floats);
-  }
-  access::restore(update, steps, values, tensor_begin, tensor_state);
+    const flat_layout saved(shapes, replicas, bucket_elements);
+    for (int r = 0; r < replicas; ++r) {
+      const auto& file = files[static_cast<std::size_t>(r)];
+      const auto bytes = checkpoint.read(file);
+      const auto runs = saved.segments_of(r);
+      std::size_t block_elements = 0;
+      for (const auto& run : runs) block_elements += run.count;
+      if (bytes.size() != (kinds * block_elements + tensor_state_floats) * sizeof(float))
+        throw call.error(checkpoint.file_path(file) + " holds " + std::to_string(bytes.size()) +
+                         " bytes, the block the manifest describes " +
+                         std::to_string((kinds * block_elements + tensor_state_floats) * sizeof(float)));
+      std::size_t at = 0;
+      const auto copy = [&](float* into, std::size_t count) {
+        if (count == 0) return;  // an empty vector's data() may be null, which memcpy may not be given
+        std::memcpy(into, bytes.data() + at, count * sizeof(float));
+        at += count * sizeof(float);
+      };
+      for (std::size_t v = 0; v < kinds; ++v)
+        for (const auto& run : runs) copy(values[v].data() + tensor_begin[run.tensor] + run.first, run.count);
+      if (r == 0) copy(tensor_state.data(), tensor_state_floats);
+    }
+    access::restore(update, steps, values, tensor_begin, tensor_state);
+    return steps;
+  });
 } catch (...) {
   rethrow_within_call(comm.world_rank(), call_text("load_checkpoint", path.string()));
 }

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstddef>
@@ -48,6 +49,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
@@ -210,6 +212,28 @@ void throw_if_any_failed(C& comm, const std::exception_ptr& failure, const check
   for (int r = 0; r < comm.size(); ++r)
     if (failed[static_cast<std::size_t>(r)] != 0)
       throw call.error("rank " + std::to_string(r) + " could not " + std::string(what));
+}
+
+// Every rank of `comm` loads together: `load` runs on each and returns the step count it restored. A
+// failure on any rank throws on every rank (throw_if_any_failed), and ranks that restored different
+// steps (given different paths) throw too, so that no replica trains on from a checkpoint the others
+// did not load. The update may be half restored then; it must be loaded again before use.
+template <communicator C, class Load>
+long load_together(C& comm, const std::filesystem::path& path, const checkpoint_call& call, Load&& load) {
+  long steps = -1;
+  std::exception_ptr failure;
+  try {
+    steps = load();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  throw_if_any_failed(comm, failure, call, "load " + path.string());
+  std::array<std::int64_t, 2> range{steps, -static_cast<std::int64_t>(steps)};
+  comm.all_reduce(std::span<std::int64_t>(range), op::max);
+  if (range[0] != -range[1])
+    throw call.error("the ranks restored different steps, " + std::to_string(-range[1]) + " to " +
+                     std::to_string(range[0]) + ": every rank must load the same checkpoint");
+  return steps;
 }
 
 // Runs `step`, returning its failure as a checkpoint_error (a file system's own error wrapped in one).
@@ -566,10 +590,17 @@ class checkpoint_folder {
   }
 
  private:
-  // The step folder `path/latest` names, or `path` itself when it holds a manifest.
+  // The step folder `path/latest` names, or `path` itself when it holds a manifest: never a *.tmp
+  // folder, which a save may have left half written (or, retiring it, half removed).
   static std::filesystem::path resolve(const std::filesystem::path& path, const checkpoint_call& call) {
     namespace fs = std::filesystem;
     std::error_code ignored;
+    if (!fs::is_directory(path, ignored))
+      throw call.error("no checkpoint at " + path.string() + ": there is no such folder");
+    if ((path.has_filename() ? path : path.parent_path()).filename().string().ends_with(".tmp"))
+      throw call.error(path.string() +
+                       " is a save that never finished, or a step being retired: load the folder "
+                       "that holds it, whose latest names its newest finished step");
     if (fs::exists(path / "latest", ignored)) {
       const std::string name = unsealed(read_file(path / "latest", call), path / "latest", call);
       const bool step = name.ends_with('\n') && step_of_folder(std::string_view(name).substr(0, name.size() - 1));
@@ -580,7 +611,23 @@ class checkpoint_folder {
       return folder;
     }
     if (fs::exists(path / "manifest", ignored)) return path;
-    throw call.error("no checkpoint at " + path.string() + ": it holds neither latest nor a manifest");
+    throw call.error("no checkpoint at " + path.string() + ": it holds neither latest nor a manifest" +
+                     step_folders_in(path));
+  }
+
+  // "; its step folders step-3, step-5 can be loaded by name", or nothing when it has none.
+  static std::string step_folders_in(const std::filesystem::path& path) {
+    std::vector<std::pair<long, std::string>> steps;
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ignored)) {
+      const std::string name = entry.path().filename().string();
+      if (const auto step = step_of_folder(name); step && entry.is_directory(ignored)) steps.emplace_back(*step, name);
+    }
+    if (steps.empty()) return "";
+    std::ranges::sort(steps);
+    std::string text = "; its step folders ";
+    for (std::size_t s = 0; s < steps.size(); ++s) text += (s == 0 ? "" : ", ") + steps[s].second;
+    return text + " can be loaded by name";
   }
 
   std::filesystem::path folder_;

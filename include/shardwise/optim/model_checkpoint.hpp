@@ -315,23 +315,28 @@ void save_model_checkpoint(const std::filesystem::path& directory,
 }
 
 // Loads the checkpoint at `path` (a directory with `latest`, or a step folder) into `update` and so
-// into the model it was built from. Returns the saved metadata, with "steps" added.
+// into the model it was built from. Returns the saved metadata, with "steps" added. Collective over
+// `world`: a failure on any rank, or ranks given different checkpoints, throw on every rank.
 template <class Optimizer, weight_update Mode, class Weight, communicator World>
 std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::path& path,
                                                          data_parallel_update<Optimizer, Mode, Weight>& update,
                                                          World& world) try {
-  const auto records = update.parameters();
-  const detail::model_checkpoint_contents saved(path, records, Optimizer::state_names,
-                                                {world.world_rank(), "load_model_checkpoint"});
-  for (std::size_t t = 0; t < records.size(); ++t) {
-    update.set_weights(t, saved.assemble(records[t], records[t].name));
-    for (std::size_t k = 0; k < saved.state_names().size(); ++k)
-      update.set_state(k, t,
-                       saved.assemble(records[t], detail::state_tensor_name(records[t].name, saved.state_names()[k])));
-  }
-  update.set_steps_done(saved.steps());
-  auto metadata = saved.metadata();
-  metadata["steps"] = std::to_string(saved.steps());
+  const detail::checkpoint_call call{world.world_rank(), "load_model_checkpoint"};
+  std::map<std::string, std::string> metadata;
+  detail::load_together(world, path, call, [&] {
+    const auto records = update.parameters();
+    const detail::model_checkpoint_contents saved(path, records, Optimizer::state_names, call);
+    for (std::size_t t = 0; t < records.size(); ++t) {
+      update.set_weights(t, saved.assemble(records[t], records[t].name));
+      for (std::size_t k = 0; k < saved.state_names().size(); ++k)
+        update.set_state(
+            k, t, saved.assemble(records[t], detail::state_tensor_name(records[t].name, saved.state_names()[k])));
+    }
+    update.set_steps_done(saved.steps());
+    metadata = saved.metadata();
+    metadata["steps"] = std::to_string(saved.steps());
+    return saved.steps();
+  });
   return metadata;
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));

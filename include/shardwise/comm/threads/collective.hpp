@@ -60,7 +60,7 @@ class collective final : public pending, public catching_up {
         phases_(phases_of(call_)),
         in_flight_(std::move(started_on)) {
     own_.prepare(call_);
-    op_ = &group_->join(sequence_, rank_, slot{&call_, signature_of(call_, world_rank())}, Call::name);
+    op_ = &group_->join(sequence_, rank_, slot{&call_, signature()}, Call::name);
     if (in_flight_) in_flight_->add(*this);
   }
   ~collective() override {
@@ -90,7 +90,19 @@ class collective final : public pending, public catching_up {
 
   Call& call() noexcept { return call_; }
 
+  // A request dropped before it finished, whose error its destructor cannot throw: the run reports it.
+  void failed_unwaited(std::exception_ptr error) noexcept override {
+    group_->run->failing(world_rank(), std::move(error));
+  }
+
  private:
+  // Started ones are on a rank's list in flight; blocking ones are not.
+  [[nodiscard]] agreement::signature signature() const {
+    agreement::signature mine = signature_of(call_, world_rank());
+    mine.started = in_flight_ ? 1 : 0;
+    return mine;
+  }
+
   bool advance_own_part(bool block) {
     if (released_) return true;  // finished, by an earlier wait or a later collective's catching up
     const std::uint32_t ranks = group_->ranks();

@@ -166,6 +166,7 @@ class transfer_wait final : public pending {
     run_->failing(world_rank_);
     withdraw();
   }
+  void failed_unwaited(std::exception_ptr error) noexcept override { run_->failing(world_rank_, std::move(error)); }
 
  private:
   void withdraw() noexcept {

@@ -20,12 +20,16 @@ class pending {
   virtual bool progress(bool block) = 0;
   // Called when the request dies during stack unwinding: abort the run, detach safely.
   virtual void abandon() noexcept = 0;
+  // Called when the request, dropped unwaited, finished with `error`, which a destructor cannot throw.
+  virtual void failed_unwaited(std::exception_ptr error) noexcept = 0;
 };
 
 }  // namespace detail
 
 // Destroying a request that is still active waits for it, except while an exception unwinds the stack:
-// then the run is aborted instead of hanging.
+// then the run is aborted instead of hanging. An error that wait would have thrown (a deadlock, a
+// disagreement) is kept for run() to report, so a dropped request cannot make a run end as if it had
+// succeeded.
 class request {
  public:
   request() = default;
@@ -65,7 +69,8 @@ class request {
     } else {
       try {
         state_->progress(true);
-      } catch (...) {  // the error already reached every rank's own calls; a destructor cannot throw
+      } catch (...) {
+        state_->failed_unwaited(std::current_exception());
       }
     }
     state_.reset();
