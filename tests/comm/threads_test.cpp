@@ -221,7 +221,8 @@ TEST(threads_deadlocks, ranks_that_wait_for_each_other_stop_each_naming_its_call
           std::vector<float> data(8);
           comm.recv(data, 1 - comm.rank(), 0);  // each waits for the other's send
         },
-        "[rank 0] recv: deadlock: ranks 0 and 1 wait in recv; no rank can go on");
+        "[rank 0] recv: deadlock: rank 0 waits in recv from rank 1 with tag 0, rank 1 waits in recv from rank 0 "
+        "with tag 0; no rank can go on");
     expect_deadlock(
         5, how,
         [](threads::communicator& comm) {
@@ -229,8 +230,18 @@ TEST(threads_deadlocks, ranks_that_wait_for_each_other_stop_each_naming_its_call
           if (comm.rank() == 1 || comm.rank() == 3) comm.recv(data, 4, 0);  // rank 4 never sends
           if (comm.rank() == 2) comm.all_gather(std::span<const float>(data).first(2), data);
         },
-        "[rank 1] recv: deadlock: ranks 1 and 3 wait in recv, rank 2 waits in all_gather, and ranks 0 and 4 "
-        "have returned from their bodies; no rank can go on");
+        "[rank 1] recv: deadlock: ranks 1 and 3 wait in recv from rank 4 with tag 0, rank 2 waits in all_gather, "
+        "and ranks 0 and 4 have returned from their bodies; no rank can go on");
+    expect_deadlock(
+        2, how,
+        [](threads::communicator& comm) {
+          std::vector<float> data(8);
+          if (comm.rank() == 0) comm.send(data, 1, 5);
+          else
+            comm.recv(data, 0, 6);  // a tag no send has
+        },
+        "[rank 1] recv: deadlock: rank 1 waits in recv from rank 0 with tag 6, and rank 0 has returned from its "
+        "body; no rank can go on");
   }
 }
 
@@ -255,8 +266,8 @@ TEST(threads_deadlocks, a_request_dropped_unwaited_reports_what_its_wait_would_h
                     }
                   },
                   how),
-              "[rank 0] recv: deadlock: rank 0 waits in recv, and rank 1 has returned from its body; no rank can go "
-              "on");
+              "[rank 0] recv: deadlock: rank 0 waits in recv from rank 1 with tag 0, and rank 1 has returned from "
+              "its body; no rank can go on");
     EXPECT_EQ(reported(
                   [](threads::communicator& comm) {
                     std::vector<float> data(4, 1.0F);

@@ -82,7 +82,8 @@ class communicator : public communicator_interface<communicator> {
     auto delivered = outgoing.delivered;
     mailbox_of(call.destination).deliver_or_post(outgoing, /*keep_copy=*/false);
     return request(std::make_unique<detail::transfer_wait>(group_->run, group_->mailboxes[index(call.destination)],
-                                                           std::move(delivered), nullptr, world_rank(), "isend"));
+                                                           std::move(delivered), nullptr, world_rank(), "isend",
+                                                           waits_in("isend to", call.destination, call.tag)));
   }
   template <class T>
   void run(const calls::recv<T>& call) {
@@ -100,7 +101,13 @@ class communicator : public communicator_interface<communicator> {
     mailbox_of(rank_).receive_or_post(wanted);
     auto flag = std::shared_ptr<std::atomic<std::uint32_t>>(wanted, &wanted->done);
     return request(std::make_unique<detail::transfer_wait>(group_->run, group_->mailboxes[index(rank_)],
-                                                           std::move(flag), std::move(wanted), world_rank(), "recv"));
+                                                           std::move(flag), std::move(wanted), world_rank(), "recv",
+                                                           waits_in("recv from", call.source, call.tag)));
+  }
+  // "recv from rank 2 with tag 6", the peer by its world rank, as every message names ranks.
+  [[nodiscard]] std::string waits_in(std::string_view what, int peer, int tag) const {
+    return std::string(what) + " rank " + std::to_string(group_->world_ranks[index(peer)]) + " with tag " +
+           std::to_string(tag);
   }
 
   template <class T>

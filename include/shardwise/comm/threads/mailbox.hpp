@@ -132,22 +132,25 @@ struct mailbox {
 
 // Waits for a flag raised by the other side of a transfer. If the run aborts first, the entry is
 // withdrawn, or, when the other side already holds it, its copy (which never blocks) is let finish.
+// `waits_in` is how a deadlock names the wait: the peer and the tag ("recv from rank 2 with tag 6"),
+// which tell a tag or a source that no send matches.
 class transfer_wait final : public pending {
  public:
   transfer_wait(std::shared_ptr<context> run, std::shared_ptr<mailbox> box,
                 std::shared_ptr<std::atomic<std::uint32_t>> flag, std::shared_ptr<posted_receive> receive,
-                int world_rank, std::string_view name)
+                int world_rank, std::string_view name, std::string waits_in)
       : run_(std::move(run)),
         box_(std::move(box)),
         flag_(std::move(flag)),
         receive_(std::move(receive)),
         world_rank_(world_rank),
-        name_(name) {}
+        name_(name),
+        waits_in_(std::move(waits_in)) {}
   ~transfer_wait() override { abandon(); }
 
   bool progress(bool block) override {
     if (done_) return true;
-    if (!wait_until(*flag_, 1, block, run_->waiter(world_rank_, name_))) {
+    if (!wait_until(*flag_, 1, block, run_->waiter(world_rank_, waits_in_))) {
       if ((flag_->load() & shardwise::detail::aborted_bit) == 0) return false;
       withdraw();
       throw_stopped(*run_, world_rank_, name_);
@@ -184,6 +187,7 @@ class transfer_wait final : public pending {
   std::shared_ptr<posted_receive> receive_;  // set for receives: the flag is its `done`
   int world_rank_;
   std::string_view name_;
+  std::string waits_in_;  // the stall watch holds a view of it while this waits
   bool done_ = false;
 };
 
