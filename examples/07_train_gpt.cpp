@@ -14,15 +14,19 @@
 // bytes: a vocabulary of 256. Every --eval-every steps the run prints the validation loss; at the end,
 // a few lines sampled from the model. --checkpoint DIR saves every --checkpoint-every steps; --resume
 // DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it, and in
-// either precision: a checkpoint holds float32 weights (a bf16 run's master weights).
+// either precision: a checkpoint holds float32 weights (a bf16 run's master weights). Ctrl-C stops the
+// ranks after the step they are in, and saves it when --checkpoint is given; a second Ctrl-C ends at once.
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <span>
@@ -56,7 +60,25 @@
 
 namespace sw = shardwise;
 
+// The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does: one object for the
+// program, which compiles this file into two objects (the MPI backend's, below), as an inline
+// function's static.
+inline std::atomic<int>& stop_signal() {
+  static std::atomic<int> signal{0};
+  return signal;
+}
+
 namespace {
+
+// The first SIGINT or SIGTERM lets the ranks finish their step and save; a second ends the program.
+void stop_after_this_step(int signal) {
+  stop_signal().store(signal);
+  std::signal(signal, SIG_DFL);
+}
+void stop_on_signals() {
+  std::signal(SIGINT, stop_after_this_step);
+  std::signal(SIGTERM, stop_after_this_step);
+}
 
 // ---- options
 
@@ -168,16 +190,17 @@ options parse(int argc, char** argv) {
     o.model.recompute = *what;
     return "";
   };
-  using sw::examples::read_into, sw::examples::read_one_of, sw::examples::read_positive_into;
+  using sw::examples::read_into, sw::examples::read_non_negative_into, sw::examples::read_one_of,
+      sw::examples::read_positive_into;
   command_line.read(argc, argv,
                     {
                         {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
                         {"--dp", read_positive_into(o.data_parallel)},
                         {"--tp", read_into(o.tensor_parallel)},
-                        {"--layers", read_into(o.model.layers)},
-                        {"--hidden", read_into(o.model.hidden)},
-                        {"--heads", read_into(o.model.heads)},
-                        {"--context", read_into(o.model.context)},
+                        {"--layers", read_positive_into(o.model.layers)},
+                        {"--hidden", read_positive_into(o.model.hidden)},
+                        {"--heads", read_positive_into(o.model.heads)},
+                        {"--context", read_positive_into(o.model.context)},
                         {"--steps", read_positive_into(o.steps)},
                         {"--batch", read_positive_into(o.batch)},
                         {"--micro-batches", read_positive_into(o.micro_batches)},
@@ -185,21 +208,21 @@ options parse(int argc, char** argv) {
                         {"--recompute", recompute},
                         {"--precision", read_one_of(o.precision, {"float", "bf16"})},
                         {"--optimizer", read_one_of(o.optimizer, {"adamw", "lamb", "lars", "sgd"})},
-                        {"--lr", read_into(o.learning_rate)},
-                        {"--warmup", read_into(o.warmup)},
-                        {"--weight-decay", read_into(o.weight_decay)},
-                        {"--clip", read_into(o.clip_norm)},
+                        {"--lr", read_positive_into(o.learning_rate)},
+                        {"--warmup", read_non_negative_into(o.warmup)},
+                        {"--weight-decay", read_non_negative_into(o.weight_decay)},
+                        {"--clip", read_non_negative_into(o.clip_norm)},
                         {"--eval-every", read_positive_into(o.eval_every)},
                         {"--eval-batches", read_positive_into(o.eval_batches)},
                         {"--checkpoint", read_into(o.checkpoint)},
-                        {"--checkpoint-every", read_into(o.checkpoint_every)},
+                        {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
                         {"--resume", read_into(o.resume)},
                         {"--data", read_into(o.data)},
                         {"--seed", read_into(o.seed)},
                         {"--json", read_into(o.json)},
-                        {"--sample", read_into(o.sample_bytes)},
-                        {"--fail-at-step", read_into(o.fail_at_step)},
-                        {"--fail-rank", read_into(o.fail_rank)},
+                        {"--sample", read_non_negative_into(o.sample_bytes)},
+                        {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
+                        {"--fail-rank", read_non_negative_into(o.fail_rank)},
                     },
                     {{"--replicated", &o.replicated}, {"--sequence-parallel", &o.sequence_parallel}});
   o.model.seed = o.seed;
@@ -214,7 +237,12 @@ options parse(int argc, char** argv) {
           " cuts them already");
   if (!o.sequence_parallel && o.model.products.collective != sw::collective_matmul_form::ring)
     usage("--collective chooses the form of sequence parallelism's collective products; add --sequence-parallel");
-  if (o.fail_rank < 0) usage("--fail-rank must be a rank");
+  if (o.model.hidden % o.model.heads != 0)
+    usage("--hidden " + std::to_string(o.model.hidden) + " does not split into " + std::to_string(o.model.heads) +
+          " heads of one width");
+  if (const int cut = o.grid.back(); o.model.heads % cut != 0)
+    usage("--heads " + std::to_string(o.model.heads) + " do not split over the " + std::to_string(cut) +
+          " ranks that --tp " + o.tensor_parallel + " cuts the columns over: each rank holds whole heads");
   if (const int blocks = row_blocks(o.grid); micro_batch % blocks != 0)
     usage("a micro-batch of " + std::to_string(micro_batch) + " samples does not split into the " +
           std::to_string(blocks) + " row blocks of whole samples that --tp " + o.tensor_parallel + " cuts it into");
@@ -226,6 +254,14 @@ options parse(int argc, char** argv) {
 std::string duration(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%ld:%02ld", static_cast<long>(seconds) / 60, static_cast<long>(seconds) % 60);
+  return text;
+}
+
+// "2500 steps, warm-up 30, peak 0.003": the learning-rate schedule, as a checkpoint records it.
+std::string schedule_text(const options& o) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%ld steps, warm-up %ld, peak %g", o.steps, o.warmup,
+                static_cast<double>(o.learning_rate));
   return text;
 }
 
@@ -290,6 +326,21 @@ void train(Communicator& world, const options& o) {
     const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
     say("resumed from %s at step %ld (saved on data %s x %s%s)\n", o.resume.c_str(), update.steps_done(),
         saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
+    if (first_step > o.steps)
+      throw sw::argument_error(world.world_rank(), "07_train_gpt",
+                               "the checkpoint in " + o.resume + " is at step " + std::to_string(update.steps_done()) +
+                                   " and --steps is " + std::to_string(o.steps) + ": nothing is left to train");
+    // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
+    // since the learning rate then jumps.
+    if (saved.contains("schedule") && saved.at("schedule") != schedule_text(o))
+      say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
+          saved.at("schedule").c_str(), schedule_text(o).c_str(), first_step);
+    if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
+      say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
+          saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
+  } else if (!o.checkpoint.empty() && std::filesystem::exists(std::filesystem::path(o.checkpoint) / "latest")) {
+    say("note: %s holds checkpoints already; this run starts afresh, and its first save becomes their latest\n",
+        o.checkpoint.c_str());
   }
 
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
@@ -330,6 +381,7 @@ void train(Communicator& world, const options& o) {
   std::vector<std::vector<double>> validation_curve, training_curve;
   double train_loss = 0, val_loss = 0, training_seconds = 0;
   long tokens_trained = 0;
+  int stopped_by = 0;  // the signal that stopped the run early, if one did
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0;
@@ -348,8 +400,12 @@ void train(Communicator& world, const options& o) {
     training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tokens_trained += static_cast<long>(tokens_per_step);
     training_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, train_loss});
+    // Ctrl-C (or SIGTERM, which mpiexec sends) on any process: every rank stops after this same step.
+    stopped_by = stop_signal().load();
+    world.all_reduce(std::span<int>(&stopped_by, 1), sw::op::max);
+    const bool last = step == o.steps || stopped_by != 0;
 
-    const bool evaluates = step % o.eval_every == 0 || step == o.steps;
+    const bool evaluates = step % o.eval_every == 0 || last;
     if (evaluates) {
       val_loss = validation_loss();
       validation_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, val_loss});
@@ -358,25 +414,36 @@ void train(Communicator& world, const options& o) {
       const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
       const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
       const double mib = memory_mib();
+      char validation[32] = "";
+      if (evaluates) std::snprintf(validation, sizeof validation, "  val %.4f", val_loss);
       say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  memory %.1f MiB"
           "  left %s\n",
-          step, o.steps, train_loss, evaluates ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "",
-          report.gradient_norm, schedule(step), tokens_per_second, 100 * mfu, mib,
+          step, o.steps, train_loss, validation, report.gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
+          mib,
           duration(static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1))
               .c_str());
     }
-    if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || step == o.steps))
+    if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) {
       sw::optim::save_model_checkpoint(
           o.checkpoint, update, data, world,
           {{"data_parallel", std::to_string(o.data_parallel)},
            {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
            {"precision", o.precision},
-           {"seed", std::to_string(o.seed)}});
+           {"seed", std::to_string(o.seed)},
+           {"schedule", schedule_text(o)}});
+      say("saved step %ld in %s\n", step, o.checkpoint.c_str());
+    }
+    if (stopped_by != 0) {
+      say("stopped by signal %d after step %ld%s\n", stopped_by, step,
+          o.checkpoint.empty() ? " (no --checkpoint: nothing saved)"
+                               : (": --resume " + o.checkpoint + " goes on from it").c_str());
+      break;
+    }
   }
 
   // 5. A few lines from the model: each tensor-parallel group samples together, the same bytes on
   //    every rank of it.
-  if (o.sample_bytes > 0) {
+  if (o.sample_bytes > 0 && stopped_by == 0) {
     const auto text = sw::model::sample(model, corpus.validation().first(16), o.sample_bytes, o.seed);
     say("\n--- sampled after \"%s\"\n%s\n---\n", sw::data::printable(corpus.validation().first(16)).c_str(),
         sw::data::printable(text).c_str());
@@ -463,11 +530,13 @@ void train_under_mpi(int argc, char** argv);
 #ifdef SHARDWISE_TRAIN_MPI_OBJECT
 void train_under_mpi(int argc, char** argv) {
   const options o = parse(argc, argv);
+  stop_on_signals();
   sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { run(world, o); });
 }
 #else
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+  stop_on_signals();
   try {
     if (o.backend == "mpi") {
 #ifdef SHARDWISE_TRAIN_WITH_MPI
@@ -482,6 +551,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", failure.what());
     return 1;
   }
-  return 0;
+  return stop_signal().load() != 0 ? 128 + stop_signal().load() : 0;  // as a shell reports a signal's end
 }
 #endif

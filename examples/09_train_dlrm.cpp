@@ -106,8 +106,8 @@ options parse(int argc, char** argv) {
                                            {"--hidden", read_positive_into(o.hidden)},
                                            {"--pooling", read_one_of(o.pooling, {"sum", "mean"})},
                                            {"--bag-length", read_positive_into(o.bag_length)},
-                                           {"--dense-lr", read_into(o.dense_lr)},
-                                           {"--sparse-lr", read_into(o.sparse_lr)},
+                                           {"--dense-lr", read_positive_into(o.dense_lr)},
+                                           {"--sparse-lr", read_positive_into(o.sparse_lr)},
                                            {"--eval-every", read_positive_into(o.eval_every)},
                                            {"--eval-batches", read_positive_into(o.eval_batches)},
                                            {"--compare-every", read_positive_into(o.compare_every)},
@@ -118,6 +118,8 @@ options parse(int argc, char** argv) {
   if (o.row_wise < 0 || o.row_wise > o.tables)
     usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
           "), not " + std::to_string(o.row_wise) + (given.contains("--row-wise") ? "" : ", its default"));
+  if (o.backend == "mpi" && given.contains("--ranks"))
+    usage("--ranks is the threads' count; under MPI each process mpiexec -n N starts is a rank");
   return o;
 }
 
@@ -345,14 +347,22 @@ void train(Communicator& world, const options& o) {
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);
+    // What no step measured is null, not 0: every step compared leaves none timed for samples/s.
+    const auto measured = [&](const char* name, bool known, double value) {
+      out << ", \"" << name << "\": ";
+      if (known) out << value;
+      else
+        out << "null";
+    };
     out << "{\"ranks\": " << world.size() << ", \"steps\": " << o.steps << ", \"batch\": " << o.batch
         << ", \"held_out_loss\": " << last.loss << ", \"constant_predictor_loss\": " << last.constant_predictor_loss
-        << ", \"auc\": " << last.auc << ", \"accuracy\": " << last.accuracy
-        << ", \"samples_per_s\": " << samples_per_second << ", \"step_ms_fused\": " << 1e3 * median(step_fused)
-        << ", \"step_ms_unfused\": " << 1e3 * median(step_unfused)
-        << ", \"embedding_ms_fused\": " << 1e3 * median(embedding_fused)
-        << ", \"embedding_ms_unfused\": " << 1e3 * median(embedding_unfused)
-        << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory << "}\n";
+        << ", \"auc\": " << last.auc << ", \"accuracy\": " << last.accuracy;
+    measured("samples_per_s", trained_samples > 0, samples_per_second);
+    measured("step_ms_fused", !step_fused.empty(), 1e3 * median(step_fused));
+    measured("step_ms_unfused", !step_unfused.empty(), 1e3 * median(step_unfused));
+    measured("embedding_ms_fused", !embedding_fused.empty(), 1e3 * median(embedding_fused));
+    measured("embedding_ms_unfused", !embedding_unfused.empty(), 1e3 * median(embedding_unfused));
+    out << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory << "}\n";
   }
 }
 

@@ -22,23 +22,33 @@ namespace shardwise::examples {
 // the value is not that, and nothing when it is.
 using option_reader = std::function<std::string(const std::string& value)>;
 
-// A whole number, or a number, which must be all of the value; with `positive`, greater than zero.
+// Which numbers an option takes besides its type's.
+enum class number_sign { any, non_negative, positive };
+
+// A whole number, or a number, which must be all of the value and of the sign asked for.
 template <class Number>
-requires std::is_arithmetic_v<Number> option_reader read_into(Number& into, bool positive = false) {
-  return [&into, positive](const std::string& value) -> std::string {
+requires std::is_arithmetic_v<Number> option_reader read_into(Number& into, number_sign sign = number_sign::any) {
+  return [&into, sign](const std::string& value) -> std::string {
     Number n{};
     const auto [end, problem] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (problem == std::errc() && end == value.data() + value.size() && (!positive || n > 0)) {
+    const bool signed_right = sign == number_sign::positive ? n > 0 : sign == number_sign::non_negative ? n >= 0 : true;
+    if (problem == std::errc() && end == value.data() + value.size() && signed_right) {
       into = n;
       return "";
     }
     const std::string kind = std::is_integral_v<Number> ? "whole number" : "number";
-    return positive ? "a positive " + kind : "a " + kind;
+    if (sign == number_sign::positive) return "a positive " + kind;
+    if (sign == number_sign::non_negative || std::is_unsigned_v<Number>) return "a non-negative " + kind;
+    return "a " + kind;
   };
 }
 template <class Number>
 option_reader read_positive_into(Number& into) {
-  return read_into(into, true);
+  return read_into(into, number_sign::positive);
+}
+template <class Number>
+option_reader read_non_negative_into(Number& into) {
+  return read_into(into, number_sign::non_negative);
 }
 
 inline option_reader read_into(std::string& into) {
