@@ -382,6 +382,36 @@ void train(Communicator& world, const options& o) {
   double train_loss = 0, val_loss = 0, training_seconds = 0;
   long tokens_trained = 0;
   int stopped_by = 0;  // the signal that stopped the run early, if one did
+
+  // What the loop prints and saves, written apart so that the loop reads as the training it is.
+  const auto print_progress = [&](long step, double gradient_norm, bool evaluated) {
+    const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
+    const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
+    const double seconds_left =
+        static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1);
+    char validation[32] = "";
+    if (evaluated) std::snprintf(validation, sizeof validation, "  val %.4f", val_loss);
+    say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  memory %.1f MiB  left %s\n",
+        step, o.steps, train_loss, validation, gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
+        memory_mib(), duration(seconds_left).c_str());
+  };
+  const auto save = [&](long step) {
+    sw::optim::save_model_checkpoint(
+        o.checkpoint, update, data, world,
+        {{"data_parallel", std::to_string(o.data_parallel)},
+         {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
+         {"precision", o.precision},
+         {"seed", std::to_string(o.seed)},
+         {"schedule", schedule_text(o)}});
+    say("saved step %ld in %s\n", step, o.checkpoint.c_str());
+  };
+  // Ctrl-C (or SIGTERM, which mpiexec sends) on any process: every rank stops after the same step.
+  const auto signal_on_any_rank = [&] {
+    int signal = stop_signal().load();
+    world.all_reduce(std::span<int>(&signal, 1), sw::op::max);
+    return signal;
+  };
+
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0;
@@ -400,39 +430,16 @@ void train(Communicator& world, const options& o) {
     training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tokens_trained += static_cast<long>(tokens_per_step);
     training_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, train_loss});
-    // Ctrl-C (or SIGTERM, which mpiexec sends) on any process: every rank stops after this same step.
-    stopped_by = stop_signal().load();
-    world.all_reduce(std::span<int>(&stopped_by, 1), sw::op::max);
-    const bool last = step == o.steps || stopped_by != 0;
 
+    stopped_by = signal_on_any_rank();
+    const bool last = step == o.steps || stopped_by != 0;
     const bool evaluates = step % o.eval_every == 0 || last;
     if (evaluates) {
       val_loss = validation_loss();
       validation_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, val_loss});
     }
-    if (evaluates || step == first_step || step % 10 == 0) {
-      const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
-      const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
-      const double mib = memory_mib();
-      char validation[32] = "";
-      if (evaluates) std::snprintf(validation, sizeof validation, "  val %.4f", val_loss);
-      say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  memory %.1f MiB"
-          "  left %s\n",
-          step, o.steps, train_loss, validation, report.gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
-          mib,
-          duration(static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1))
-              .c_str());
-    }
-    if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) {
-      sw::optim::save_model_checkpoint(
-          o.checkpoint, update, data, world,
-          {{"data_parallel", std::to_string(o.data_parallel)},
-           {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
-           {"precision", o.precision},
-           {"seed", std::to_string(o.seed)},
-           {"schedule", schedule_text(o)}});
-      say("saved step %ld in %s\n", step, o.checkpoint.c_str());
-    }
+    if (evaluates || step == first_step || step % 10 == 0) print_progress(step, report.gradient_norm, evaluates);
+    if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) save(step);
     if (stopped_by != 0) {
       say("stopped by signal %d after step %ld%s\n", stopped_by, step,
           o.checkpoint.empty() ? " (no --checkpoint: nothing saved)"
