@@ -160,6 +160,9 @@ std::vector<int> tensor_parallel_shape(const std::string& spec) {
 int row_blocks(const std::vector<int>& grid) {
   return grid.size() == 1 ? 1 : grid.size() == 2 ? grid[0] : grid[0] * grid[1];
 }
+// How many blocks the layout of Q, K and V cuts the columns (the heads) into: the grid's last extent,
+// P in 1-D, its columns in 2-D, R (= Q) in 3-D (ops/attention.hpp).
+int column_blocks(const std::vector<int>& grid) { return grid.back(); }
 
 // How the banner names the tensor-parallel grid's sequence parallelism and its collective products.
 const char* sequence_parallelism(bool on, sw::collective_matmul_form collective) {
@@ -240,7 +243,7 @@ options parse(int argc, char** argv) {
   if (o.model.hidden % o.model.heads != 0)
     usage("--hidden " + std::to_string(o.model.hidden) + " does not split into " + std::to_string(o.model.heads) +
           " heads of one width");
-  if (const int cut = o.grid.back(); o.model.heads % cut != 0)
+  if (const int cut = column_blocks(o.grid); o.model.heads % cut != 0)
     usage("--heads " + std::to_string(o.model.heads) + " do not split over the " + std::to_string(cut) +
           " ranks that --tp " + o.tensor_parallel + " cuts the columns over: each rank holds whole heads");
   if (const int blocks = row_blocks(o.grid); micro_batch % blocks != 0)
@@ -317,6 +320,7 @@ void train(Communicator& world, const options& o) {
       if (!decays(update.parameters()[t].name)) update.set_optimizer(t, no_decay);
   }
   const sw::optim::warmup_cosine schedule{o.learning_rate, o.warmup, o.steps, o.learning_rate / 10};
+  const std::string schedule_described = schedule_text(o);  // as checkpoints record it
 
   long first_step = 1;
   if (!o.resume.empty()) {
@@ -332,9 +336,9 @@ void train(Communicator& world, const options& o) {
                                    " and --steps is " + std::to_string(o.steps) + ": nothing is left to train");
     // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
     // since the learning rate then jumps.
-    if (saved.contains("schedule") && saved.at("schedule") != schedule_text(o))
+    if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
       say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
-          saved.at("schedule").c_str(), schedule_text(o).c_str(), first_step);
+          saved.at("schedule").c_str(), schedule_described.c_str(), first_step);
     if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
       say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
           saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
@@ -402,7 +406,7 @@ void train(Communicator& world, const options& o) {
          {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
          {"precision", o.precision},
          {"seed", std::to_string(o.seed)},
-         {"schedule", schedule_text(o)}});
+         {"schedule", schedule_described}});
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
   };
   // Ctrl-C (or SIGTERM, which mpiexec sends) on any process: every rank stops after the same step.
@@ -558,6 +562,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", failure.what());
     return 1;
   }
-  return stop_signal().load() != 0 ? 128 + stop_signal().load() : 0;  // as a shell reports a signal's end
+  const int stopped_by = stop_signal().load();
+  return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a signal's end
 }
 #endif
