@@ -19,6 +19,7 @@
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -28,14 +29,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "options.hpp"
+#include "progress.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/bf16.hpp"
@@ -175,26 +177,13 @@ const char* sequence_parallelism(bool on, sw::collective_matmul_form collective)
   return "";
 }
 
+// --collective's values, in collective_matmul_form's order.
+constexpr std::array<std::string_view, 3> collective_forms{"ring", "unfused", "automatic"};
+
 options parse(int argc, char** argv) {
   options o;
-  const auto collective = [&](const std::string& value) -> std::string {
-    if (value == "ring") o.model.products.collective = sw::collective_matmul_form::ring;
-    else if (value == "unfused")
-      o.model.products.collective = sw::collective_matmul_form::unfused;
-    else if (value == "automatic")
-      o.model.products.collective = sw::collective_matmul_form::automatic;
-    else
-      return "ring, unfused or automatic";
-    return "";
-  };
-  const auto recompute = [&](const std::string& value) -> std::string {
-    const auto what = sw::nn::recomputation_named(value);
-    if (!what) return "none, attention or block";
-    o.model.recompute = *what;
-    return "";
-  };
-  using sw::examples::read_into, sw::examples::read_non_negative_into, sw::examples::read_one_of,
-      sw::examples::read_positive_into;
+  using sw::examples::read_into, sw::examples::read_named, sw::examples::read_non_negative_into,
+      sw::examples::read_one_of, sw::examples::read_positive_into;
   command_line.read(argc, argv,
                     {
                         {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
@@ -207,8 +196,8 @@ options parse(int argc, char** argv) {
                         {"--steps", read_positive_into(o.steps)},
                         {"--batch", read_positive_into(o.batch)},
                         {"--micro-batches", read_positive_into(o.micro_batches)},
-                        {"--collective", collective},
-                        {"--recompute", recompute},
+                        {"--collective", read_named(o.model.products.collective, collective_forms)},
+                        {"--recompute", read_named(o.model.recompute, sw::nn::recomputation_names)},
                         {"--precision", read_one_of(o.precision, {"float", "bf16"})},
                         {"--optimizer", read_one_of(o.optimizer, {"adamw", "lamb", "lars", "sgd"})},
                         {"--lr", read_positive_into(o.learning_rate)},
@@ -253,12 +242,6 @@ options parse(int argc, char** argv) {
 }
 
 // ---- what the run reports
-
-std::string duration(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%ld:%02ld", static_cast<long>(seconds) / 60, static_cast<long>(seconds) % 60);
-  return text;
-}
 
 // "2500 steps, warm-up 30, peak 0.003": the learning-rate schedule, as a checkpoint records it.
 std::string schedule_text(const options& o) {
@@ -388,16 +371,17 @@ void train(Communicator& world, const options& o) {
   int stopped_by = 0;  // the signal that stopped the run early, if one did
 
   // What the loop prints and saves, written apart so that the loop reads as the training it is.
+  sw::examples::rate_since_last_line tokens_per_second_now;
   const auto print_progress = [&](long step, double gradient_norm, bool evaluated) {
-    const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
+    const double tokens_per_second = tokens_per_second_now(static_cast<double>(tokens_trained), training_seconds);
     const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
     const double seconds_left =
         static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1);
-    char validation[32] = "";
+    char validation[32] = "            ";  // as wide as the figure, so the columns stay put
     if (evaluated) std::snprintf(validation, sizeof validation, "  val %.4f", val_loss);
     say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  memory %.1f MiB  left %s\n",
         step, o.steps, train_loss, validation, gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
-        memory_mib(), duration(seconds_left).c_str());
+        memory_mib(), sw::examples::duration(seconds_left).c_str());
   };
   const auto save = [&](long step) {
     sw::optim::save_model_checkpoint(

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "progress.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/data/dlrm_generator.hpp"
@@ -138,9 +139,8 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// The median of `seconds` in ms, "-" before any step was compared.
+// The median of `seconds` in ms.
 std::string milliseconds(const std::vector<double>& seconds) {
-  if (seconds.empty()) return "-";
   std::array<char, 32> text{};
   std::snprintf(text.data(), text.size(), "%.2f", 1e3 * median(seconds));
   return text.data();
@@ -247,12 +247,15 @@ void train(Communicator& world, const options& o) {
     return result;
   };
 
+  const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   // The slowest rank's seconds for f() from a common start.
   const auto slowest = [&](auto&& f) {
     data.barrier();
     const auto start = std::chrono::steady_clock::now();
     f();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds = seconds_since(start);
     data.all_reduce(std::span<double>(&seconds, 1), sw::op::max);
     return seconds;
   };
@@ -269,6 +272,9 @@ void train(Communicator& world, const options& o) {
   const auto memory_mib = [&] { return static_cast<double>(sw::largest_memory_high_water(world)) / (1 << 20); };
   double training_seconds = 0, trained_samples = 0, loss = 0;
   held_out last;
+  // samples/s counts the steps that only train; the time left, every step's.
+  sw::examples::rate_since_last_line samples_per_second_now;
+  const auto run_start = std::chrono::steady_clock::now();
   for (long step = 1; step <= o.steps; ++step) {
     const auto batch = batch_of(sw::data::dlrm_stream::training, step);
     double update_seconds = 0;
@@ -311,17 +317,21 @@ void train(Communicator& world, const options& o) {
     }
     const bool evaluates = step % o.eval_every == 0 || step == o.steps;
     if (evaluates) last = evaluate();
-    if (evaluates || step == 1) {
-      const double samples_per_second = training_seconds > 0 ? trained_samples / training_seconds : 0;
-      std::array<char, 128> held_out{};
-      if (evaluates)
-        std::snprintf(held_out.data(), held_out.size(), "  held-out %.4f (constant %.4f) AUC %.3f accuracy %.3f",
-                      last.loss, last.constant_predictor_loss, last.auc, last.accuracy);
-      say("step %5ld/%ld  loss %.4f%s  %8.0f samples/s  step %s ms fused, %s ms unfused  embedding + all-to-all "
-          "%s ms fused, %s ms unfused  memory %.1f MiB\n",
-          step, o.steps, loss, held_out.data(), samples_per_second, milliseconds(step_fused).c_str(),
-          milliseconds(step_unfused).c_str(), milliseconds(embedding_fused).c_str(),
-          milliseconds(embedding_unfused).c_str(), memory_mib());
+    if (evaluates || step == 1 || step % 20 == 0) {
+      const double seconds_left =
+          static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step);
+      say("step %5ld/%ld  loss %.4f  %8.0f samples/s  memory %.1f MiB  left %s\n", step, o.steps, loss,
+          samples_per_second_now(trained_samples, training_seconds), memory_mib(),
+          sw::examples::duration(seconds_left).c_str());
+    }
+    if (evaluates) {
+      say("      held-out loss %.4f (a constant predictor's %.4f), AUC %.3f, accuracy %.3f\n", last.loss,
+          last.constant_predictor_loss, last.auc, last.accuracy);
+      if (!step_fused.empty())
+        say("      fused against unfused, medians of %zu steps each: step %s against %s ms, embedding + all-to-all %s "
+            "against %s ms\n",
+            step_fused.size(), milliseconds(step_fused).c_str(), milliseconds(step_unfused).c_str(),
+            milliseconds(embedding_fused).c_str(), milliseconds(embedding_unfused).c_str());
     }
   }
 

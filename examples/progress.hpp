@@ -1,0 +1,32 @@
+#pragma once
+// What the training examples (07, 09) print about their progress besides their metrics.
+#include <cstdio>
+#include <string>
+
+namespace shardwise::examples {
+
+// "12:05": minutes and seconds, for the time a run has left.
+inline std::string duration(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld", static_cast<long>(seconds) / 60, static_cast<long>(seconds) % 60);
+  return text;
+}
+
+// A progress line's rate: what was done since the previous line, per second of the time that counts,
+// as nanoGPT's iteration time is; a mean since the start (which a run's last line gives) would hide a
+// slowdown. 0 where no time counted since the previous line.
+class rate_since_last_line {
+ public:
+  // `done` and `seconds` so far; the rate since the previous call.
+  double operator()(double done, double seconds) {
+    const double rate = seconds > seconds_ ? (done - done_) / (seconds - seconds_) : 0;
+    done_ = done;
+    seconds_ = seconds;
+    return rate;
+  }
+
+ private:
+  double done_ = 0, seconds_ = 0;
+};
+
+}  // namespace shardwise::examples
