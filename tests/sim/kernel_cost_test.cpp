@@ -29,6 +29,7 @@
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/sim/timeline.hpp"
+#include "shardwise/tensor/elementwise.hpp"
 
 namespace {
 
@@ -105,6 +106,7 @@ void expect_roofline_kernels(double peak_flops) {
       {"attention_forward", time(tiles * (4 * q * q * d + 12 * q * q), tiles * s * (4 * q * d + q * q))},
       {"attention_backward", time(tiles * (8 * q * q * d + 4 * q * q), tiles * s * (7 * q * d + q * q))},
       {"binary_cross_entropy", time(34 * r, 4 * s * r) + time(2 * r, 3 * s * r)},
+      {"scale", one_pass},
   };
   sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
     process_mesh mesh(world, {ranks});
@@ -112,6 +114,7 @@ void expect_roofline_kernels(double peak_flops) {
     const auto dy = distributed<col_1d<>, float>(mesh, serial({tokens, hidden}, 2));
     const auto ones = from_function<replicated<>>(mesh, {1, hidden}, [](std::int64_t, std::int64_t) { return 1.0f; });
     const auto logits = distributed<col_1d<>, float>(mesh, serial({tokens, 1}, 3));
+    auto scaled = distributed<col_1d<>, float>(mesh, serial({tokens, hidden}, 4));
     const std::vector<float> labels(static_cast<std::size_t>(tokens / ranks), 1.0f);
     nn::binary_cross_entropy<float, col_1d<>, std::remove_reference_t<decltype(mesh)>> loss;
     const attention_shape shape{sequence, head_dim, true};
@@ -131,6 +134,7 @@ void expect_roofline_kernels(double peak_flops) {
         (void)loss.forward(logits, labels);
         (void)loss.backward(1.0f);
       }
+      if (name == "scale") scale(scaled, 2.0f);
       EXPECT_NEAR(compute.ready() - start, seconds, 1e-9 * seconds) << operation;
     }
   });

@@ -7,7 +7,8 @@
 //                     the array expression of the result, which Eigen evaluates a vector at a time, its
 //                     erf, exp and tanh included, where a call of std::erf per element cannot be
 //                     vectorised. transform is this with f applied per element.
-//   scale(t, factor)  in place; linear, so allowed on partial sums too.
+//   scale(t, factor)  in place, one kernel of one operation an element; linear, so allowed on partial
+//                     sums too.
 // Padding stays zero: f is applied to owned elements only.
 //
 // Each call is one kernel (core/kernel.hpp): on simulated GPUs it takes the roofline time of its work,
@@ -72,7 +73,10 @@ auto transform(  // a non-linear f of addends, summed, is not f of the sum: redu
 
 template <class T, class Layout, class Mesh>
 void scale(dtensor<T, Layout, Mesh>& tensor, const std::type_identity_t<T>& factor) {
-  for (T& element : tensor.data()) element = element * factor;
+  const double elements = detail::owned_elements(tensor);
+  run_kernel(tensor.mesh().world(), {elements, 2 * elements * sizeof(T)}, "scale", [&] {
+    for (T& element : tensor.data()) element = element * factor;
+  });
 }
 
 }  // namespace shardwise
