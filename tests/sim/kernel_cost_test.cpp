@@ -30,6 +30,7 @@
 #include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/sim/timeline.hpp"
 #include "shardwise/tensor/elementwise.hpp"
+#include "shardwise/tensor/norm.hpp"
 
 namespace {
 
@@ -288,6 +289,23 @@ TEST(kernel_cost, copying_a_tensor_is_one_copy_kernel) {
     EXPECT_EQ(copied.size(), ranks) << name;
     for (const double seconds : copied) EXPECT_NEAR(seconds, copy_time, 1e-9 * copy_time) << name;
   }
+}
+
+// The Frobenius norm's local sum of squares is one kernel, two operations on each of the rank's
+// elements, read once (its all-reduce follows it on the stream, so its kernel is read off the trace).
+TEST(kernel_cost, the_frobenius_norm_sums_its_squares_in_one_kernel) {
+  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  machine.record_timeline = true;
+  const auto whole = serial({tokens, hidden}, 1);
+  const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
+    process_mesh mesh(world, {ranks});
+    EXPECT_NEAR(frobenius_norm(distributed<row_1d<>, float>(mesh, whole)), whole.norm(), 1e-6 * whole.norm());
+  });
+  const double elements = static_cast<double>(tokens / ranks * hidden);
+  const double expected = machine.device.duration({2 * elements, element * elements});
+  const std::vector<double> summed = durations_of(*report.timeline, "frobenius norm");
+  EXPECT_EQ(summed.size(), ranks);
+  for (const double seconds : summed) EXPECT_NEAR(seconds, expected, 1e-9 * expected);
 }
 
 }  // namespace

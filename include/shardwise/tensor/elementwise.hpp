@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "shardwise/core/kernel.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -73,10 +74,16 @@ auto transform(  // a non-linear f of addends, summed, is not f of the sum: redu
 
 template <class T, class Layout, class Mesh>
 void scale(dtensor<T, Layout, Mesh>& tensor, const std::type_identity_t<T>& factor) {
-  const double elements = detail::owned_elements(tensor);
-  run_kernel(tensor.mesh().world(), {elements, 2 * elements * sizeof(T)}, "scale", [&] {
-    for (T& element : tensor.data()) element = element * factor;
-  });
+  run_kernel(
+      tensor.mesh().world(),
+      [&] {
+        const double elements = detail::owned_elements(tensor);
+        return work{elements, 2 * elements * sizeof(T)};
+      },
+      "scale",
+      [&] {
+        for (T& element : tensor.data()) element = element * factor;
+      });
 }
 
 }  // namespace shardwise

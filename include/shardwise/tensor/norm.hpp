@@ -2,7 +2,7 @@
 // frobenius_norm(t): the Frobenius norm of the global matrix, on every rank. Collective over the mesh.
 // Replicated blocks count once (the copy on the rank owner() names). A partial-sum tensor does not
 // compile (a deleted overload, so the first error names the layout): the norm of the addends is not
-// the norm of the sum.
+// the norm of the sum. Its local part is one kernel: two operations an element, each read once.
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -10,6 +10,8 @@
 
 #include "shardwise/comm/reduction.hpp"
 #include "shardwise/core/element.hpp"
+#include "shardwise/core/kernel.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/layout/partial_sum.hpp"
 #include "shardwise/tensor/dtensor.hpp"
 
@@ -18,12 +20,24 @@ namespace shardwise {
 template <value_element T, class Layout, class Mesh>
 [[nodiscard]] double frobenius_norm(const dtensor<T, Layout, Mesh>& tensor) {
   auto& world = tensor.mesh().world();
-  double squares = 0;
-  for (int b = 0; b < tensor.block_count(); ++b) {
+  const auto counted = [&](int b) {
     const block_info& info = tensor.block(b);
-    if (info.elements() == 0 || tensor.mapping().owner(info.row_offset, info.col_offset).rank != world.rank()) continue;
-    squares += tensor.local(b).template cast<double>().squaredNorm();
-  }
+    return info.elements() != 0 && tensor.mapping().owner(info.row_offset, info.col_offset).rank == world.rank();
+  };
+  double squares = 0;
+  run_kernel(
+      world,
+      [&] {
+        double elements = 0;
+        for (int b = 0; b < tensor.block_count(); ++b)
+          if (counted(b)) elements += static_cast<double>(tensor.local(b).size());
+        return work{2 * elements, sizeof(T) * elements};
+      },
+      "frobenius norm",
+      [&] {
+        for (int b = 0; b < tensor.block_count(); ++b)
+          if (counted(b)) squares += tensor.local(b).template cast<double>().squaredNorm();
+      });
   world.all_reduce(std::span<double>(&squares, 1), op::sum);
   return std::sqrt(squares);
 }
