@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -14,8 +15,10 @@
 #include "ops/matmul_checks.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/core/work.hpp"
+#include "shardwise/fused/embedding_bag.hpp"
 #include "shardwise/layout/cube_3d.hpp"
 #include "shardwise/layout/split.hpp"
+#include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/process_mesh.hpp"
 #include "shardwise/nn/binary_cross_entropy.hpp"
 #include "shardwise/ops/attention.hpp"
@@ -306,6 +309,45 @@ TEST(kernel_cost, the_frobenius_norm_sums_its_squares_in_one_kernel) {
   const std::vector<double> summed = durations_of(*report.timeline, "frobenius norm");
   EXPECT_EQ(summed.size(), ranks);
   for (const double seconds : summed) EXPECT_NEAR(seconds, expected, 1e-9 * expected);
+}
+
+// The embedding bag layer places the pooled rows it receives in its output, every table's columns side
+// by side, adding a row-wise table's pieces, in one kernel, and cuts the output's gradient into the
+// pieces' columns in another. A rank receives, for each of its samples, each table-wise table's
+// columns once and a row-wise table's once from every rank: that kernel reads those and writes the
+// output once, adding all but a table's first piece; the gradient's reads the output's gradient once
+// and writes the pieces' columns once.
+TEST(kernel_cost, the_embedding_bag_layer_places_its_pooled_rows_in_one_kernel_each_way) {
+  const std::vector<fused::embedding_table> tables = {{40, 8, fused::table_sharding::table_wise},
+                                                      {40, 8, fused::table_sharding::table_wise},
+                                                      {40, 8, fused::table_sharding::table_wise},
+                                                      {40, 8, fused::table_sharding::table_wise},
+                                                      {80, 4, fused::table_sharding::row_wise}};
+  constexpr std::int64_t batch = 64;
+  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
+  machine.record_timeline = true;
+  const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
+    data_parallel_mesh mesh(world, ranks, {1});
+    using local_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
+    fused::embedding_bag<float, sim_gpu::communicator, local_mesh> layer(mesh.data(), mesh.tensor_parallel(), tables,
+                                                                         batch, 1);
+    std::vector<std::int64_t> offsets(batch + 1), indices(batch);
+    std::iota(offsets.begin(), offsets.end(), 0);  // bags of one lookup, of row 0
+    const std::vector<fused::embedding_bags> bags(layer.input_tables().size(), {offsets, indices});
+    const auto out = layer.forward(bags);
+    layer.backward(out);
+  });
+  const double rows = static_cast<double>(batch / ranks);
+  const double output_elements = rows * (4 * 8 + 4), received_elements = rows * (4 * 8 + ranks * 4);
+  const double placing =
+      machine.device.duration({received_elements - output_elements, element * (received_elements + output_elements)});
+  const double cutting = machine.device.duration({0, element * (output_elements + received_elements)});
+  for (const auto& [name, seconds] :
+       {std::pair{"embedding bag output", placing}, std::pair{"embedding bag gradient", cutting}}) {
+    const std::vector<double> found = durations_of(*report.timeline, name);
+    EXPECT_EQ(found.size(), ranks) << name;
+    for (const double measured : found) EXPECT_NEAR(measured, seconds, 1e-9 * seconds) << name;
+  }
 }
 
 }  // namespace

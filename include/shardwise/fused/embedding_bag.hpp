@@ -37,7 +37,9 @@
 #include "shardwise/core/counter_random.hpp"
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/core/reused_buffer.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/fused/embedding_all_to_all.hpp"
 #include "shardwise/layout/split.hpp"
 #include "shardwise/nn/no_grad.hpp"
@@ -124,25 +126,32 @@ class embedding_bag {
     for (const auto& p : pieces_) values.push_back(p.values());
     const auto pooled = (*operator_)(values, *piece_bags_);
     nn::release_under_no_grad(piece_bags_);
-    // Each table's columns: its one piece's, or the sum of its row-wise pieces' in rank order.
+    // Each table's columns: its one piece's, or the sum of its row-wise pieces' in rank order; one
+    // kernel that reads the pooled rows once, writes the output once and adds the pieces beyond a
+    // table's first.
     output_type out(*mesh_, {rows(), width_});
-    if (!element_memory::stored_on_this_thread()) return out;  // shapes only: no values to place
-    auto y = out.local();
     const auto& plan = operator_->plan();
     const auto pooled_width = static_cast<std::size_t>(plan.row_width());
-    std::vector<char> started(tables_.size(), 0);
-    for (std::size_t s = 0; s < shards_.size(); ++s) {
-      const int t = shards_[s].table;
-      const int D = tables_[static_cast<std::size_t>(t)].dimension;
-      auto& first = started[static_cast<std::size_t>(t)];
-      for (std::int64_t b = 0; b < rows(); ++b) {
-        const T* piece = pooled.data() + static_cast<std::size_t>(b) * pooled_width +
-                         static_cast<std::size_t>(plan.column_of(static_cast<int>(s)));
-        T* into = &y(b, column_of(t));
-        for (int j = 0; j < D; ++j) into[j] = first ? into[j] + piece[j] : piece[j];
-      }
-      first = 1;
-    }
+    const double pooled_elements = static_cast<double>(rows()) * static_cast<double>(pooled_width);
+    const double output_elements = static_cast<double>(rows() * width_);
+    run_kernel(out.mesh().world(),
+               work{pooled_elements - output_elements, sizeof(T) * (pooled_elements + output_elements)},
+               "embedding bag output", [&] {
+                 auto y = out.local();
+                 std::vector<char> started(tables_.size(), 0);
+                 for (std::size_t s = 0; s < shards_.size(); ++s) {
+                   const int t = shards_[s].table;
+                   const int D = tables_[static_cast<std::size_t>(t)].dimension;
+                   auto& first = started[static_cast<std::size_t>(t)];
+                   for (std::int64_t b = 0; b < rows(); ++b) {
+                     const T* piece = pooled.data() + static_cast<std::size_t>(b) * pooled_width +
+                                      static_cast<std::size_t>(plan.column_of(static_cast<int>(s)));
+                     T* into = &y(b, column_of(t));
+                     for (int j = 0; j < D; ++j) into[j] = first ? into[j] + piece[j] : piece[j];
+                   }
+                   first = 1;
+                 }
+               });
     return out;
   } catch (...) {
     rethrow_within_call(group_->world_rank(),
@@ -158,19 +167,23 @@ class embedding_bag {
     const auto pooled_width = static_cast<std::size_t>(plan.row_width());
     // Shapes only: the operator reads no gradient values, so none are gathered (the unstored range).
     const auto piece_gradient = piece_gradient_.take(static_cast<std::size_t>(rows()) * pooled_width);
-    if (element_memory::stored_on_this_thread()) {
-      std::ranges::fill(piece_gradient, T(0));
-      const auto dy = output_gradient.local();
-      for (std::size_t s = 0; s < shards_.size(); ++s) {
-        const int t = shards_[s].table;
-        const int D = tables_[static_cast<std::size_t>(t)].dimension;
-        for (std::int64_t b = 0; b < rows(); ++b)
-          std::copy_n(dy.row(b).data() + column_of(t), D,
-                      piece_gradient.begin() +
-                          static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * pooled_width +
-                                                      static_cast<std::size_t>(plan.column_of(static_cast<int>(s)))));
-      }
-    }
+    // One kernel that reads the output's gradient once and writes every piece's columns once.
+    const double pooled_elements = static_cast<double>(piece_gradient.size());
+    run_kernel(
+        output_gradient.mesh().world(), work{0, sizeof(T) * (pooled_elements + static_cast<double>(rows() * width_))},
+        "embedding bag gradient", [&] {
+          std::ranges::fill(piece_gradient, T(0));
+          const auto dy = output_gradient.local();
+          for (std::size_t s = 0; s < shards_.size(); ++s) {
+            const int t = shards_[s].table;
+            const int D = tables_[static_cast<std::size_t>(t)].dimension;
+            for (std::int64_t b = 0; b < rows(); ++b)
+              std::copy_n(dy.row(b).data() + column_of(t), D,
+                          piece_gradient.begin() + static_cast<std::ptrdiff_t>(
+                                                       static_cast<std::size_t>(b) * pooled_width +
+                                                       static_cast<std::size_t>(plan.column_of(static_cast<int>(s)))));
+          }
+        });
     std::vector<nn::sparse_rows<T>*> gradients;
     for (auto& p : pieces_) gradients.push_back(&p.gradient);
     operator_->backward(std::span<const T>(piece_gradient), piece_bags,
