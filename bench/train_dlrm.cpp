@@ -10,10 +10,9 @@
 //                       time in the embedding layer (…_embedding_ms), and the medians of the
 //                       iterations' ratios (forward_fused_over_unfused, fused_over_unfused)
 // sim/<GxK>/<shape>     8 simulated MI210s, in 8 nodes of 1 and in 2 nodes of 4 (InfiniBand between
-//                       nodes, xGMI inside), modelled time of one step each way after an untimed one:
-//                       the GEMMs, the interaction, the embedding kernels and their all-to-alls and the
-//                       update's collectives take the models' time; the element-wise ReLU and loss and
-//                       the sparse optimizer are not priced
+//                       nodes, xGMI inside), modelled time of one step each way after an untimed one,
+//                       from the ranks' meeting with their devices drained to the next: every kernel
+//                       (the sparse optimizer's included) and every collective take the models' time
 // sim/128/<shape>       the paper's scale-out study (its Table 2): 128 MI210s, one a node, in a 16 x 8
 //                       torus of 200 Gb/s links (sim::presets::mi210_torus), a DLRM of 43 MLP layers of
 //                       682 and embeddings of width 92 pooled from bags of 70; run with shapes only
@@ -128,7 +127,7 @@ struct training {
     (void)dlrm.forward(batch);
     dlrm.backward();
     (void)dense.step(mesh.data(), mesh.tensor_parallel().world(), {1e-4f, 0.0f});
-    tables.step(1e-3f);
+    tables.step(mesh.tensor_parallel().world(), 1e-3f);
   }
   [[nodiscard]] double embedding_seconds() const {
     return dlrm.seconds_in_embedding().forward + dlrm.seconds_in_embedding().backward;
@@ -181,12 +180,12 @@ void measure_simulated(benchmark::State& state, const dlrm_shape& shape, const s
         training<sim_gpu::communicator> t(comm, shape);
         for (std::size_t w = 0; w < ways.size(); ++w) {
           t.step(ways[w]);
-          comm.barrier();
-          const double start = comm.now();
+          // From the ranks' meeting with their devices drained to their next such meeting: the step's
+          // every kernel, the sparse update's last, counted in it.
+          const double start = comm.synchronized_now();
           t.step(ways[w]);
-          double mine = comm.now() - start;
-          comm.untimed().all_reduce(std::span<double>(&mine, 1), op::max);
-          if (comm.rank() == 0) seconds[w] = mine;
+          const double end = comm.synchronized_now();
+          if (comm.rank() == 0) seconds[w] = end - start;
         }
       },
       how);

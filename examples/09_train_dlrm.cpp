@@ -301,7 +301,7 @@ void train(Communicator& world, const options& o) {
       embedding.choose_paths(forward, backward);
       update_seconds = slowest([&] {
         (void)dense_update.step(data, mesh.tensor_parallel().world(), {o.dense_lr, 0.0f});
-        table_update.step(o.sparse_lr);
+        table_update.step(mesh.tensor_parallel().world(), o.sparse_lr);
       });
       step_fused.back() += update_seconds;
       step_unfused.back() += update_seconds;
@@ -310,7 +310,7 @@ void train(Communicator& world, const options& o) {
         loss = model.forward(batch);
         model.backward();
         (void)dense_update.step(data, mesh.tensor_parallel().world(), {o.dense_lr, 0.0f});
-        table_update.step(o.sparse_lr);
+        table_update.step(mesh.tensor_parallel().world(), o.sparse_lr);
       });
       training_seconds += seconds;
       trained_samples += static_cast<double>(o.batch);

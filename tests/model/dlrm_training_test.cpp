@@ -34,7 +34,7 @@ TYPED_TEST(dlrm_model, steps_of_the_sharded_and_sparse_updates_lower_the_loss) {
         for (int step = 0; step < 30; ++step) {
           m.backward();
           dense.step(mesh.data(), mesh.tensor_parallel().world(), {0.01f, 0.0f});
-          tables.step(0.1f);
+          tables.step(mesh.tensor_parallel().world(), 0.1f);
           last = m.forward(b);
         }
         EXPECT_LT(last, 0.5 * first) << "30 steps on one batch should fit it";

@@ -28,7 +28,9 @@
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/softmax.hpp"
 #include "shardwise/optim/adam.hpp"
+#include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sharded.hpp"
+#include "shardwise/optim/sparse_update.hpp"
 #include "shardwise/sim/presets.hpp"
 #include "shardwise/sim/sim_gpu.hpp"
 #include "shardwise/sim/timeline.hpp"
@@ -316,26 +318,41 @@ TEST(kernel_cost, the_frobenius_norm_sums_its_squares_in_one_kernel) {
 // pieces' columns in another. A rank receives, for each of its samples, each table-wise table's
 // columns once and a row-wise table's once from every rank: that kernel reads those and writes the
 // output once, adding all but a table's first piece; the gradient's reads the output's gradient once
-// and writes the pieces' columns once.
-TEST(kernel_cost, the_embedding_bag_layer_places_its_pooled_rows_in_one_kernel_each_way) {
-  const std::vector<fused::embedding_table> tables = {{40, 8, fused::table_sharding::table_wise},
-                                                      {40, 8, fused::table_sharding::table_wise},
-                                                      {40, 8, fused::table_sharding::table_wise},
-                                                      {40, 8, fused::table_sharding::table_wise},
+// and writes the pieces' columns once. The sparse update of the pieces that follows is one kernel too:
+// each touched row's gradient read, its weights and its state (one value, row-wise Adagrad's) read and
+// written.
+TEST(kernel_cost, the_embedding_bag_layer_and_its_sparse_update_are_one_kernel_each) {
+  const std::vector<fused::embedding_table> tables = {{80, 8, fused::table_sharding::table_wise},
+                                                      {80, 8, fused::table_sharding::table_wise},
+                                                      {80, 8, fused::table_sharding::table_wise},
+                                                      {80, 8, fused::table_sharding::table_wise},
                                                       {80, 4, fused::table_sharding::row_wise}};
   constexpr std::int64_t batch = 64;
   sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
   machine.record_timeline = true;
+  std::vector<double> updating(ranks);
   const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
     data_parallel_mesh mesh(world, ranks, {1});
     using local_mesh = std::remove_cvref_t<decltype(mesh.tensor_parallel())>;
     fused::embedding_bag<float, sim_gpu::communicator, local_mesh> layer(mesh.data(), mesh.tensor_parallel(), tables,
                                                                          batch, 1);
+    // Bags of one lookup, rows 0, 20, 40 and 60 in turn: a row in each rank's piece of the row-wise table.
     std::vector<std::int64_t> offsets(batch + 1), indices(batch);
-    std::iota(offsets.begin(), offsets.end(), 0);  // bags of one lookup, of row 0
+    std::iota(offsets.begin(), offsets.end(), 0);
+    for (std::int64_t b = 0; b < batch; ++b) indices[static_cast<std::size_t>(b)] = b % 4 * 20;
     const std::vector<fused::embedding_bags> bags(layer.input_tables().size(), {offsets, indices});
     const auto out = layer.forward(bags);
     layer.backward(out);
+    double touched_rows = 0, touched_elements = 0;
+    layer.for_each_sparse_parameter([&](const std::string&, nn::sparse_parameter<float>& p) {
+      touched_rows += static_cast<double>(p.gradient.touched().size());
+      touched_elements += static_cast<double>(p.gradient.touched().size()) * p.dimension();
+    });
+    EXPECT_GT(touched_rows, 0);
+    updating[static_cast<std::size_t>(world.rank())] =
+        machine.device.duration({0, element * (3 * touched_elements + 2 * touched_rows)});
+    optim::sparse_update<optim::rowwise_adagrad> update(layer);
+    update.step(world, 0.1f);
   });
   const double rows = static_cast<double>(batch / ranks);
   const double output_elements = rows * (4 * 8 + 4), received_elements = rows * (4 * 8 + ranks * 4);
@@ -348,6 +365,13 @@ TEST(kernel_cost, the_embedding_bag_layer_places_its_pooled_rows_in_one_kernel_e
     EXPECT_EQ(found.size(), ranks) << name;
     for (const double measured : found) EXPECT_NEAR(measured, seconds, 1e-9 * seconds) << name;
   }
+  std::vector<double> updated = durations_of(*report.timeline, "sparse optimizer update");
+  ASSERT_EQ(updated.size(), ranks);
+  std::ranges::sort(updated);
+  std::ranges::sort(updating);
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_NEAR(updated[static_cast<std::size_t>(r)], updating[static_cast<std::size_t>(r)],
+                1e-9 * updating[static_cast<std::size_t>(r)]);
 }
 
 }  // namespace

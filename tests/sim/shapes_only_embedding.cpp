@@ -144,7 +144,7 @@ TEST(shapes_only, the_embedding_bag_layer_costs_what_its_full_run_costs) {
     if (stored) std::ranges::fill(gradient.data(), 0.5F);
     optim::sparse_update<optim::rowwise_adagrad> update(layer);
     layer.backward(gradient);
-    update.step(0.1F);
+    update.step(world, 0.1F);
     layer.for_each_sparse_parameter([](const std::string& name, nn::sparse_parameter<float>& p) {
       EXPECT_TRUE(p.gradient.touched().empty()) << name;
     });

@@ -6,7 +6,7 @@
 //
 //   optim::sparse_update<optim::rowwise_adagrad> tables(model);   // model.for_each_sparse_parameter
 //   loop: model.forward(…); model.backward();                     // adds into the touched rows
-//         tables.step(learning_rate);                             // updates them, clears the gradients
+//         tables.step(world, learning_rate);                      // updates them, clears the gradients
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "shardwise/core/checked_index.hpp"
-#include "shardwise/core/element_memory.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
+#include "shardwise/core/work.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/optim/sparse_optimizer.hpp"
 
@@ -47,18 +48,40 @@ class sparse_update {
     });
   }
 
-  // Updates the touched rows of every table piece and clears their gradients. A rank that stores no
-  // values (shapes only, core/element_memory.hpp) has no rows to update.
+  // Updates the touched rows of every table piece and clears their gradients: one kernel on the device
+  // of `carrier`, the communicator the rank's model runs on (core/kernel.hpp; where it models time, the
+  // kernel's roofline time, and a rank that stores no values, shapes only, updates nothing). Priced by
+  // its memory traffic as the dense update is: per touched row, its gradient read and its weights and
+  // state read and written. step(learning_rate) runs it on no device.
+  template <class Carrier>
+  void step(Carrier& carrier, T learning_rate) {
+    run_kernel(
+        carrier,
+        [&] {
+          double rows = 0, elements = 0;
+          for (const auto& t : tables_) {
+            const auto touched = static_cast<double>(t.parameter->gradient.touched().size());
+            rows += touched;
+            elements += touched * static_cast<double>(t.parameter->dimension());
+          }
+          return work{0, sizeof(T) * (3 * elements + 2 * static_cast<double>(Optimizer::state_per_row) * rows)};
+        },
+        "sparse optimizer update",
+        [&] {
+          for (auto& t : tables_) {
+            const auto& gradient = t.parameter->gradient;
+            const auto touched = gradient.touched();
+            for (std::size_t k = 0; k < touched.size(); ++k)
+              optimizer_.update_row(t.parameter->row(touched[k]), gradient.values(k), state_row(t, touched[k]),
+                                    learning_rate);
+          }
+        });
+    for (auto& t : tables_) t.parameter->gradient.clear();
+  }
   void step(T learning_rate) {
-    const bool values = element_memory::stored_on_this_thread();
-    for (auto& table : tables_) {
-      auto& gradient = table.parameter->gradient;
-      const auto touched = gradient.touched();
-      for (std::size_t k = 0; values && k < touched.size(); ++k)
-        optimizer_.update_row(table.parameter->row(touched[k]), gradient.values(k), state_row(table, touched[k]),
-                              learning_rate);
-      gradient.clear();
-    }
+    struct no_device {
+    } host;
+    step(host, learning_rate);
   }
 
   [[nodiscard]] std::size_t table_count() const noexcept { return tables_.size(); }
