@@ -63,6 +63,7 @@ namespace {
 
 // ---- options
 
+// Their defaults are also in options_text, which --help prints.
 struct options {
   std::string preset = "v100";
   std::string precision = "float";  // of the model's weights and activations: float or bf16
@@ -71,16 +72,23 @@ struct options {
   long batch = 256;       // sequences per step, over all replicas
   double memory_gib = 0;  // per device; 0: the preset's
   int top = 0;            // rows of the table; 0: all
+  std::string only;       // plan only the meshes whose name contains it; empty: all
   bool check = false;     // plan on this machine's model, then measure each mesh on threads
   int check_steps = 10;   // measured steps per mesh and round, after one to warm up
   int check_rounds = 3;   // every mesh measured once a round; its time is the median of its rounds'
 };
 
 constexpr const char* options_text =
-    "options: --preset v100|mi210|a100|h100|tpu|cpu  --devices N  --layers N  --hidden N  --heads N  --context N\n"
-    "         --vocabulary N  --batch N  --precision float|bf16  --memory-gib X  --top N  --check\n"
-    "         --check-steps N  --check-rounds N  --help (-h)\n"
-    "(--check: the cpu preset, a device per core but at least 4, and a small model unless given; docs/planner.md)\n";
+    "Ranks every mesh of a GPT on N simulated devices (data replicas x a 1-D, sequence-parallel, 2-D or 3-D\n"
+    "grid; sharded or replicated update; 1, 2, 4 or 8 micro-batches) by the simulated time of one training\n"
+    "step, and drops the meshes whose fullest device is over its memory (docs/planner.md).\n"
+    "options (default):\n"
+    "  --preset v100|mi210|a100|h100|tpu|cpu (v100)  --devices N (64)  --precision float|bf16 (float)\n"
+    "  --layers N (8)  --hidden N (1536)  --heads N (16)  --context N (1024)  --vocabulary N (50304)\n"
+    "  --batch N (256 sequences per step, over all replicas)  --memory-gib X (per device; the preset's)\n"
+    "  --top N (rows of the table; all)  --only TEXT (only the meshes whose name contains it, as \"1d-sp:8\";\n"
+    "  all)  --check  --check-steps N (10)  --check-rounds N (3)  --help (-h)\n"
+    "(--check: the cpu preset, a device per core but at least 4, and a small model unless given)\n";
 
 const sw::examples::command_line command_line{"08_plan_gpt", options_text};
 
@@ -102,6 +110,7 @@ options parse(int argc, char** argv) {
                                            {"--batch", read_positive_into(o.batch)},
                                            {"--memory-gib", read_positive_into(o.memory_gib)},
                                            {"--top", read_positive_into(o.top)},
+                                           {"--only", read_into(o.only)},
                                            {"--check-steps", read_positive_into(o.check_steps)},
                                            {"--check-rounds", read_positive_into(o.check_rounds)},
                                        },
@@ -280,23 +289,44 @@ std::vector<std::pair<family, std::vector<int>>> grids(int t) {
 // More micro-batches than this only add launches to a step that already fits.
 constexpr long max_micro_batches = 8;
 
+struct mesh_search {
+  std::vector<mesh_choice> meshes;
+  std::vector<std::string> not_planned;  // the replica counts and grids the batch cannot be split for, and why
+};
+
 // Data x grid for every grid size dividing the devices, each update, and 1, 2, 4 or 8 micro-batches
-// that split the replica's batch into whole samples for every row block.
-std::vector<mesh_choice> meshes(int devices, long batch) {
-  std::vector<mesh_choice> result;
+// that split the replica's batch into whole samples for every row block. A replica count or a grid
+// that no such split exists for is named in not_planned, so that the plan does not leave it out unseen.
+mesh_search meshes(int devices, long batch) {
+  const auto sequences = [](long n) { return std::to_string(n) + (n == 1 ? " sequence" : " sequences"); };
+  mesh_search result;
   for (int t = 1; t <= devices; ++t) {
     if (devices % t != 0) continue;
     const int data = devices / t;
-    if (batch % data != 0) continue;
-    for (const auto& [tensor_family, grid] : grids(t))
+    if (batch % data != 0) {
+      result.not_planned.push_back("data " + std::to_string(data) + ", with every grid of " + std::to_string(t) + ": " +
+                                   sequences(batch) + " a step cannot be split among " + std::to_string(data) +
+                                   " replicas");
+      continue;
+    }
+    for (const auto& [tensor_family, grid] : grids(t)) {
+      const std::size_t planned_before = result.meshes.size();
       for (const bool sharded : {true, false}) {
         if (data == 1 && !sharded) continue;  // one replica: the two updates are the same
         for (long micro = 1; micro <= std::min(batch / data, max_micro_batches); micro *= 2) {
           mesh_choice m{data, tensor_family, grid, sharded, micro};
           const long micro_batch = batch / data / micro;
-          if (batch / data % micro == 0 && micro_batch % m.row_blocks() == 0) result.push_back(m);
+          if (batch / data % micro == 0 && micro_batch % m.row_blocks() == 0) result.meshes.push_back(m);
         }
       }
+      // One micro-batch splits whenever any number does.
+      if (result.meshes.size() == planned_before) {
+        const mesh_choice m{data, tensor_family, grid};
+        result.not_planned.push_back(m.name() + ": a replica's " + sequences(batch / data) +
+                                     " cannot be split into the grid's " + std::to_string(m.row_blocks()) +
+                                     " row blocks of whole sequences");
+      }
+    }
   }
   return result;
 }
@@ -431,19 +461,33 @@ double rank_agreement(const std::vector<planned>& rows) {
 int main(int argc, char** argv) try {
   const options o = parse(argc, argv);
   const cluster c = cluster_of(o);
+  // The meshes to simulate, those --only names: chosen before anything is printed, so that a refusal
+  // comes alone.
+  auto [candidates, not_planned] = meshes(o.devices, o.batch);
+  const std::size_t all_candidates = candidates.size();
+  std::erase_if(candidates, [&](const mesh_choice& m) { return m.name().find(o.only) == std::string::npos; });
+  if (candidates.empty() && all_candidates > 0)
+    usage("--only " + o.only + " names none of the " + std::to_string(all_candidates) + " meshes of " +
+          std::to_string(o.devices) + " devices (named as \"data 8 x 1d-sp:8\")");
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
   std::printf(
-      "shardwise 08: a GPT of %.1fM parameters (%ld blocks of width %ld, %ld heads, context %ld, vocabulary %ld),\n"
-      "%ld sequences per step, %s, on %s; %.1f GiB per device\n",
-      sw::model::parameter_count(o.model) / 1e6, static_cast<long>(o.model.layers), static_cast<long>(o.model.hidden),
-      static_cast<long>(o.model.heads), static_cast<long>(o.model.context), static_cast<long>(o.model.vocabulary),
-      o.batch,
+      "shardwise 08: a GPT of %.1fM parameters (%ld block%s of width %ld, %ld heads, context %ld, vocabulary %ld),\n"
+      "%ld sequences per step, %s, on %s; %.3g GiB per device\n"
+      "each mesh: one training step (forward and backward per micro-batch, then AdamW with clipping), shapes only,\n"
+      "ranked by its simulated time, fastest first; memory: its fullest device's high-water mark of weights,\n"
+      "gradients, AdamW's state, kept activations and working buffers (a framework's own overheads not counted)\n",
+      sw::model::parameter_count(o.model) / 1e6, static_cast<long>(o.model.layers), o.model.layers == 1 ? "" : "s",
+      static_cast<long>(o.model.hidden), static_cast<long>(o.model.heads), static_cast<long>(o.model.context),
+      static_cast<long>(o.model.vocabulary), o.batch,
       o.precision == "bf16" ? "bf16 weights and activations (float32 gradients, master weights and optimizer state)"
                             : "float32 throughout",
       c.description.c_str(), c.memory_bytes / gib);
 
   // 1. Every mesh, simulated: one step each, shapes only.
-  const auto candidates = meshes(o.devices, o.batch);
+  if (!not_planned.empty()) {
+    std::printf("not planned, since the batch does not split for them (--batch):\n");
+    for (const auto& why : not_planned) std::printf("  %s\n", why.c_str());
+  }
   std::vector<planned> fitting;
   std::vector<std::string> dropped, refused_grids;
   const auto wall_start = std::chrono::steady_clock::now();
@@ -495,8 +539,10 @@ int main(int argc, char** argv) try {
   }
   std::stable_sort(fitting.begin(), fitting.end(),
                    [](const planned& a, const planned& b) { return a.simulated.seconds < b.simulated.seconds; });
-  std::printf("simulated %zu meshes in %.1f s\n", candidates.size(),
+  std::printf("simulated %zu meshes in %.1f s", candidates.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+  if (candidates.size() < all_candidates) std::printf(" (--only %s, of %zu)", o.only.c_str(), all_candidates);
+  std::printf("\n");
 
   // 2. On threads, each mesh that fits, measured (--check). The simulated devices keep their memory
   // from step to step, as a framework's caching allocator does; glibc would instead hand buffers over
@@ -532,7 +578,7 @@ int main(int argc, char** argv) try {
       o.top > 0 ? std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(o.top)) : fitting.size();
   for (std::size_t i = 0; i < shown; ++i) {
     const planned& row = fitting[i];
-    std::printf("%4zu  %-26s %-11s %6ld %10s %11.2f %11.3g %11.3g", i + 1, row.mesh.name().c_str(),
+    std::printf("%4zu  %-26s %-11s %6ld %10s %11.2f %11.0f %11.3g", i + 1, row.mesh.name().c_str(),
                 row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches,
                 std::string(sw::nn::name_of(row.mesh.recompute)).c_str(), row.simulated.seconds * 1e3,
                 tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
