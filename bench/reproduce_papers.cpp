@@ -710,6 +710,7 @@ arguments parse(int argc, char** argv) {
       parsed.summa =
           is_first_of("--summa", argv[++i], "in-turn", "ahead") ? summa_broadcasts::in_turn : summa_broadcasts::ahead;
     } else {
+      std::fprintf(stderr, "reproduce_papers: '%s' is not an option, or is an option without its value\n", argv[i]);
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--only TEXT]... [--reduce-during-backward MIB] "
                    "[--recompute none|attention|block] [--recompute-in 1-D|2-D|3-D] [--timeline DIRECTORY] "
@@ -833,6 +834,17 @@ int main(int argc, char** argv) {
 
   weight_update_rows(given.only, given.buckets_during_backward, output);
   fused_rows(given.only, output);
+  // A misspelt --only would otherwise print an empty table and succeed.
+  if (output.empty() && !given.only.empty()) {
+    std::string texts;
+    for (const auto& text : given.only) texts += (texts.empty() ? "'" : ", '") + text + "'";
+    std::fprintf(stderr,
+                 "reproduce_papers: no row's label contains %s (--only); labels read as \"Table 2, 3-D, 64 GPUs, "
+                 "batch 384, hidden 8192\", \"Section 6.1, Transformer, 1024 chips, sharded update\", \"Figure 10, "
+                 "inter-node, ...\"\n",
+                 texts.c_str());
+    return 2;
+  }
 
   std::printf("[\n");
   for (std::size_t i = 0; i < output.size(); ++i)
