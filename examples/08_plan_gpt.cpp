@@ -128,6 +128,10 @@ options parse(int argc, char** argv) {
     if (!model_given) o.model = {.vocabulary = 256, .context = 64, .hidden = 128, .heads = 4, .layers = 2};
     if (!batch_given) o.batch = 16;
   }
+  // The model's own shape, which no mesh can mend: said once here rather than by every mesh.
+  if (o.model.hidden % o.model.heads != 0)
+    usage("--hidden " + std::to_string(o.model.hidden) + " does not split into --heads " +
+          std::to_string(o.model.heads) + " heads of whole columns");
   return o;
 }
 
