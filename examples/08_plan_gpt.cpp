@@ -63,7 +63,6 @@ namespace {
 
 // ---- options
 
-// Their defaults are also in options_text, which --help prints.
 struct options {
   std::string preset = "v100";
   std::string precision = "float";  // of the model's weights and activations: float or bf16
@@ -82,12 +81,11 @@ constexpr const char* options_text =
     "Ranks every mesh of a GPT on N simulated devices (data replicas x a 1-D, sequence-parallel, 2-D or 3-D\n"
     "grid; sharded or replicated update; 1, 2, 4 or 8 micro-batches) by the simulated time of one training\n"
     "step, and drops the meshes whose fullest device is over its memory (docs/planner.md).\n"
-    "options (default):\n"
-    "  --preset v100|mi210|a100|h100|tpu|cpu (v100)  --devices N (64)  --precision float|bf16 (float)\n"
-    "  --layers N (8)  --hidden N (1536)  --heads N (16)  --context N (1024)  --vocabulary N (50304)\n"
-    "  --batch N (256 sequences per step, over all replicas)  --memory-gib X (per device; the preset's)\n"
-    "  --top N (rows of the table; all)  --only TEXT (only the meshes whose name contains it, as \"1d-sp:8\";\n"
-    "  all)  --check  --check-steps N (10)  --check-rounds N (3)  --help (-h)\n"
+    "options: --preset v100|mi210|a100|h100|tpu|cpu  --devices N  --precision float|bf16\n"
+    "         --layers N  --hidden N  --heads N  --context N  --vocabulary N\n"
+    "         --batch N (sequences per step, over all replicas)  --memory-gib X (per device; by default the preset's)\n"
+    "         --top N (rows of the table; by default all)  --only TEXT (only the meshes whose name contains it,\n"
+    "         as \"1d-sp:8\")  --check  --check-steps N  --check-rounds N  --help (-h)\n"
     "(--check: the cpu preset, a device per core but at least 4, and a small model unless given)\n";
 
 const sw::examples::command_line command_line{"08_plan_gpt", options_text};
