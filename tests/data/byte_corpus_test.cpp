@@ -82,6 +82,17 @@ TEST_F(byte_corpus_test, batches_are_windows_and_their_next_bytes_keyed_by_step_
   EXPECT_NE(corpus.training_batch(3, 0, 2, 4, context, 42).tokens, batch.tokens) << "another replica";
   EXPECT_NE(corpus.training_batch(3, 1, 2, 4, context, 43).tokens, batch.tokens) << "another seed";
   EXPECT_EQ(corpus.validation_batch(0, 0, 1, 2, context).tokens, corpus.validation_batch(0, 0, 1, 2, context).tokens);
+
+  // A training split of one window and its target (9 of 10 bytes) has one place to start: a window one
+  // byte later would take its last target from the validation split.
+  write("one-window", "abcdefghij");
+  const byte_corpus one_window(root_ / "one-window");
+  const auto only = one_window.training_batch(3, 0, 1, 32, context, 42);
+  for (long s = 0; s < 32; ++s) {
+    const auto first = static_cast<std::ptrdiff_t>(s * context);
+    EXPECT_EQ(std::string(only.tokens.begin() + first, only.tokens.begin() + first + context), "abcdefgh") << s;
+    EXPECT_EQ(std::string(only.targets.begin() + first, only.targets.begin() + first + context), "bcdefghi") << s;
+  }
 }
 
 TEST_F(byte_corpus_test, errors_name_the_path_and_the_problem) {
