@@ -60,7 +60,10 @@ float gradient_value(int rank, long step, std::size_t tensor, std::size_t i) {
   return static_cast<float>(static_cast<int>(h % 2001u) - 1000) / 1024.0f;
 }
 
+// The 1 x 13 tensor starts at zero, as biases do, so that LAMB's and LARS's trust ratios meet a weight
+// norm of zero at the first step.
 float initial_weight(std::size_t tensor, std::size_t i) {
+  if (tensor == 1) return 0.0f;
   return static_cast<float>(static_cast<int>((tensor * 7 + i * 13) % 41) - 20) / 16.0f;
 }
 
@@ -224,7 +227,7 @@ void for_each_optimizer(F&& f) {
   f("adam", optim::adam{.weight_decay = 0.01f}, 0.02f);
   f("adamw", optim::adamw{.weight_decay = 0.05f}, 0.02f);
   f("lamb", optim::lamb{}, 0.02f);
-  f("lars", optim::lars{.coefficient = 0.9f, .weight_decay = 0.01f, .trust_coefficient = 0.1f}, 0.5f);
+  f("lars", optim::lars{.coefficient = 0.9f, .weight_decay = 0.01f, .trust_coefficient = 0.1f, .epsilon = 0.5f}, 0.5f);
   f("adafactor", optim::adafactor{}, 0.05f);
 }
 
