@@ -1,8 +1,9 @@
 // Checkpoints of a model's training state: a GPT trained on one data x tensor-parallel mesh, saved,
 // and loaded on the same mesh (the next step is bitwise the uninterrupted run's) and on meshes of
 // other shapes and families (weights and optimizer state land exactly where the layouts put them; the
-// next step agrees within float rounding); a checkpoint of another model or another optimizer, a
-// damaged file and a missing one are errors naming what is wrong; a save leaves earlier ones alone.
+// next step agrees within float rounding); a weight cut unevenly by columns loads bit for bit into its
+// padded pieces; a checkpoint of another model or another optimizer, a damaged file and a missing one are
+// errors naming what is wrong; a save leaves earlier ones alone.
 // The 2-D and 3-D families' models compile in sources of their own (model_checkpoint_checks.hpp).
 #include "shardwise/optim/model_checkpoint.hpp"
 
@@ -18,6 +19,7 @@
 #include "shardwise/core/bf16.hpp"
 #include "shardwise/mesh/shape.hpp"
 #include "shardwise/nn/family.hpp"
+#include "shardwise/nn/parameter.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/sgd.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -74,6 +76,46 @@ TYPED_TEST(model_checkpoint, resumes_bitwise_on_the_same_mesh_and_within_roundin
         if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 2, 4, 8});
+}
+
+// The GPT above cuts its columns evenly on every mesh (its heads divide them); a weight of 7 columns on
+// 3 or 4 ranks has short last pieces whose storage is wider than what they own. Saved there, it loads
+// bit for bit into those pieces, and on data replicas that hold it whole.
+template <class Mesh>
+struct uneven_columns {
+  nn::parameter<float, row_1d<padded>, Mesh> weight;
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f("weight", weight);
+  }
+};
+
+TYPED_TEST(model_checkpoint, a_weight_whose_columns_are_cut_unevenly_loads_bit_for_bit) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        using mesh_type = data_parallel_mesh<std::remove_cvref_t<decltype(world)>, 1>;
+        using model_type = uneven_columns<typename mesh_type::tensor_parallel_mesh_type>;
+        const fs::path folder = shardwise::testing::shared_folder(world, "model-checkpoint-uneven-columns");
+        const matrix_extents extents{5, 7};
+        matrix saved;
+        {
+          mesh_type mesh(world, 1, {world.size()});
+          model_type model{{mesh.tensor_parallel(), extents, 3, 1.0f}};
+          optim::sharded_update<optim::sgd> update(model, mesh.data());
+          saved = all_gather(model.weight.value);
+          optim::save_model_checkpoint(folder, update, mesh.data(), world);
+        }
+        for (const int replicas : {1, world.size()}) {
+          mesh_type mesh(world, replicas, {world.size() / replicas});
+          model_type model{{mesh.tensor_parallel(), extents, 4, 1.0f}};  // other values, which the load replaces
+          optim::sharded_update<optim::sgd> update(model, mesh.data());
+          (void)optim::load_model_checkpoint(folder, update, world);
+          EXPECT_EQ(all_gather(model.weight.value), saved) << "data " << replicas;
+        }
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
+      },
+      {3, 4});
 }
 
 // A bf16 model's checkpoint keeps its float32 master weights: loaded on the same mesh, the next step is
