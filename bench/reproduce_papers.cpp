@@ -418,13 +418,15 @@ training_step_times simulate_training_step(update_variant variant, const sim::ma
   return times;
 }
 
+// Whether a row labelled `label` is run: --only's texts, when any is given, must include one it contains.
+bool wanted(const std::vector<std::string>& only, const std::string& label) {
+  return only.empty() ||
+         std::ranges::any_of(only, [&](const std::string& text) { return label.find(text) != std::string::npos; });
+}
+
 void weight_update_rows(const std::vector<std::string>& only, std::size_t buckets_during_backward,
                         std::vector<output_row>& output) {
   const std::string chips = std::to_string(pod_rows * pod_cols) + " chips";
-  const auto wanted = [&](const std::string& label) {
-    return only.empty() ||
-           std::ranges::any_of(only, [&](const std::string& text) { return label.find(text) != std::string::npos; });
-  };
   std::string model_note =
       "14 decoder blocks of width 1024, 16 heads, MLP 4096, vocabulary 33708, a sequence of 256 "
       "a core, a device a core (2 a chip), Adam; bf16 weights and activations, float32 gradients, master "
@@ -436,7 +438,7 @@ void weight_update_rows(const std::vector<std::string>& only, std::size_t bucket
   for (const update_variant variant :
        {update_variant::replicated, update_variant::sharded_in_groups, update_variant::sharded_in_all}) {
     const std::string row = "Transformer, " + chips + ", " + variant_name(variant);
-    if (!wanted(std::string(weight_update_table) + ", " + row)) continue;
+    if (!wanted(only, std::string(weight_update_table) + ", " + row)) continue;
     const auto wall_start = std::chrono::steady_clock::now();
     const training_step_times times = simulate_training_step(
         variant, sim::presets::tpu_v3_pod(pod_rows, pod_cols, cores_per_chip), buckets_during_backward);
@@ -459,7 +461,7 @@ void weight_update_rows(const std::vector<std::string>& only, std::size_t bucket
   // The weight update's share of the replicated step: the optimizer alone, timed on one core (no
   // gradient reduction to do: the update phase is the optimizer's kernels), over the 1024-chip step.
   const std::string fraction_row = "Transformer, " + chips + ", replicated update";
-  if (replicated && wanted(std::string(weight_update_table) + ", " + fraction_row + ", fraction")) {
+  if (replicated && wanted(only, std::string(weight_update_table) + ", " + fraction_row + ", fraction")) {
     const auto one_core = sim::presets::tpu_v3_pod(1, 1, cores_per_chip);
     const training_step_times alone = simulate_training_step(
         update_variant::replicated, {one_core.device, sim::topology::fully_connected(1, one_core.network.peer_link())});
@@ -574,9 +576,7 @@ void fused_rows(const std::vector<std::string>& only, std::vector<output_row>& o
       for (const int tables : {16, 64, 256}) {
         const std::string configuration = std::to_string(batch) + "|" + std::to_string(tables);
         const std::string label = std::string(figure.table) + ", " + figure.setting + ", " + configuration;
-        if (!only.empty() &&
-            std::ranges::none_of(only, [&](const std::string& text) { return label.find(text) != std::string::npos; }))
-          continue;
+        if (!wanted(only, label)) continue;
         const auto wall_start = std::chrono::steady_clock::now();
         const fused_times times = simulate_fused(figure, batch, tables);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -750,10 +750,7 @@ int main(int argc, char** argv) {
                             " GPUs, batch " + std::to_string(source.batch) + ", hidden " +
                             std::to_string(source.hidden);
     const std::string label = std::string(source.table) + ", " + row;
-    if (!given.only.empty() && std::ranges::none_of(given.only, [&](const std::string& text) {
-          return label.find(text) != std::string::npos;
-        }))
-      continue;
+    if (!wanted(given.only, label)) continue;
     const auto wall_start = std::chrono::steady_clock::now();
     const grid g = grid_of(source.family, source.gpus);
     std::string note;
