@@ -241,6 +241,20 @@ std::vector<double> durations_of(const sim::timeline& timeline, const std::strin
   return found;
 }
 
+// Expects `count` events named `name` on `timeline`, each lasting `seconds`.
+void expect_kernels(const sim::timeline& timeline, const std::string& name, std::size_t count, double seconds) {
+  const std::vector<double> found = durations_of(timeline, name);
+  EXPECT_EQ(found.size(), count) << name;
+  for (const double measured : found) EXPECT_NEAR(measured, seconds, 1e-9 * seconds) << name;
+}
+
+// A node of `gpus` MI210s that records its timeline, so that each kernel's time can be read off it.
+sim::machine traced_node(int gpus) {
+  sim::machine machine = sim::presets::mi210_nodes(gpus, gpus);
+  machine.record_timeline = true;
+  return machine;
+}
+
 // The 3-D product in bands copies where a band's rows do not lie together, each copy a kernel that reads
 // and writes its elements once. On a 1 x 2 x 1 mesh, C = A·B's local product has two strips (A's two
 // pieces along y) that z's one rank keeps, so each rank copies its m x n/2 block of sums into place once;
@@ -249,8 +263,7 @@ TEST(kernel_cost, the_3d_product_in_bands_copies_its_bands_in_one_kernel_each) {
   constexpr int pair = 2;
   constexpr int bands = 4;
   constexpr std::int64_t m = 1024, k = 512, n = 512;
-  sim::machine machine = sim::presets::mi210_nodes(pair, pair);
-  machine.record_timeline = true;
+  const sim::machine machine = traced_node(pair);
   const auto a = serial({m, k}, 1);
   const auto b = serial({k, n}, 2);
   const auto dc = serial({m, n}, 3);
@@ -265,19 +278,14 @@ TEST(kernel_cost, the_3d_product_in_bands_copies_its_bands_in_one_kernel_each) {
   const auto copy_time = [&](double elements) { return machine.device.duration(copy_work(element * elements)); };
   const double sums = copy_time(m * n / pair);
   const double band_of_a = copy_time(m / pair * k / bands);
-  const std::vector<double> sums_copied = durations_of(*report.timeline, "band sums copy");
-  const std::vector<double> bands_copied = durations_of(*report.timeline, "band of A copy");
-  EXPECT_EQ(sums_copied.size(), pair);
-  for (const double seconds : sums_copied) EXPECT_NEAR(seconds, sums, 1e-9 * sums);
-  EXPECT_EQ(bands_copied.size(), pair * bands);
-  for (const double seconds : bands_copied) EXPECT_NEAR(seconds, band_of_a, 1e-9 * band_of_a);
+  expect_kernels(*report.timeline, "band sums copy", pair, sums);
+  expect_kernels(*report.timeline, "band of A copy", pair * bands, band_of_a);
 }
 
 // A tensor's copy is a kernel too: copying it, binding it to a buffer and assigning into a bound
 // tensor each read and write the rank's elements once, so each takes a copy's roofline time.
 TEST(kernel_cost, copying_a_tensor_is_one_copy_kernel) {
-  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-  machine.record_timeline = true;
+  const sim::machine machine = traced_node(ranks);
   const auto whole = serial({tokens, hidden}, 1);
   const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
     process_mesh mesh(world, {ranks});
@@ -289,18 +297,14 @@ TEST(kernel_cost, copying_a_tensor_is_one_copy_kernel) {
     expect_equals_serial(copy, whole, 1e-6);
   });
   const double copy_time = machine.device.duration(copy_work(element * tokens / ranks * hidden));
-  for (const char* name : {"dtensor copy", "dtensor::bind copy", "dtensor::operator= copy"}) {
-    const std::vector<double> copied = durations_of(*report.timeline, name);
-    EXPECT_EQ(copied.size(), ranks) << name;
-    for (const double seconds : copied) EXPECT_NEAR(seconds, copy_time, 1e-9 * copy_time) << name;
-  }
+  for (const char* name : {"dtensor copy", "dtensor::bind copy", "dtensor::operator= copy"})
+    expect_kernels(*report.timeline, name, ranks, copy_time);
 }
 
 // The Frobenius norm's local sum of squares is one kernel, two operations on each of the rank's
 // elements, read once (its all-reduce follows it on the stream, so its kernel is read off the trace).
 TEST(kernel_cost, the_frobenius_norm_sums_its_squares_in_one_kernel) {
-  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-  machine.record_timeline = true;
+  const sim::machine machine = traced_node(ranks);
   const auto whole = serial({tokens, hidden}, 1);
   const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
     process_mesh mesh(world, {ranks});
@@ -308,9 +312,7 @@ TEST(kernel_cost, the_frobenius_norm_sums_its_squares_in_one_kernel) {
   });
   const double elements = static_cast<double>(tokens / ranks * hidden);
   const double expected = machine.device.duration({2 * elements, element * elements});
-  const std::vector<double> summed = durations_of(*report.timeline, "frobenius norm");
-  EXPECT_EQ(summed.size(), ranks);
-  for (const double seconds : summed) EXPECT_NEAR(seconds, expected, 1e-9 * expected);
+  expect_kernels(*report.timeline, "frobenius norm", ranks, expected);
 }
 
 // The embedding bag layer places the pooled rows it receives in its output, every table's columns side
@@ -328,8 +330,7 @@ TEST(kernel_cost, the_embedding_bag_layer_and_its_sparse_update_are_one_kernel_e
                                                       {80, 8, fused::table_sharding::table_wise},
                                                       {80, 4, fused::table_sharding::row_wise}};
   constexpr std::int64_t batch = 64;
-  sim::machine machine = sim::presets::mi210_nodes(ranks, ranks);
-  machine.record_timeline = true;
+  const sim::machine machine = traced_node(ranks);
   std::vector<double> updating(ranks);
   const auto report = sim_gpu::run(ranks, machine, [&](sim_gpu::communicator& world) {
     data_parallel_mesh mesh(world, ranks, {1});
@@ -359,12 +360,8 @@ TEST(kernel_cost, the_embedding_bag_layer_and_its_sparse_update_are_one_kernel_e
   const double placing =
       machine.device.duration({received_elements - output_elements, element * (received_elements + output_elements)});
   const double cutting = machine.device.duration({0, element * (output_elements + received_elements)});
-  for (const auto& [name, seconds] :
-       {std::pair{"embedding bag output", placing}, std::pair{"embedding bag gradient", cutting}}) {
-    const std::vector<double> found = durations_of(*report.timeline, name);
-    EXPECT_EQ(found.size(), ranks) << name;
-    for (const double measured : found) EXPECT_NEAR(measured, seconds, 1e-9 * seconds) << name;
-  }
+  expect_kernels(*report.timeline, "embedding bag output", ranks, placing);
+  expect_kernels(*report.timeline, "embedding bag gradient", ranks, cutting);
   std::vector<double> updated = durations_of(*report.timeline, "sparse optimizer update");
   ASSERT_EQ(updated.size(), ranks);
   std::ranges::sort(updated);
