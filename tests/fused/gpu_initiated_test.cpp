@@ -1,5 +1,5 @@
-// The GPU-initiated primitives: epoch flags (a stale epoch never satisfies a wait; waits block and
-// time out), the message queue
+// The plan's slice orders; the GPU-initiated primitives: epoch flags (a stale epoch never satisfies a
+// wait; waits block and time out), the message queue
 // and the persistent kernel's modelled time, a timed-out wait of the fused operator naming the slice,
 // the peer and the flag, the sim_gpu run giving the times the cost model predicts, and the automatic
 // fallback to the baseline where the model predicts no gain.
@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "fused/embedding_data.hpp"
@@ -34,6 +35,48 @@ using shardwise::testing::message_of;
 using namespace std::chrono_literals;
 
 auto soon(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
+
+// The orders the plan documents (fused/embedding_plan.hpp), on 4 ranks whose last owns two of the 5
+// tables, a slice per table and destination. Forward, communication-aware: every table's slices for
+// the other ranks round the ring from the next rank, so no two ranks start on the same peer, then its
+// own; table by table: each table's own slice right after its others; oblivious: destinations in batch
+// order. Backward: an owner adds its sources' rows in the order they arrive, itself first, since each
+// source sends to its next rank first.
+TEST(embedding_plan, slices_go_round_the_ring_from_the_next_rank_and_come_back_in_the_order_they_arrive) {
+  constexpr int P = 4;
+  const fused::embedding_shape shape{5, 2, 8};
+  const auto tables_and_destinations = [&](fused::slice_order order, int rank) {
+    std::vector<std::pair<int, int>> walk;
+    for (const auto& slice : fused::embedding_plan(shape, P, 2, order).slices(rank))
+      walk.emplace_back(slice.table, slice.destination);
+    return walk;
+  };
+  using walk = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(tables_and_destinations(fused::slice_order::communication_aware, 1),
+            (walk{{1, 2}, {1, 3}, {1, 0}, {1, 1}}));
+  EXPECT_EQ(tables_and_destinations(fused::slice_order::communication_aware, 3),
+            (walk{{3, 0}, {3, 1}, {3, 2}, {4, 0}, {4, 1}, {4, 2}, {3, 3}, {4, 3}}));
+  EXPECT_EQ(tables_and_destinations(fused::slice_order::table_by_table, 3),
+            (walk{{3, 0}, {3, 1}, {3, 2}, {3, 3}, {4, 0}, {4, 1}, {4, 2}, {4, 3}}));
+  EXPECT_EQ(tables_and_destinations(fused::slice_order::oblivious, 3),
+            (walk{{3, 0}, {4, 0}, {3, 1}, {4, 1}, {3, 2}, {4, 2}, {3, 3}, {4, 3}}));
+
+  const fused::embedding_plan plan(shape, P, 2, fused::slice_order::communication_aware);
+  for (int owner = 0; owner < P; ++owner) {
+    EXPECT_EQ(plan.gradient_source(owner, 0), owner);
+    for (int k = 1; k < P; ++k) {
+      const int source = plan.gradient_source(owner, k);
+      std::vector<int> owners_in_order;
+      for (const auto& slice : plan.gradient_slices(source))
+        if (owners_in_order.empty() || owners_in_order.back() != slice.destination)
+          owners_in_order.push_back(slice.destination);
+      ASSERT_EQ(owners_in_order.size(), P - 1U) << "source " << source;
+      EXPECT_EQ(owners_in_order[static_cast<std::size_t>(k - 1)], owner)
+          << "owner " << owner << " adds source " << source << "'s rows at step " << k
+          << ", but the source sends them at another";
+    }
+  }
+}
 
 TEST(epoch_flags, a_signal_of_an_earlier_call_never_satisfies_a_later_wait) {
   epoch_flags flags(2);
