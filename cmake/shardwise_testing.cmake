@@ -8,7 +8,8 @@
 #   shardwise_add_mpi_run(TEST <test> TARGET <target> RANKS <n> [TIMEOUT <seconds>] [LABELS <labels...>]
 #                         [ARGS <arguments...>])
 #   shardwise_add_header_check()
-#   shardwise_add_doc_blocks_check(DOC <page.md> SCAFFOLD <file.cpp> [REQUIRES_MPI])
+#   shardwise_add_doc_blocks_check(DOC <page.md> SCAFFOLD <file.cpp> [REQUIRES_MPI]
+#                                  [RUN <block> PRINTS <regex>])
 #   shardwise_add_mpi_main_library(): main() of the MPI tests, object library shardwise_test_mpi_main
 #
 # Included by each directory that registers tests (the variables below are directory-scoped).
@@ -254,9 +255,11 @@ endfunction()
 # exactly the page's blocks, and re-runs when either file changes. Object library doc_blocks_<stem>
 # (built with ALL, compiled only). REQUIRES_MPI: against shardwise::mpi; without MPI, not compiled.
 function(shardwise_add_doc_blocks_check)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "REQUIRES_MPI" "DOC;SCAFFOLD" "")
-  if(NOT arg_DOC OR NOT arg_SCAFFOLD OR arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "usage: shardwise_add_doc_blocks_check(DOC <page.md> SCAFFOLD <file.cpp> [REQUIRES_MPI])")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "REQUIRES_MPI" "DOC;SCAFFOLD;RUN;PRINTS" "")
+  if(NOT arg_DOC OR NOT arg_SCAFFOLD OR arg_UNPARSED_ARGUMENTS OR (arg_RUN AND NOT arg_PRINTS)
+     OR (arg_PRINTS AND NOT arg_RUN))
+    message(FATAL_ERROR "usage: shardwise_add_doc_blocks_check(DOC <page.md> SCAFFOLD <file.cpp> [REQUIRES_MPI] "
+                        "[RUN <block> PRINTS <regex>])")
   endif()
   cmake_path(ABSOLUTE_PATH arg_DOC NORMALIZE OUTPUT_VARIABLE doc)
   cmake_path(ABSOLUTE_PATH arg_SCAFFOLD NORMALIZE OUTPUT_VARIABLE scaffold)
@@ -325,7 +328,19 @@ function(shardwise_add_doc_blocks_check)
   endif()
 
   set(target doc_blocks_${stem})
-  add_library(${target} OBJECT "${scaffold}")
+  if(arg_RUN)
+    # A page that quotes what one of its programs prints: the blocks build into a program that runs
+    # that block, and a test checks every line it prints ends with the text the page quotes.
+    set(main "${directory}/${stem}_main.cpp")
+    file(CONFIGURE OUTPUT "${main}" CONTENT "namespace doc_blocks {\nvoid block_${arg_RUN}();\n}\n\nint main() {\n  doc_blocks::block_${arg_RUN}();\n}\n")
+    add_executable(${target} "${scaffold}" "${main}")
+    add_test(NAME doc.${stem}.block_${arg_RUN}_prints_what_the_page_says
+             COMMAND "${CMAKE_COMMAND}" "-DPROGRAM=$<TARGET_FILE:${target}>" "-DPAGE=${doc}"
+                     "-DPRINTS=${arg_PRINTS}" -P "${PROJECT_SOURCE_DIR}/cmake/shardwise_doc_output.cmake")
+    set_tests_properties(doc.${stem}.block_${arg_RUN}_prints_what_the_page_says PROPERTIES TIMEOUT 120)
+  else()
+    add_library(${target} OBJECT "${scaffold}")
+  endif()
   target_include_directories(${target} PRIVATE "${directory}")
   if(arg_REQUIRES_MPI)
     target_link_libraries(${target} PRIVATE shardwise::mpi shardwise_project_options)

@@ -1,5 +1,6 @@
-// The C++ blocks of docs/sim-gpu.md, compiled but not run, with the page's own includes and nothing
-// else: "sim_gpu_<n>.inc" is the page's n-th block (shardwise_add_doc_blocks_check).
+// The C++ blocks of docs/sim-gpu.md, compiled with the page's own includes and nothing else:
+// "sim_gpu_<n>.inc" is the page's n-th block (shardwise_add_doc_blocks_check); the second runs, and a
+// test checks it prints what the page says.
 #include <cstdio>
 
 #include "shardwise/shardwise.hpp"
