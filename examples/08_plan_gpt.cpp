@@ -409,9 +409,10 @@ simulated_step simulate(const mesh_choice& m, const options& o, const cluster& c
         sw::sim_gpu::execution::shapes_only);
     result.memory_bytes = static_cast<double>(report.largest_memory_high_water());
   } catch (const sw::error& refusal) {
-    // Without "[rank N] ": every rank of the mesh refuses alike, and which is reported depends on which
-    // got there first.
-    result.refused = refusal.reason();
+    // The step and why, without "[rank N] " (every rank of the mesh refuses alike, and which is
+    // reported depends on which got there first) or the calls it happened inside (the model's forward,
+    // a block's, …: the same for every mesh).
+    result.refused = refusal.operation() + ": " + refusal.detail();
   }
   return result;
 }

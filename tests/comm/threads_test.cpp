@@ -19,12 +19,14 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/comm/threads/shared_memory.hpp"
 #include "shardwise/comm/threads/stall_watch.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/huge_pages.hpp"
 #include "shardwise/core/rank_local.hpp"
 
@@ -111,6 +113,30 @@ TEST(threads_failures, a_shardwise_error_is_rethrown_as_it_is) {
       EXPECT_EQ(e.rank(), 2);
       EXPECT_EQ(e.operation(), "all_reduce");
     }
+  }
+}
+
+// An error says the calls it happened inside, outermost first; its reason leaves out the rank, and its
+// operation and detail the calls too, for a summary of many runs that fail alike (08_plan_gpt's).
+TEST(errors, the_message_names_the_calls_and_the_detail_leaves_them_out) {
+  try {
+    try {
+      try {
+        throw argument_error(3, "all_to_all_v", "sizes differ");
+      } catch (...) {
+        rethrow_within_call(3, "redistribute(row_1d<> → col_1d<>, 4x4)");
+      }
+    } catch (...) {
+      rethrow_within_call(3, "model::gpt::forward(8 tokens, 8 targets)");
+    }
+    ADD_FAILURE() << "nothing was thrown";
+  } catch (const argument_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "[rank 3] model::gpt::forward(8 tokens, 8 targets): redistribute(row_1d<> → col_1d<>, 4x4): "
+                 "all_to_all_v: sizes differ");
+    EXPECT_EQ(e.reason(), std::string_view(e.what()).substr(std::string_view("[rank 3] ").size()));
+    EXPECT_EQ(e.operation(), "all_to_all_v");
+    EXPECT_EQ(e.detail(), "sizes differ");
   }
 }
 

@@ -32,6 +32,9 @@ class error : public std::runtime_error {
   // The message without its "[rank N] " prefix: what another rank quotes when it stops because of
   // this one ("stopped because rank 2 failed: …").
   [[nodiscard]] std::string_view reason() const noexcept { return std::string_view(text_).substr(prefix_length_); }
+  // Why the step failed, without the calls it happened inside: what a summary of many runs quotes
+  // after the step's name (a planner's line for a mesh it drops).
+  [[nodiscard]] const std::string& detail() const noexcept { return detail_; }
 
   // Names the rank an error raised without one (by a layout's mapping, say) happened on.
   void on_rank(int world_rank) {
