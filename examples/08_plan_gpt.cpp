@@ -477,8 +477,10 @@ int main(int argc, char** argv) try {
       "shardwise 08: a GPT of %.1fM parameters (%ld block%s of width %ld, %ld heads, context %ld, vocabulary %ld),\n"
       "%ld sequences per step, %s, on %s; %.3g GiB per device\n"
       "each mesh: one training step (forward and backward per micro-batch, then AdamW with clipping), shapes only,\n"
-      "ranked by its simulated time, fastest first; memory: its fullest device's high-water mark of weights,\n"
-      "gradients, AdamW's state, kept activations and working buffers (a framework's own overheads not counted)\n",
+      "ranked by its simulated time, fastest first (vs first: how much longer its step is than the first's; a\n"
+      "fraction of a percent is finer than the model can tell meshes apart); memory: its fullest device's high-water\n"
+      "mark of weights, gradients, AdamW's state, kept activations and working buffers (a framework's own overheads\n"
+      "not counted)\n",
       sw::model::parameter_count(o.model) / 1e6, static_cast<long>(o.model.layers), o.model.layers == 1 ? "" : "s",
       static_cast<long>(o.model.hidden), static_cast<long>(o.model.heads), static_cast<long>(o.model.context),
       static_cast<long>(o.model.vocabulary), o.batch,
@@ -571,8 +573,8 @@ int main(int argc, char** argv) try {
 
   // 3. The table, fastest first.
   if (!fitting.empty())
-    std::printf("\n%4s  %-26s %-11s %6s %10s %11s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
-                "step ms", "tokens/s", "memory GiB", o.check ? "  measured ms  measured rank" : "");
+    std::printf("\n%4s  %-26s %-11s %6s %10s %11s %9s %11s %11s%s\n", "rank", "mesh", "update", "micro", "recompute",
+                "step ms", "vs first", "tokens/s", "memory GiB", o.check ? "  measured ms  measured rank" : "");
   std::vector<double> measured_order;
   measured_order.reserve(fitting.size());
   for (const auto& row : fitting) measured_order.push_back(row.measured_seconds);
@@ -581,9 +583,10 @@ int main(int argc, char** argv) try {
       o.top > 0 ? std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(o.top)) : fitting.size();
   for (std::size_t i = 0; i < shown; ++i) {
     const planned& row = fitting[i];
-    std::printf("%4zu  %-26s %-11s %6ld %10s %11.2f %11.0f %11.3g", i + 1, row.mesh.name().c_str(),
+    std::printf("%4zu  %-26s %-11s %6ld %10s %11.2f %+8.2f%% %11.0f %11.3g", i + 1, row.mesh.name().c_str(),
                 row.mesh.sharded ? "sharded" : "replicated", row.mesh.micro_batches,
                 std::string(sw::nn::name_of(row.mesh.recompute)).c_str(), row.simulated.seconds * 1e3,
+                100 * (row.simulated.seconds / fitting.front().simulated.seconds - 1),
                 tokens_per_step / row.simulated.seconds, row.simulated.memory_bytes / gib);
     if (o.check) {
       const auto at = std::lower_bound(measured_order.begin(), measured_order.end(), row.measured_seconds);
