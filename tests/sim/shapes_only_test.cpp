@@ -17,6 +17,7 @@
 
 #include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/layout/padding.hpp"
 #include "shardwise/layout/split.hpp"
@@ -53,6 +54,21 @@ TEST(shapes_only, a_sharded_update_costs_what_its_full_run_costs) {
       for (std::size_t t = 0; t < shapes.size(); ++t)
         for (float& g : update.gradients(t)) g = 0.25f;
     for (int step = 0; step < 2; ++step) (void)update.step(world, world, {1e-3f, 1.0f});
+  });
+}
+
+// A kernel computes values only: where none are stored it does not run, on a device that launches it
+// and on a carrier that launches nothing (sparse_update::step(learning_rate), with no device), whose
+// computation would otherwise read and write the unstored range.
+TEST(shapes_only, a_kernel_runs_its_computation_only_where_values_are_stored_whatever_carries_it) {
+  on_two_gpus_in_both_modes([](sim_gpu::communicator& world, const element_memory& memory) {
+    struct no_device {
+    } host;
+    bool on_the_device = false, on_no_device = false;
+    run_kernel(world, work{1, 1}, "on the device", [&] { on_the_device = true; });
+    run_kernel(host, work{1, 1}, "on no device", [&] { on_no_device = true; });
+    EXPECT_EQ(on_the_device, memory.stores_elements());
+    EXPECT_EQ(on_no_device, memory.stores_elements());
   });
 }
 

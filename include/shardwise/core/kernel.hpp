@@ -7,13 +7,16 @@
 // runs `compute` now, for its result; where `carrier` (the communicator that moves the result on)
 // launches kernels — sim_gpu's ranks drive modelled devices (sim/sim_gpu.hpp) — it is also one kernel
 // on the device's compute stream, lasting what the device's roofline gives `work`. Elsewhere the check
-// is compiled away and nothing is counted.
+// is compiled away and nothing is counted. On a rank that stores no values (sim_gpu's shapes only,
+// core/element_memory.hpp) `compute` does not run, whatever the carrier: a kernel computes values only,
+// and there are none to compute (nor memory behind them).
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/work.hpp"
 
 namespace shardwise {
@@ -37,7 +40,7 @@ void run_kernel(Carrier& carrier, WorkOf&& work_of, Name&& name, Compute&& compu
   } else {
     (void)work_of;
     (void)name;
-    std::forward<Compute>(compute)();
+    if (element_memory::stored_on_this_thread()) std::forward<Compute>(compute)();
   }
 }
 

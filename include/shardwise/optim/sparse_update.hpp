@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "shardwise/core/checked_index.hpp"
-#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/kernel.hpp"
 #include "shardwise/core/shared_buffer.hpp"
 #include "shardwise/core/work.hpp"
@@ -69,8 +68,6 @@ class sparse_update {
         },
         "sparse optimizer update",
         [&] {
-          // A device that models time skips this where no values are stored; no device does not.
-          if (!element_memory::stored_on_this_thread()) return;
           for (auto& t : tables_) {
             const auto& gradient = t.parameter->gradient;
             const auto touched = gradient.touched();
