@@ -27,6 +27,7 @@
 #include "shardwise/ops/layer_norm.hpp"
 #include "shardwise/ops/matmul.hpp"
 #include "shardwise/ops/softmax.hpp"
+#include "shardwise/optim/adafactor.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sharded.hpp"
@@ -253,6 +254,27 @@ sim::machine traced_node(int gpus) {
   sim::machine machine = sim::presets::mi210_nodes(gpus, gpus);
   machine.record_timeline = true;
   return machine;
+}
+
+// Adafactor's finish of each round, from the complete sums to its factored moments, is one kernel over
+// every tensor: each sum read (a double), the tensor state (each tensor's rows, columns and their mean)
+// read and written, two operations on each state value. Round 0 has a sum for every state value, round 1
+// one a tensor.
+TEST(kernel_cost, the_finish_of_each_round_of_statistics_is_one_kernel) {
+  const std::vector<optim::parameter_shape> shapes{{64, 32}, {1, 32}};
+  const sim::machine machine = traced_node(1);
+  const auto report = sim_gpu::run(1, machine, [&](sim_gpu::communicator& world) {
+    optim::sharded_update<optim::adafactor> update(world, shapes);
+    update.step(world, 1e-3f);
+  });
+  const double state = (64 + 32 + 1) + (1 + 32 + 1);
+  const auto finish = [&](double sums) {
+    return machine.device.duration({2 * state, sizeof(double) * sums + 2 * element * state});
+  };
+  const std::vector<double> finished = durations_of(*report.timeline, "optimizer statistics finish");
+  ASSERT_EQ(finished.size(), 2U);
+  EXPECT_NEAR(finished[0], finish(state), 1e-9 * finish(state));
+  EXPECT_NEAR(finished[1], finish(2), 1e-9 * finish(2));
 }
 
 // The 3-D product in bands copies where a band's rows do not lie together, each copy a kernel that reads

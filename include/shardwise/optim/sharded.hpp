@@ -489,8 +489,7 @@ class data_parallel_update {
     if constexpr (rounds > 0) {
       for (int round = 0; round < rounds; ++round) {
         sum_statistics(comm, round, step, tensor_parallel);
-        for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
-          optimizers_[t].finish(round, step, layout_.shape(t), statistics(round, t), writable_tensor_state(t));
+        finish_statistics(comm, round, step);
       }
     }
     run_kernel(
@@ -666,6 +665,25 @@ class data_parallel_update {
       });
     });
     if (tensor_parallel != nullptr) sum_over_tensor_parallel(*tensor_parallel, sums, offsets);
+  }
+
+  // Every tensor's finish of `round`, from its complete statistics, as one kernel: each statistic read,
+  // the tensor state read and written, an operation or two on each. An optimizer that keeps no tensor
+  // state (LAMB, LARS) has nothing for its finish to write, so no kernel is launched for it.
+  template <class C>
+  void finish_statistics(C& comm, int round, const step_info& step) {
+    const auto finish_all = [&] {
+      for (std::size_t t = 0; t < layout_.tensor_count(); ++t)
+        optimizers_[t].finish(round, step, layout_.shape(t), statistics(round, t), writable_tensor_state(t));
+    };
+    if (tensor_state_.empty()) {
+      finish_all();
+      return;
+    }
+    const auto state = static_cast<double>(tensor_state_.size());
+    const auto sums = static_cast<double>(statistics_[static_cast<std::size_t>(round)].size());
+    run_kernel(comm, {2 * state, sizeof(double) * sums + 2 * sizeof(float) * state}, "optimizer statistics finish",
+               finish_all);
   }
 
   [[nodiscard]] std::span<const double> statistics(int round, std::size_t tensor) const {
