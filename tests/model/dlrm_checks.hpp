@@ -1,8 +1,8 @@
 #pragma once
 // What the sources of the DLRM test share: the typed test suite, the model's configuration and the
-// batches' generator. The training steps (dlrm_training_test.cpp: a float model and its optimisers)
-// compile apart from the comparison with the serial DLRM (dlrm_test.cpp: a double model), so that no
-// object compiles both models.
+// batches' generator. The training steps (dlrm_training_test.cpp: a float model, its optimisers and
+// the serial DLRM's steps) compile apart from the forward and backward's comparison with the serial
+// DLRM (dlrm_test.cpp: a double model), so that no object compiles both models.
 #include <gtest/gtest.h>
 
 #include <cstdint>

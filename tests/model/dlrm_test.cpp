@@ -3,8 +3,9 @@
 // loss, the dense parameters' gradients (averaged over the replicas, as the update averages them) and
 // the tables' gradients agree within 1e-12 in double, with a table cut by rows and tables cut by
 // tables, sum and mean pooling, and a batch that does not divide over the ranks; the fused and unfused
-// embedding paths give the same bits; and steps of sharded_update + sparse_update lower the loss
-// (dlrm_training_test.cpp, compiled apart: dlrm_checks.hpp).
+// embedding paths give the same bits; and steps of sharded_update + sparse_update lower the loss and
+// equal the same optimizers' steps of the serial DLRM (dlrm_training_test.cpp, compiled apart:
+// dlrm_checks.hpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
