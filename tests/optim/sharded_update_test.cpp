@@ -228,7 +228,8 @@ void for_each_optimizer(F&& f) {
   f("adamw", optim::adamw{.weight_decay = 0.05f}, 0.02f);
   f("lamb", optim::lamb{}, 0.02f);
   f("lars", optim::lars{.coefficient = 0.9f, .weight_decay = 0.01f, .trust_coefficient = 0.1f, .epsilon = 0.5f}, 0.5f);
-  f("adafactor", optim::adafactor{}, 0.05f);
+  // A clip threshold d other than 1, below the updates' RMS, so that the clipping divides by d.
+  f("adafactor", optim::adafactor{.clip_threshold = 0.5f}, 0.05f);
 }
 
 std::string what(const char* optimizer, int replicas, std::size_t bucket_elements, int rank) {
