@@ -778,6 +778,10 @@ TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_ap
   EXPECT_EQ(automatic.pick({collective::all_gather, 64, 0}, 8), algorithm::recursive_doubling);
   EXPECT_EQ(automatic.pick({collective::all_gather, 64, 0}, 6), algorithm::ring);
   EXPECT_EQ(automatic.pick({collective::broadcast, 1 << 24, 0}, 8), algorithm::pipelined);
+  // On 2 ranks a chain has one hop, nothing to pipeline: large messages go binomial, one message each.
+  EXPECT_EQ(automatic.pick({collective::broadcast, 1 << 24, 0}, 2), algorithm::binomial);
+  EXPECT_EQ(automatic.pick({collective::reduce, 1 << 24, 0}, 2), algorithm::binomial);
+  EXPECT_EQ(automatic.pick({collective::reduce, 1 << 24, 0}, 3), algorithm::pipelined);
   algorithm_choice wrong;
   wrong.all_gather = algorithm::recursive_doubling;
   EXPECT_THROW((void)wrong.pick({collective::all_gather, 64, 0}, 6), shardwise::argument_error);
