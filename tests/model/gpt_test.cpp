@@ -9,8 +9,10 @@
 // options reach the blocks.
 #include <gtest/gtest.h>
 
+#include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,6 +64,34 @@ TEST(gpt_serial, gradients_match_finite_differences) {
       }
     });
     EXPECT_GT(checked, 100);
+  });
+}
+
+// Passes before a step add up, as micro-batches need: after two, every gradient is the sum of the two
+// passes' alone, the tied table's included, into which both the head and the lookup add.
+TEST(gpt_serial, backward_passes_add_into_the_gradients) {
+  threads::run(1, [](communicator auto& world) {
+    process_mesh mesh(world, {1});
+    model::gpt<double, nn::tensor_parallel_1d<>, decltype(mesh)> gpt(mesh, gpt_test_config);
+    const auto gradients_after = [&](std::initializer_list<std::int64_t> first_samples) {
+      gpt.for_each_parameter([](const std::string&, auto& p) { p.zero_gradient(); });
+      for (const std::int64_t first : first_samples) {
+        const auto [tokens, targets] = gpt_test_samples_of(first, 2);
+        (void)gpt.forward(tokens, targets);
+        gpt.backward();
+      }
+      std::vector<Eigen::MatrixXd> gradients;
+      gpt.for_each_parameter([&](const std::string&, auto& p) { gradients.emplace_back(p.gradient.local()); });
+      return gradients;
+    };
+    const auto first = gradients_after({0});
+    const auto second = gradients_after({2});
+    const auto both = gradients_after({0, 2});
+    std::size_t k = 0;
+    gpt.for_each_parameter([&](const std::string& name, auto&) {
+      EXPECT_LE((both[k] - first[k] - second[k]).cwiseAbs().maxCoeff(), 1e-12) << name;
+      ++k;
+    });
   });
 }
 
