@@ -94,6 +94,35 @@ TYPED_TEST(pointwise_ops_test, gelu_and_dropout_match_serial_eigen) {
       rank_counts);
 }
 
+// Inputs far from zero, as activations can be: exp(-2u) of the tanh form overflows below about x = -10 in
+// float and x = -21 in double unless 2u is held within bounds, and even within them, times the
+// derivative's polynomial, exceeds float's range below about x = -31. There GeLU is x or 0, its slope 1
+// or 0, as the serial formula gives.
+TYPED_TEST(pointwise_ops_test, gelu_of_inputs_far_from_zero_is_finite) {
+  TypeParam::run(
+      [](auto& world) {
+        process_mesh mesh(world, {world.size()});
+        matrix x_whole(2, 4);
+        x_whole << -300, -40, -12, -3, 3, 12, 40, 300;
+        const matrix dy_whole = matrix::Ones(2, 4);
+        constexpr double step = 1e-6;
+        const matrix slopes = ((x_whole.array() + step).unaryExpr(&serial_gelu).matrix() -
+                               (x_whole.array() - step).unaryExpr(&serial_gelu).matrix()) /
+                              (2 * step);
+        const auto x = distribute<row_1d<padded>>(mesh, x_whole);
+        const auto dy = distribute<row_1d<padded>>(mesh, dy_whole);
+        expect_near(gelu(x), x_whole.unaryExpr(&serial_gelu), 1e-12, "gelu");
+        expect_near(gelu_backward(dy, x), slopes, 1e-8, "gelu backward");
+        const auto to_float = [](double v) { return static_cast<float>(v); };
+        const auto to_double = [](float v) { return static_cast<double>(v); };
+        expect_near(transform(gelu(transform(x, to_float)), to_double), x_whole.unaryExpr(&serial_gelu), 1e-6,
+                    "float gelu");
+        expect_near(transform(gelu_backward(transform(dy, to_float), transform(x, to_float)), to_double), slopes, 1e-6,
+                    "float gelu backward");
+      },
+      rank_counts);
+}
+
 // Serial properties of the mask: the keep rate is 1 - rate, seeds give different masks, and the mask
 // of an element depends on its global index only.
 TEST(dropout_mask, keeps_the_expected_fraction_and_depends_on_the_seed) {

@@ -62,7 +62,8 @@ struct gelu_tanh {
   static auto derivative(const Array& x) {
     const auto e = exp_of_minus_2u(x);
     const auto sigma = (T(1) + e).inverse();  // σ(2u), and σ(-2u) = e σ(2u)
-    return sigma * (T(1) + T(2) * slope * x * (T(1) + T(3) * cubic * x.square()) * e * sigma);
+    // σ(-2u) formed first: at most 1, where e alone times the polynomial exceeds float's range below x = -31.
+    return sigma * (T(1) + T(2) * slope * x * (T(1) + T(3) * cubic * x.square()) * (e * sigma));
   }
 };
 
