@@ -777,6 +777,11 @@ TEST(algorithm_choice, picks_by_size_and_rank_count_and_refuses_what_does_not_ap
   EXPECT_EQ(automatic.pick({collective::all_reduce, 1 << 24, 0}, 6), algorithm::ring);
   EXPECT_EQ(automatic.pick({collective::all_gather, 64, 0}, 8), algorithm::recursive_doubling);
   EXPECT_EQ(automatic.pick({collective::all_gather, 64, 0}, 6), algorithm::ring);
+  // All-gather and reduce-scatter go by the whole result: 8 blocks of 16 KiB make 128 KiB, past
+  // small_message_bytes, though each block is below it.
+  EXPECT_EQ(automatic.pick({collective::all_gather, 16 * 1024, 0}, 8), algorithm::ring);
+  EXPECT_EQ(automatic.pick({collective::reduce_scatter, 16 * 1024, 0}, 8), algorithm::ring);
+  EXPECT_EQ(automatic.pick({collective::reduce_scatter, 4 * 1024, 0}, 8), algorithm::recursive_doubling);
   EXPECT_EQ(automatic.pick({collective::broadcast, 1 << 24, 0}, 8), algorithm::pipelined);
   // On 2 ranks a chain has one hop, nothing to pipeline: large messages go binomial, one message each.
   EXPECT_EQ(automatic.pick({collective::broadcast, 1 << 24, 0}, 2), algorithm::binomial);
