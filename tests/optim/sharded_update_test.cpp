@@ -464,6 +464,28 @@ TYPED_TEST(sharded_update, reductions_started_as_gradients_become_final_give_the
       replica_counts);
 }
 
+// The step of tensor-parallel pieces clips only when given a clip_norm: without one (0) it is the plain
+// step, here on a tensor-parallel group of one rank.
+TYPED_TEST(sharded_update, a_tensor_parallel_step_without_a_clip_norm_does_not_clip) {
+  TypeParam::run(
+      [](communicator auto& comm) {
+        auto alone = comm.split(comm.rank(), 0);
+        optim::sharded_update<optim::sgd> plain(comm, shapes);
+        optim::sharded_update<optim::sgd> pieces(comm, shapes);
+        for (std::size_t t = 0; t < shapes.size(); ++t) {
+          plain.set_weights(t, initial_weights(t));
+          pieces.set_weights(t, initial_weights(t));
+          for (std::size_t i = 0; i < shapes[t].size(); ++i)
+            plain.gradients(t)[i] = pieces.gradients(t)[i] = gradient_value(comm.rank(), 1, t, i);
+        }
+        plain.step(comm, 0.05f);
+        EXPECT_GT(pieces.step(comm, alone, optim::step_options{0.05f}).gradient_norm, 0.0);
+        for (std::size_t t = 0; t < shapes.size(); ++t)
+          EXPECT_TRUE(same_elements(pieces.weights(t), plain.weights(t))) << "tensor " << t;
+      },
+      replica_counts);
+}
+
 // bf16 weights gathered over float32 master weights: the master weights follow the float32 update
 // exactly (the same gradients, the same arithmetic), the stored weights are them rounded to bf16, and
 // the bytes per element are at most 6 + 12/N.
