@@ -479,7 +479,8 @@ TYPED_TEST(sharded_update, a_tensor_parallel_step_without_a_clip_norm_does_not_c
             plain.gradients(t)[i] = pieces.gradients(t)[i] = gradient_value(comm.rank(), 1, t, i);
         }
         plain.step(comm, 0.05f);
-        EXPECT_GT(pieces.step(comm, alone, optim::step_options{0.05f}).gradient_norm, 0.0);
+        // A braced learning rate alone is the step options' (a float would make `alone` the groups across).
+        EXPECT_GT(pieces.step(comm, alone, {0.05f}).gradient_norm, 0.0);
         for (std::size_t t = 0; t < shapes.size(); ++t)
           EXPECT_TRUE(same_elements(pieces.weights(t), plain.weights(t))) << "tensor " << t;
       },

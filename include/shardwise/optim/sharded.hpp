@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -246,10 +247,13 @@ class data_parallel_update {
   // is this replica's group (the update was built on it); `across` joins the replicas that hold the
   // same block in every group. The gradients are reduce-scattered within the group, then the blocks are
   // all-reduced across groups (all buckets' blocks in one call) and averaged over the number of all
-  // replicas, group.size() × across.size(); the weights are all-gathered within the group.
-  template <communicator C, communicator D>
-  requires sharded void step(C& group, D& across, float learning_rate) {
-    run_step(group, &across, learning_rate);
+  // replicas, group.size() × across.size(); the weights are all-gathered within the group. The rate's
+  // type is deduced, so a braced `{rate}` (which deduces nothing) never lands here: as a float
+  // parameter, `step(data, tensor_parallel, {rate})` would have taken the tensor-parallel group for
+  // `across` rather than build the step_options of the overload below.
+  template <communicator C, communicator D, std::convertible_to<float> Rate>
+  requires sharded void step(C& group, D& across, Rate learning_rate) {
+    run_step(group, &across, static_cast<float>(learning_rate));
   }
 
   // Tensor parallelism beside data parallelism: this update's tensors are this rank's pieces of a
