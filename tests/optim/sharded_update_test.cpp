@@ -680,6 +680,9 @@ TEST(schedule, rates_follow_their_formulas) {
   EXPECT_FLOAT_EQ(cosine(60), 0.1f + 0.9f * 0.5f);  // half-way: cos(π/2) = 0
   EXPECT_FLOAT_EQ(cosine(110), 0.1f);
   EXPECT_FLOAT_EQ(cosine(500), 0.1f);
+  const optim::warmup_cosine no_warm_up{.peak = 1.0f, .warmup_steps = 0, .total_steps = 100, .final_rate = 0.0f};
+  EXPECT_FLOAT_EQ(no_warm_up(0), 1.0f);  // a loop counting from 0
+  EXPECT_FLOAT_EQ(no_warm_up(50), 0.5f);
   const optim::inverse_square_root relative{.cap = 0.01f};
   EXPECT_FLOAT_EQ(relative(1), 0.01f);
   EXPECT_FLOAT_EQ(relative(40000), 0.005f);

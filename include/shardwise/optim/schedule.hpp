@@ -19,8 +19,10 @@ struct warmup_cosine {
   long total_steps = 1;
   float final_rate = 0.0f;
 
+  // At warmup_steps both pieces give peak; the cosine's takes it, so a schedule without warm-up asked
+  // for step 0 (a loop counting from 0) gives peak, not 0/0.
   [[nodiscard]] float operator()(long step) const noexcept {
-    if (step <= warmup_steps) return peak * static_cast<float>(step) / static_cast<float>(warmup_steps);
+    if (step < warmup_steps) return peak * static_cast<float>(step) / static_cast<float>(warmup_steps);
     const double progress = std::clamp(
         static_cast<double>(step - warmup_steps) / static_cast<double>(std::max(1L, total_steps - warmup_steps)), 0.0,
         1.0);
