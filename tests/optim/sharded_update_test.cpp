@@ -230,6 +230,8 @@ void for_each_optimizer(F&& f) {
   f("lars", optim::lars{.coefficient = 0.9f, .weight_decay = 0.01f, .trust_coefficient = 0.1f, .epsilon = 0.5f}, 0.5f);
   // A clip threshold d other than 1, below the updates' RMS, so that the clipping divides by d.
   f("adafactor", optim::adafactor{.clip_threshold = 0.5f}, 0.05f);
+  // Steps of the learning rate itself, not scaled by the weights' RMS.
+  f("adafactor, absolute steps", optim::adafactor{.relative_step = false}, 0.01f);
 }
 
 std::string what(const char* optimizer, int replicas, std::size_t bucket_elements, int rank) {
