@@ -3,12 +3,10 @@
 # that the simulator no longer gives fails here, naming both).
 #   cmake -DPROGRAM=<program> -DPAGE=<page.md> -DPRINTS=<regex with one group> -P shardwise_doc_output.cmake
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/shardwise_markdown.cmake")
 
 file(READ "${PAGE}" page)
-if(NOT page MATCHES "${PRINTS}")
-  message(FATAL_ERROR "${PAGE} has no text matching ${PRINTS}: the quote of what its program prints")
-endif()
-set(quoted "${CMAKE_MATCH_1}")
+shardwise_quoted_output("${PAGE}" "${page}" "${PRINTS}" quoted)
 
 execute_process(COMMAND "${PROGRAM}" OUTPUT_VARIABLE output RESULT_VARIABLE status)
 if(NOT status EQUAL 0)

@@ -10,6 +10,12 @@
 # next block's code, its last newline included, and <first> to the page line of its first code line,
 # and moves <text> and <line> on to the newline that ends the closing fence's line. <first> is 0 when
 # no block is left; a block with no closing fence is an error naming <page>.
+#
+#   shardwise_quoted_output(<page> <text> <regex> <out>)
+#
+# Sets <out> to the first group of <regex> matched on <text>, the text of <page>: the page's quote of
+# what one of its programs prints (README's "It prints `...`"), which a test compares with what the
+# program prints. A page that quotes nothing so is an error naming it and <regex>.
 include_guard(GLOBAL)
 
 function(_shardwise_newlines text out_var)
@@ -43,4 +49,11 @@ function(shardwise_next_cpp_block page text_var line_var block_var first_var)
   set(${line_var} ${last} PARENT_SCOPE)
   set(${block_var} "${block}" PARENT_SCOPE)
   set(${first_var} ${first} PARENT_SCOPE)
+endfunction()
+
+function(shardwise_quoted_output page text regex out_var)
+  if(NOT text MATCHES "${regex}")
+    message(FATAL_ERROR "${page} does not say what its program prints: no text matches ${regex}")
+  endif()
+  set(${out_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
 endfunction()

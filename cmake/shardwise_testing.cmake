@@ -254,6 +254,9 @@ endfunction()
 # first line, so an error names the page's line; configuration fails when SCAFFOLD does not include
 # exactly the page's blocks, and re-runs when either file changes. Object library doc_blocks_<stem>
 # (built with ALL, compiled only). REQUIRES_MPI: against shardwise::mpi; without MPI, not compiled.
+# RUN <n> PRINTS <regex>: for a page that quotes what its n-th block prints, doc_blocks_<stem> is a
+# program running that block, and test doc.<stem>.block_<n>_prints_what_the_page_says checks every line
+# it prints ends with the quote, the first group of <regex> on the page (cmake/shardwise_doc_output.cmake).
 function(shardwise_add_doc_blocks_check)
   cmake_parse_arguments(PARSE_ARGV 0 arg "REQUIRES_MPI" "DOC;SCAFFOLD;RUN;PRINTS" "")
   if(NOT arg_DOC OR NOT arg_SCAFFOLD OR arg_UNPARSED_ARGUMENTS OR (arg_RUN AND NOT arg_PRINTS)
