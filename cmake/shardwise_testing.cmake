@@ -39,7 +39,11 @@ set(_shardwise_mpi_environment
   OMPI_MCA_btl=self,vader
   OMPI_MCA_pml=ob1
   # Open MPI forwards output through a pseudo-terminal, which would make GoogleTest colour the logs.
-  GTEST_COLOR=no)
+  GTEST_COLOR=no
+  # Ranks that disagree on their calls wait for ever under MPI: a call that has waited 2 minutes names
+  # itself and ends the job (comm/detail/call_watchdog.hpp), where CTest's timeout would end it later,
+  # saying nothing. No test's calls wait near that long, even 8 ranks on 2 busy cores.
+  SHARDWISE_MPI_TIMEOUT=120)
 
 # Open MPI launchers started together race to create the session directory they share
 # (/tmp/ompi.<host>.<uid>) and one may fail with "File exists" (open-mpi/ompi#8510), which CTest's

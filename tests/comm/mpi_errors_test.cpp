@@ -152,4 +152,12 @@ TEST(mpi_errors, each_world_is_an_independent_duplicate) {
   MPI_Errhandler_free(&handler);
 }
 
+// Run only by CTest's mpi_test_main_ends_a_call_that_waits_too_long.mpi.3, which asks for disabled tests:
+// rank 0 calls an all-reduce the other ranks never make, and the test main's watch must end the job.
+TEST(mpi_test_main, DISABLED_rank_0_calls_an_all_reduce_alone) {
+  auto world = communicator::world();
+  std::vector<double> data(4, 1.0);
+  if (world.rank() == 0) world.all_reduce(std::span<double>(data), shardwise::op::sum);
+}
+
 }  // namespace

@@ -85,5 +85,8 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new failures_only(rank));  // GoogleTest owns and deletes it
   }
+  // Ranks that disagree on their calls would wait until CTest's timeout ends the test, saying nothing;
+  // CTest sets SHARDWISE_MPI_TIMEOUT for every MPI test, so the waiting call names itself and ends the job.
+  const auto watchdog = shardwise::detail::watchdog_from_environment(rank);
   return RUN_ALL_TESTS();
 }

@@ -933,9 +933,7 @@ void run(int& argc, char**& argv, Body&& body) {
   try {
     const element_memory::scope counted(std::make_shared<element_memory>(true));  // what the rank holds
     auto world = communicator::world();
-    std::optional<shardwise::detail::call_watchdog> watchdog;
-    if (const auto limit = shardwise::detail::call_timeout_from_environment(world.world_rank()))
-      watchdog.emplace(world.world_rank(), *limit);
+    const auto watchdog = shardwise::detail::watchdog_from_environment(world.world_rank());
     std::forward<Body>(body)(world);
     detail::refuse_after_abandoned(world.world_rank(), "mpi::run");  // finalising would wait for it
   } catch (...) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "shardwise/core/error.hpp"
 
@@ -129,5 +130,13 @@ class call_watchdog {
   std::condition_variable_any wake_;
   std::jthread thread_;  // last: it starts once the members above exist
 };
+
+// The watch SHARDWISE_MPI_TIMEOUT asks for (none when it is unset, empty or 0), for as long as the
+// result lives.
+inline std::optional<call_watchdog> watchdog_from_environment(int world_rank) {
+  const auto limit = call_timeout_from_environment(world_rank);
+  if (!limit) return std::nullopt;
+  return std::optional<call_watchdog>(std::in_place, world_rank, *limit);
+}
 
 }  // namespace shardwise::detail
