@@ -365,7 +365,7 @@ void train(Communicator& world, const options& o) {
 
   // 4. The loop: micro-batches add their gradients, the update averages them over the replicas,
   //    clips their global norm and steps.
-  std::vector<std::vector<double>> validation_curve, training_curve;
+  sw::examples::loss_curve validation_curve, training_curve;
   double train_loss = 0, val_loss = 0, training_seconds = 0;
   long tokens_trained = 0;
   int stopped_by = 0;  // the signal that stopped the run early, if one did
@@ -458,13 +458,8 @@ void train(Communicator& world, const options& o) {
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
         << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss
         << ", \"memory_mib\": " << mib;
-    for (const auto& [name, curve] :
-         {std::pair{"val_curve", &validation_curve}, std::pair{"train_curve", &training_curve}}) {
-      out << ", \"" << name << "\": [";
-      for (std::size_t i = 0; i < curve->size(); ++i)
-        out << (i ? ", " : "") << "[" << (*curve)[i][0] << ", " << (*curve)[i][1] << ", " << (*curve)[i][2] << "]";
-      out << "]";
-    }
+    sw::examples::write_curve(out, "val_curve", validation_curve);
+    sw::examples::write_curve(out, "train_curve", training_curve);
     out << ", \"wall_s\": " << training_seconds << "}\n";
   }
 }

@@ -272,6 +272,7 @@ void train(Communicator& world, const options& o) {
   const auto memory_mib = [&] { return static_cast<double>(sw::largest_memory_high_water(world)) / (1 << 20); };
   double training_seconds = 0, trained_samples = 0, loss = 0;
   held_out last;
+  sw::examples::loss_curve training_curve, held_out_curve;
   // samples/s counts the steps that only train; the time left, every step's.
   sw::examples::rate_since_last_line samples_per_second_now;
   const auto run_start = std::chrono::steady_clock::now();
@@ -315,8 +316,13 @@ void train(Communicator& world, const options& o) {
       training_seconds += seconds;
       trained_samples += static_cast<double>(o.batch);
     }
+    const auto samples = static_cast<double>(step * o.batch);
+    training_curve.push_back({static_cast<double>(step), samples, loss});
     const bool evaluates = step % o.eval_every == 0 || step == o.steps;
-    if (evaluates) last = evaluate();
+    if (evaluates) {
+      last = evaluate();
+      held_out_curve.push_back({static_cast<double>(step), samples, last.loss});
+    }
     if (evaluates || step == 1 || step % 20 == 0) {
       const double seconds_left =
           static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step);
@@ -372,7 +378,10 @@ void train(Communicator& world, const options& o) {
     measured("step_ms_unfused", !step_unfused.empty(), 1e3 * median(step_unfused));
     measured("embedding_ms_fused", !embedding_fused.empty(), 1e3 * median(embedding_fused));
     measured("embedding_ms_unfused", !embedding_unfused.empty(), 1e3 * median(embedding_unfused));
-    out << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory << "}\n";
+    out << ", \"compared_steps\": " << step_fused.size() << ", \"memory_mib\": " << memory;
+    sw::examples::write_curve(out, "train_curve", training_curve);
+    sw::examples::write_curve(out, "held_out_curve", held_out_curve);
+    out << "}\n";
   }
 }
 

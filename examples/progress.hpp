@@ -1,7 +1,12 @@
 #pragma once
 // What the training examples (07, 09) print about their progress besides their metrics.
+#include <array>
+#include <cstddef>
 #include <cstdio>
+#include <ostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace shardwise::examples {
 
@@ -28,5 +33,17 @@ class rate_since_last_line {
  private:
   double done_ = 0, seconds_ = 0;
 };
+
+// A loss curve as the training examples' --json gives it: rows of [step, tokens or samples trained by
+// then, loss].
+using loss_curve = std::vector<std::array<double, 3>>;
+
+// `, "name": [[step, trained, loss], ...]`: a field of the --json object after its first.
+inline void write_curve(std::ostream& out, std::string_view name, const loss_curve& curve) {
+  out << ", \"" << name << "\": [";
+  for (std::size_t i = 0; i < curve.size(); ++i)
+    out << (i ? ", " : "") << "[" << curve[i][0] << ", " << curve[i][1] << ", " << curve[i][2] << "]";
+  out << "]";
+}
 
 }  // namespace shardwise::examples
