@@ -1,16 +1,21 @@
-"""Trains one GPT with the main example and with its PyTorch peer, and fails unless the two give the same
-training loss at every step and the same validation losses, within a tolerance.
+"""Trains one model with a training example and with its PyTorch peer, and fails unless the two give the
+same training loss at every step and the same held-out losses, within a tolerance.
 
-Both programs start from the same weights and read the same samples (bench/train_gpt_torch.py says how),
-so their losses differ by float rounding alone: by about 6e-7 after 40 steps of a small model, on any
-mesh. The tests between meshes cannot see a bug that every mesh of shardwise shares (an optimizer's
-formula, the schedule, how the weights are drawn); against PyTorch it moves the losses by far more:
-weight decay 0.2 for 0.1 moves them by 2e-4, a learning rate 0.3% off by 3e-3.
+Both programs start from the same weights and read the same samples (the peers, bench/train_gpt_torch.py
+for the GPT of examples/07_train_gpt.cpp and bench/train_dlrm_torch.py for the DLRM of
+examples/09_train_dlrm.cpp, say how), so their losses differ by float rounding alone: after 40 steps
+of a small model, the GPT's by about 6e-7 and the DLRM's by 4e-8, on any mesh. The tests between meshes
+cannot see a bug that every mesh of shardwise shares (an optimizer's formula, the schedule, how the
+weights are drawn, the data); against PyTorch it moves the losses by far more: for the GPT, weight
+decay 0.2 for 0.1 moves them by 2e-4, a learning rate 0.3% off by 3e-3; for the DLRM, row-wise Adagrad
+adding the squared gradient's sum for its mean by 1e-2.
 
-Run it with a Python that imports torch:
+Each program writes --json with its curves of [step, tokens or samples, loss] rows, the training curve
+and the held-out one under the keys --curves names. Run it with a Python that imports torch:
 
     python3 same_losses_as_pytorch.py --peer bench/train_gpt_torch.py --work-dir DIR \
-        --model "--layers 2 --hidden 64 ..." -- build/examples/07_train_gpt --dp 2 --tp 1d:2
+        --model "--layers 2 --hidden 64 ..." --example-options "--sample 0" \
+        -- build/examples/07_train_gpt --dp 2 --tp 1d:2
 """
 import argparse
 import json
@@ -20,18 +25,19 @@ import subprocess
 import sys
 
 
-def train(command, json_path, what):
-    """Runs one training to its end and returns the curves it wrote to json_path."""
+def train(command, json_path, what, curves):
+    """Runs one training to its end and returns the curves it wrote to json_path under the keys `curves`."""
     run = subprocess.run(command + ["--json", json_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if run.returncode != 0:
         sys.exit(f"{what} failed with exit code {run.returncode}: {shlex.join(command)}\n{run.stdout}")
     with open(json_path) as source:
         result = json.load(source)
-    return result["train_curve"], result["val_curve"]
+    return [result[key] for key in curves]
 
 
 def largest_difference(ours, theirs, name):
-    """(difference, step) of the largest difference between two curves of [step, tokens, loss] rows."""
+    """(difference, step) of the largest difference between two curves of [step, tokens or samples, loss]
+    rows."""
     if [row[0] for row in ours] != [row[0] for row in theirs]:
         sys.exit(f"the {name} curves hold different steps: {[row[0] for row in ours]} and "
                  f"{[row[0] for row in theirs]}")
@@ -40,25 +46,29 @@ def largest_difference(ours, theirs, name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer", required=True, help="bench/train_gpt_torch.py")
+    parser.add_argument("--peer", required=True, help="bench/train_gpt_torch.py or bench/train_dlrm_torch.py")
     parser.add_argument("--model", required=True, help="the options both programs take, in one string")
+    parser.add_argument("--example-options", default="", help="options for the example alone, in one string")
+    parser.add_argument("--curves", nargs=2, default=["train_curve", "val_curve"], metavar=("TRAINING", "HELD_OUT"),
+                        help="the JSON keys of the training and the held-out curves")
     parser.add_argument("--work-dir", required=True, help="where the two programs write their JSON")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="the largest difference of a loss")
-    parser.add_argument("program", nargs="+", help="the main example's launch, with its mesh options")
+    parser.add_argument("program", nargs="+", help="the example's launch, with its mesh options")
     args = parser.parse_args()
 
     model = shlex.split(args.model)
     os.makedirs(args.work_dir, exist_ok=True)
-    ours = train(args.program + model + ["--sample", "0"], os.path.join(args.work_dir, "shardwise.json"), "shardwise")
+    ours = train(args.program + model + shlex.split(args.example_options), os.path.join(args.work_dir, "shardwise.json"),
+                 "shardwise", args.curves)
     theirs = train([sys.executable, args.peer] + model + ["--threads", "1"], os.path.join(args.work_dir, "pytorch.json"),
-                   "PyTorch")
+                   "PyTorch", args.curves)
 
     training = largest_difference(ours[0], theirs[0], "training")
-    validation = largest_difference(ours[1], theirs[1], "validation")
+    held_out = largest_difference(ours[1], theirs[1], "held-out")
     print(f"{len(ours[0])} steps: training losses differ from PyTorch's by at most {training[0]:.1e} (step "
-          f"{training[1]}), validation losses by {validation[0]:.1e} (step {validation[1]}); tolerance "
+          f"{training[1]}), held-out losses by {held_out[0]:.1e} (step {held_out[1]}); tolerance "
           f"{args.tolerance:.0e}")
-    if max(training[0], validation[0]) > args.tolerance:
+    if max(training[0], held_out[0]) > args.tolerance:
         print("step  shardwise  PyTorch  difference")
         for a, b in zip(ours[0], theirs[0]):
             print(f"{int(a[0]):4d}  {a[2]:.7f}  {b[2]:.7f}  {a[2] - b[2]:+.1e}")
