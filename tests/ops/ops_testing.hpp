@@ -66,10 +66,29 @@ void expect_near(const Tensor& result, const matrix& expected, double tolerance,
 template <class... Layouts>
 struct layouts {};
 
-// Calls check.template operator()<L>(mesh, shape) for each layout family the world's size allows, on
-// shapes that do not divide the grid (padded and ragged rules) and one that does (exact):
-//   1-D on P ranks: replicated, row_1d, col_1d;  2-D on q x q: block_2d;
-//   3-D on 1x1x1, 1x2x2 and 2x2x2: the cube's input, output and weight.
+// Calls check(mesh) on each mesh the world's P ranks form: 1-D {P}; 2-D {q, q} when P = q², q > 1;
+// 3-D {1, 1, 1}, {1, 2, 2} or {2, 2, 2} when P is 1, 4 or 8.
+template <class Communicator, class Check>
+void for_every_mesh(Communicator& world, Check&& check) {
+  const int p = world.size();
+  {
+    process_mesh mesh(world, {p});
+    check(mesh);
+  }
+  const int q = static_cast<int>(std::lround(std::sqrt(p)));
+  if (q > 1 && q * q == p) {
+    process_mesh mesh(world, {q, q});
+    check(mesh);
+  }
+  if (p == 1 || p == 4 || p == 8) {
+    process_mesh mesh(world, {p == 8 ? 2 : 1, p == 1 ? 1 : 2, p == 1 ? 1 : 2});
+    check(mesh);
+  }
+}
+
+// Calls check.template operator()<L>(mesh, shape) for each layout family on every mesh, on shapes that
+// do not divide the grid (padded and ragged rules) and one that does (exact):
+//   1-D: replicated, row_1d, col_1d;  2-D: block_2d;  3-D: the cube's input, output and weight.
 template <class Communicator, class Check>
 void for_every_family(Communicator& world, Check&& check) {
   const int p = world.size();
@@ -80,29 +99,25 @@ void for_every_family(Communicator& world, Check&& check) {
                  std::to_string(shape.cols));
     (check.template operator()<Ls>(mesh, shape), ...);
   };
-  {
-    process_mesh mesh(world, {p});
-    for (const auto& shape : uneven)
-      run(mesh, layouts<replicated<padded>, row_1d<padded>, col_1d<padded>, row_1d<ragged>, col_1d<ragged>>{}, shape);
-    run(mesh, layouts<replicated<>, row_1d<>, col_1d<>>{}, even);
-  }
-  const int q = static_cast<int>(std::lround(std::sqrt(p)));
-  if (q > 1 && q * q == p) {
-    process_mesh mesh(world, {q, q});
-    for (const auto& shape : uneven) run(mesh, layouts<block_2d<padded>, block_2d<ragged>>{}, shape);
-    run(mesh, layouts<block_2d<>>{}, even);
-  }
-  if (p == 1 || p == 4 || p == 8) {
-    process_mesh mesh(world, {p == 8 ? 2 : 1, p == 1 ? 1 : 2, p == 1 ? 1 : 2});
-    using padded_cube = cube_3d<directions<>, padded>;
-    using ragged_cube = cube_3d<directions<>, ragged>;
-    for (const auto& shape : uneven)
-      run(mesh,
-          layouts<padded_cube::input, padded_cube::output, padded_cube::weight, ragged_cube::input,
-                  ragged_cube::output>{},
-          shape);
-    run(mesh, layouts<cube_3d<>::input, cube_3d<>::output, cube_3d<>::weight>{}, even);
-  }
+  for_every_mesh(world, [&]<class Mesh>(Mesh& mesh) {
+    if constexpr (Mesh::dimensions == 1) {
+      for (const auto& shape : uneven)
+        run(mesh, layouts<replicated<padded>, row_1d<padded>, col_1d<padded>, row_1d<ragged>, col_1d<ragged>>{}, shape);
+      run(mesh, layouts<replicated<>, row_1d<>, col_1d<>>{}, even);
+    } else if constexpr (Mesh::dimensions == 2) {
+      for (const auto& shape : uneven) run(mesh, layouts<block_2d<padded>, block_2d<ragged>>{}, shape);
+      run(mesh, layouts<block_2d<>>{}, even);
+    } else {
+      using padded_cube = cube_3d<directions<>, padded>;
+      using ragged_cube = cube_3d<directions<>, ragged>;
+      for (const auto& shape : uneven)
+        run(mesh,
+            layouts<padded_cube::input, padded_cube::output, padded_cube::weight, ragged_cube::input,
+                    ragged_cube::output>{},
+            shape);
+      run(mesh, layouts<cube_3d<>::input, cube_3d<>::output, cube_3d<>::weight>{}, even);
+    }
+  });
 }
 
 // for_every_family's calls on the mesh of `Dimensions` dimensions only (1: replicated, row_1d, col_1d;
@@ -121,23 +136,19 @@ void for_family(Communicator& world, Check&& check) {
 
 // Layouts that cut the columns, so that row statistics cross ranks, for the finite-difference checks:
 // over one axis (1-D row_1d, 2-D block_2d) and over one and two axes of the cube (input; weight, whose
-// columns are cut over (y, x)). Calls check.template operator()<L>(mesh).
+// columns are cut over (y, x)), on every mesh. Calls check.template operator()<L>(mesh).
 template <class Communicator, class Check>
 void for_column_cutting_layouts(Communicator& world, Check&& check) {
-  const int p = world.size();
-  {
-    process_mesh mesh(world, {p});
-    check.template operator()<row_1d<padded>>(mesh);
-  }
-  if (p == 4 || p == 9) {
-    process_mesh mesh(world, {p == 4 ? 2 : 3, p == 4 ? 2 : 3});
-    check.template operator()<block_2d<ragged>>(mesh);
-  }
-  if (p == 4 || p == 8) {
-    process_mesh mesh(world, {p == 8 ? 2 : 1, 2, 2});
-    check.template operator()<cube_3d<directions<>, padded>::input>(mesh);
-    check.template operator()<cube_3d<directions<>, ragged>::weight>(mesh);
-  }
+  for_every_mesh(world, [&]<class Mesh>(Mesh& mesh) {
+    if constexpr (Mesh::dimensions == 1) {
+      check.template operator()<row_1d<padded>>(mesh);
+    } else if constexpr (Mesh::dimensions == 2) {
+      check.template operator()<block_2d<ragged>>(mesh);
+    } else {
+      check.template operator()<cube_3d<directions<>, padded>::input>(mesh);
+      check.template operator()<cube_3d<directions<>, ragged>::weight>(mesh);
+    }
+  });
 }
 
 // Σ weights ∘ result over the whole matrix, the same on every rank (gathered on rank 0, shared).

@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -52,24 +53,12 @@ struct serial_cross_entropy {
   }
 };
 
-// The vocabulary cut by rows over every mesh P ranks form: {P}; {q, q} when P = q²; {1, 2, 2} and {2, 2, 2}.
-template <class Communicator, class Check>
-void for_every_vocabulary_cut(Communicator& world, Check&& check) {
-  const int p = world.size();
-  {
-    process_mesh mesh(world, {p});
-    check.template operator()<split<rows_over<0>, cols_over<>, ragged>>(mesh);
-  }
-  const int q = static_cast<int>(std::lround(std::sqrt(p)));
-  if (q > 1 && q * q == p) {
-    process_mesh mesh(world, {q, q});
-    check.template operator()<split<rows_over<0, 1>, cols_over<>, ragged>>(mesh);
-  }
-  if (p == 4 || p == 8) {
-    process_mesh mesh(world, {p / 4, 2, 2});
-    check.template operator()<split<rows_over<0, 1, 2>, cols_over<>, ragged>>(mesh);
-  }
-}
+// The vocabulary's rows cut over every axis of a mesh of `Dimensions` dimensions.
+template <std::size_t Dimensions>
+using vocabulary_rows =
+    std::conditional_t<Dimensions == 1, split<rows_over<0>, cols_over<>, ragged>,
+                       std::conditional_t<Dimensions == 2, split<rows_over<0, 1>, cols_over<>, ragged>,
+                                          split<rows_over<0, 1, 2>, cols_over<>, ragged>>>;
 
 // The loss on every rank, the table's gradient added to what it held and the hidden states' gradient,
 // for hidden states scaled by `spread`, against the serial computation.
@@ -77,7 +66,8 @@ template <class Backend>
 void expect_serial(double spread) {
   Backend::run(
       [&](auto& world) {
-        for_every_vocabulary_cut(world, [&]<class Vocabulary>(auto& mesh) {
+        for_every_mesh(world, [&]<class Mesh>(Mesh& mesh) {
+          using vocabulary_layout = vocabulary_rows<Mesh::dimensions>;
           SCOPED_TRACE("grid " + shape_string(mesh.shape()));
           for (const std::int64_t vocabulary : {2, 7, 19}) {
             SCOPED_TRACE("vocabulary " + std::to_string(vocabulary));
@@ -88,8 +78,8 @@ void expect_serial(double spread) {
             for (std::int32_t t = 0; t < 6; ++t) targets.push_back((5 * t + 1) % static_cast<std::int32_t>(vocabulary));
             const serial_cross_entropy expected(hidden, table, targets, 0.5);
 
-            const auto table_tensor = distribute<Vocabulary>(mesh, table);
-            auto table_gradient = distribute<Vocabulary>(mesh, earlier_gradient);
+            const auto table_tensor = distribute<vocabulary_layout>(mesh, table);
+            auto table_gradient = distribute<vocabulary_layout>(mesh, earlier_gradient);
             std::optional<cross_entropy_saved<double, std::remove_cvref_t<decltype(mesh)>>> saved;
             const double loss = vocabulary_cross_entropy(distribute<replicated<>>(mesh, hidden), table_tensor,
                                                          std::span<const std::int32_t>(targets), saved);
