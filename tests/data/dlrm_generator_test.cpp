@@ -481,6 +481,7 @@ TEST(dlrm_generator, invalid_configs_are_refused_naming_their_values) {
   EXPECT_EQ(refusal([](dlrm_data_config& c) { c.min_bag_length = -2; }), needs + "13, -2, 10, 1.050000");
   EXPECT_EQ(refusal([](dlrm_data_config& c) { c.min_bag_length = 11; }), needs + "13, 11, 10, 1.050000");
   EXPECT_EQ(refusal([](dlrm_data_config& c) { c.zipf_exponent = -0.5; }), needs + "13, 1, 10, -0.500000");
+  EXPECT_EQ(refusal([](dlrm_data_config& c) { c.zipf_exponent = std::nan(""); }), needs + "13, 1, 10, nan");
   EXPECT_EQ(refusal([](dlrm_data_config& c) { c.table_rows = {10, 0, 5}; }),
             "[no rank] data::dlrm_generator: a table of 0 rows");
   EXPECT_EQ(refusal([](dlrm_data_config& c) { c.table_rows = {-3}; }),

@@ -7,7 +7,9 @@
 //   bags            per table, a length uniform in [min_bag_length, max_bag_length], then that many
 //                   indices drawn with P(k-th most frequent row) ∝ 1 / (k + 1)^zipf_exponent; the k-th
 //                   most frequent row is row (k · 2654435761) mod rows, so hot rows spread over the
-//                   table (and over the ranks of a table cut by rows)
+//                   table (and over the ranks of a table cut by rows) — except where rows divides
+//                   2654435760 (2–6, 8, 10, 12, 15, 16, 17, 20, 24, …): there the step is 1 and the hot
+//                   rows are rows 0, 1, 2, …
 //   label           1 with probability σ(signal · z), where z = (Σ_f w_f (x_f − ½) √12 + Σ_t mean of
 //                   s_t over table t's bag) / √((1 + tables) / 3), with planted weights w_f and row
 //                   scores s_t(row), each uniform in [−1, 1)
@@ -46,7 +48,7 @@ class dlrm_generator {
  public:
   explicit dlrm_generator(dlrm_data_config config) : config_(std::move(config)) {
     if (config_.dense_features < 0 || config_.min_bag_length < 0 || config_.max_bag_length < config_.min_bag_length ||
-        config_.zipf_exponent < 0)
+        !(config_.zipf_exponent >= 0))  // NaN too: it would draw the last row every time
       throw argument_error(
           -1, "data::dlrm_generator",
           "needs dense_features >= 0, 0 <= min_bag_length <= max_bag_length and zipf_exponent >= 0; got " +
