@@ -3,14 +3,20 @@
 
 Byte-level GPT (vocabulary 256) with learned positions, pre-norm blocks (separate Q, K, V, O linears
 with bias, causal attention, MLP with exact GeLU), a final layer norm and a head tied to the token
-embedding; AdamW with weight decay on the blocks' linear weights only, linear warm-up then cosine to a
-tenth, global-norm clipping. Data: every regular file of the corpus folder (no links, no .dat), in path
-order, the last tenth held out.
+embedding; AdamW, LAMB, LARS or SGD (--optimizer, as the C++ example's) with weight decay on the blocks'
+linear weights only, linear warm-up then cosine to a tenth, global-norm clipping. Data: every regular file
+of the corpus folder (no links, no .dat), in path order, the last tenth held out.
 
 The initial weights and the samples are the C++ example's, element for element: both come from the
 same counter-based hash (include/shardwise/core/counter_random.hpp) under the same seeds, so the two
 programs start from one model and see the same bytes at every step; what differs is the arithmetic.
 Prints progress lines and writes --json like the C++ example.
+
+The optimizers take the C++ example's hyper-parameters (its hyper_parameters()): AdamW is torch.optim.AdamW
+and SGD torch.optim.SGD (no momentum: the gradient plus λ w, times the rate), both of which compute what
+shardwise's do. torch has neither LAMB nor LARS, so the classes below write them out from their papers, taking
+the choices a paper leaves open as shardwise's headers (include/shardwise/optim/lamb.hpp, lars.hpp) document
+them.
 
     /usr/bin/python3 bench/train_gpt_torch.py --steps 600 --threads 2 --json torch.json
 """
@@ -117,6 +123,84 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def global_norm(tensor):
+    """‖tensor‖ over all its elements, summed in double as shardwise sums its statistics."""
+    return tensor.double().square().sum().sqrt().item()
+
+
+class LAMB(torch.optim.Optimizer):
+    """LAMB, Algorithm 2 of You et al., "Large Batch Optimization for Deep Learning" (arXiv 1904.00962), with
+    φ the identity, a layer being one tensor:
+        m ← β1 m + (1 − β1) g;  v ← β2 v + (1 − β2) g²;  m̂ = m / (1 − β1^t);  v̂ = v / (1 − β2^t)
+        r = m̂ / (√v̂ + ε);  x ← x − η (‖x‖ / ‖r + λ x‖) (r + λ x)
+    As the algorithm gives it, with its bias corrections and ε outside the square root (shardwise's lamb.hpp
+    likewise). The paper leaves the ratio open when a norm is zero (φ(0) = 0 would never move a tensor that
+    starts at zero, the biases); shardwise takes 1 when either norm is zero, and so does this."""
+
+    def __init__(self, params, lr, betas, eps, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for x in group["params"]:
+                state = self.state[x]
+                if not state:
+                    state["step"], state["m"], state["v"] = 0, torch.zeros_like(x), torch.zeros_like(x)
+                state["step"] += 1
+                t, m, v, g = state["step"], state["m"], state["v"], x.grad
+                m.mul_(beta1).add_(g, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                r = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + group["eps"])
+                update = r + group["weight_decay"] * x
+                x_norm, update_norm = global_norm(x), global_norm(update)
+                trust_ratio = x_norm / update_norm if x_norm > 0 and update_norm > 0 else 1.0
+                x.sub_(update, alpha=group["lr"] * trust_ratio)
+
+
+class LARS(torch.optim.Optimizer):
+    """LARS, Algorithm 1 of You, Gitman, Ginsburg, "Large Batch Training of Convolutional Networks" (arXiv
+    1708.03888), a layer being one tensor: the local learning rate λ = η ‖w‖ / (‖g‖ + β ‖w‖) (the weight decay
+    β enters as the norm of the weights, not inside the gradient's norm), then momentum on the decayed gradient
+        v ← m v + γ λ (g + β w);  w ← w − v.
+    ε is added to the local rate's denominator (0 in the C++ example, as in the paper). The paper leaves the
+    rate open when a norm is zero (λ = 0 would never move a tensor that starts at zero, the biases); shardwise
+    takes λ = 1 when either norm is zero, and so does this."""
+
+    def __init__(self, params, lr, momentum, trust_coefficient, eps, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      trust_coefficient=trust_coefficient, eps=eps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            decay = group["weight_decay"]
+            for w in group["params"]:
+                state = self.state[w]
+                if not state:
+                    state["velocity"] = torch.zeros_like(w)
+                g, velocity = w.grad, state["velocity"]
+                w_norm, g_norm = global_norm(w), global_norm(g)
+                local_rate = (group["trust_coefficient"] * w_norm / (g_norm + decay * w_norm + group["eps"])
+                              if w_norm > 0 and g_norm > 0 else 1.0)
+                velocity.mul_(group["momentum"]).add_(g + decay * w, alpha=group["lr"] * local_rate)
+                w.sub_(velocity)
+
+
+def optimizer_for(name, decay, rest, args):
+    """The C++ example's optimizer `name` with its hyper-parameters (07's hyper_parameters(), the defaults of
+    the shardwise optimizer where it sets none): weight decay on `decay`, none on `rest`."""
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    if name == "lamb":
+        return LAMB(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-6)
+    if name == "lars":  # shardwise::optim::lars's defaults: momentum 0.9, η 0.001, ε 0
+        return LARS(groups, lr=args.lr, momentum=0.9, trust_coefficient=0.001, eps=0.0)
+    return torch.optim.SGD(groups, lr=args.lr)  # no momentum: w ← w − lr (g + λ w), as shardwise::optim::sgd
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, default in [("steps", 2500), ("batch", 8), ("context", 128), ("hidden", 128), ("heads", 4), ("layers", 4),
@@ -125,6 +209,9 @@ def main():
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--clip", type=float, default=1.0)
+    parser.add_argument("--optimizer", choices=["adamw", "lamb", "lars", "sgd"], default="adamw",
+                        help="the update, with the C++ example's hyper-parameters: AdamW and SGD are torch's, LAMB "
+                        "and LARS written out from their papers")
     parser.add_argument("--data", default="/usr/share/games/fortunes")
     parser.add_argument("--json")
     parser.add_argument("--recompute", choices=["none", "attention", "block"], default="none",
@@ -142,8 +229,7 @@ def main():
     decay = [p for name, p in model.named_parameters() if name.startswith("blocks.") and name.endswith(".weight")
              and "norm" not in name]
     rest = [p for name, p in model.named_parameters() if not any(p is d for d in decay)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": rest, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    optimizer = optimizer_for(args.optimizer, decay, rest, args)
 
     def rate(step):  # steps from 1, as the C++ schedule
         if step <= args.warmup:
