@@ -206,7 +206,9 @@ def main():
     for name, default in [("steps", 2500), ("batch", 8), ("context", 128), ("hidden", 128), ("heads", 4), ("layers", 4),
                           ("seed", 1), ("eval_every", 250), ("eval_batches", 8), ("threads", 2), ("warmup", 30)]:
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float,
+                        help="the peak rate; by default the optimizer's, as the C++ example's: AdamW 3e-3, LAMB "
+                        "1e-2, LARS 10, SGD 0.2")
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--clip", type=float, default=1.0)
     parser.add_argument("--optimizer", choices=["adamw", "lamb", "lars", "sgd"], default="adamw",
@@ -218,6 +220,8 @@ def main():
                         help="what backward recomputes (torch.utils.checkpoint): attention's probabilities, as "
                         "Megatron's selective recompute, or each block's activations")
     args = parser.parse_args()
+    if args.lr is None:
+        args.lr = {"adamw": 3e-3, "lamb": 1e-2, "lars": 10.0, "sgd": 0.2}[args.optimizer]
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -34,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "options.hpp"
@@ -97,7 +99,7 @@ struct options {
   long micro_batches = 1;
   std::string optimizer = "adamw";
   bool replicated = false;
-  float learning_rate = 3e-3f;
+  float learning_rate = 0;  // 0 until parsed: then --lr, or the optimizer's default_learning_rate
   long warmup = 30;
   float weight_decay = 0.1f;
   float clip_norm = 1.0f;
@@ -114,7 +116,28 @@ struct options {
   int fail_rank = 0;
 };
 
-constexpr const char* options_text =
+// Each optimizer's peak rate when --lr is not given: the best of a 300-step sweep of this example's
+// defaults (docs/training.md). LARS's and SGD's are large as their steps are small: LARS scales each
+// tensor's by its trust coefficient η ‖w‖ / ‖g‖ (η = 0.001), SGD's are the clipped gradient.
+constexpr std::array<std::pair<std::string_view, float>, 4> default_learning_rates{
+    {{"adamw", 3e-3f}, {"lamb", 1e-2f}, {"lars", 10.0f}, {"sgd", 0.2f}}};
+
+float default_learning_rate(std::string_view optimizer) {
+  return std::ranges::find(default_learning_rates, optimizer, &std::pair<std::string_view, float>::first)->second;
+}
+
+// "adamw 0.003, lamb 0.01, lars 10, sgd 0.2", for --help
+std::string default_learning_rates_text() {
+  std::string text;
+  for (const auto& [optimizer, rate] : default_learning_rates) {
+    std::array<char, 32> number{};
+    text += (text.empty() ? "" : ", ") + std::string(optimizer) + " " +
+            std::string(number.data(), std::to_chars(number.data(), number.data() + number.size(), rate).ptr);
+  }
+  return text;
+}
+
+const std::string options_text =
     "options: --backend threads|mpi  --dp N  --tp 1d:P|2d:RxC|3d:PxQxR  --sequence-parallel\n"
     "         --collective ring|unfused|automatic\n"
     "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
@@ -123,9 +146,10 @@ constexpr const char* options_text =
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
     "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
-    "(docs/training.md says what each does)\n";
+    "(docs/training.md says what each does; without --lr, the optimizer's own: " +
+    default_learning_rates_text() + ")\n";
 
-const sw::examples::command_line command_line{"07_train_gpt", options_text};
+const sw::examples::command_line command_line{"07_train_gpt", options_text.c_str()};
 
 [[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
 
@@ -218,6 +242,7 @@ options parse(int argc, char** argv) {
                     },
                     {{"--replicated", &o.replicated}, {"--sequence-parallel", &o.sequence_parallel}});
   o.model.seed = o.seed;
+  if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
           std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +
