@@ -414,6 +414,12 @@ TEST(dlrm_generator, signal_zero_clicks_with_probability_one_half) {
 TEST(dlrm_generator, the_planted_model_is_the_documented_logit) {
   constexpr int seeds = 1000;
   const auto logit = [](double p) { return std::log(p / (1 - p)); };
+  // The value a seed's samples all read back, each within 1e-9 of the first.
+  const auto one_value = [](const std::vector<double>& read_back, std::uint64_t seed) {
+    EXPECT_FALSE(read_back.empty()) << "seed " << seed;
+    for (const double value : read_back) EXPECT_NEAR(value, read_back.front(), 1e-9) << "seed " << seed;
+    return read_back.empty() ? 0.0 : read_back.front();
+  };
   const auto weight_read_back = [&](std::uint64_t seed, double signal) {
     auto config = config_of({});
     config.dense_features = 1;
@@ -427,9 +433,7 @@ TEST(dlrm_generator, the_planted_model_is_the_documented_logit) {
       weights.push_back(logit(generator.click_probability(dlrm_stream::training, s)) /
                         (signal * centred * std::sqrt(12.0) / std::sqrt(1.0 / 3)));
     }
-    EXPECT_FALSE(weights.empty()) << "seed " << seed;
-    for (const double w : weights) EXPECT_NEAR(w, weights.front(), 1e-9) << "seed " << seed;
-    return weights.empty() ? 0.0 : weights.front();
+    return one_value(weights, seed);
   };
   const auto score_read_back = [&](std::uint64_t seed, double signal) {
     auto config = config_of({1});
@@ -448,9 +452,7 @@ TEST(dlrm_generator, the_planted_model_is_the_documented_logit) {
         scores.push_back(logit(p) / signal * std::sqrt(2.0 / 3));
       }
     }
-    EXPECT_FALSE(scores.empty()) << "seed " << seed;
-    for (const double score : scores) EXPECT_NEAR(score, scores.front(), 1e-9) << "seed " << seed;
-    return scores.empty() ? 0.0 : scores.front();
+    return one_value(scores, seed);
   };
   const auto expect_uniform = [&](const auto& read_back, const std::string& what) {
     double sum = 0, square_sum = 0;
