@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -116,23 +117,51 @@ struct options {
   int fail_rank = 0;
 };
 
-// Each optimizer's peak rate when --lr is not given: the best of a 300-step sweep of this example's
-// defaults (docs/training.md). LARS's and SGD's are large as their steps are small: LARS scales each
-// tensor's by its trust coefficient η ‖w‖ / ‖g‖ (η = 0.001), SGD's are the clipped gradient.
-constexpr std::array<std::pair<std::string_view, float>, 4> default_learning_rates{
-    {{"adamw", 3e-3f}, {"lamb", 1e-2f}, {"lars", 10.0f}, {"sgd", 0.2f}}};
+// The optimizers --optimizer names, each with its peak rate when --lr is not given: the best of a
+// 300-step sweep of this example's defaults (docs/training.md). LARS's and SGD's are large as their
+// steps are small: LARS scales each tensor's by its trust coefficient η ‖w‖ / ‖g‖ (η = 0.001), SGD's
+// are the clipped gradient.
+template <class Optimizer>
+struct optimizer_choice {
+  using type = Optimizer;
+  std::string_view name;
+  float default_learning_rate;
+};
+constexpr std::tuple optimizer_choices{
+    optimizer_choice<sw::optim::adamw>{"adamw", 3e-3f}, optimizer_choice<sw::optim::lamb>{"lamb", 1e-2f},
+    optimizer_choice<sw::optim::lars>{"lars", 10.0f}, optimizer_choice<sw::optim::sgd>{"sgd", 0.2f}};
+
+constexpr auto optimizer_names =
+    std::apply([](const auto&... choice) { return std::array<std::string_view, sizeof...(choice)>{choice.name...}; },
+               optimizer_choices);
+constexpr auto default_learning_rates = std::apply(
+    [](const auto&... choice) { return std::array<float, sizeof...(choice)>{choice.default_learning_rate...}; },
+    optimizer_choices);
 
 float default_learning_rate(std::string_view optimizer) {
-  return std::ranges::find(default_learning_rates, optimizer, &std::pair<std::string_view, float>::first)->second;
+  return default_learning_rates[static_cast<std::size_t>(std::ranges::find(optimizer_names, optimizer) -
+                                                         optimizer_names.begin())];
 }
 
-// "adamw 0.003, lamb 0.01, lars 10, sgd 0.2", for --help
+// Calls `with(choice)` with the choice that `name`, one of optimizer_names, names.
+template <class With>
+void with_optimizer_named(std::string_view name, const With& with) {
+  std::apply([&](const auto&... choice) { ((choice.name == name ? with(choice) : void()), ...); }, optimizer_choices);
+}
+
+// "adamw|lamb|lars|sgd" for --help's list of names, and "adamw 0.003, lamb 0.01, lars 10, sgd 0.2" for its rates
+std::string optimizer_names_text() {
+  std::string text;
+  for (const std::string_view name : optimizer_names) text += (text.empty() ? "" : "|") + std::string(name);
+  return text;
+}
 std::string default_learning_rates_text() {
   std::string text;
-  for (const auto& [optimizer, rate] : default_learning_rates) {
+  for (std::size_t i = 0; i < optimizer_names.size(); ++i) {
     std::array<char, 32> number{};
-    text += (text.empty() ? "" : ", ") + std::string(optimizer) + " " +
-            std::string(number.data(), std::to_chars(number.data(), number.data() + number.size(), rate).ptr);
+    text += (text.empty() ? "" : ", ") + std::string(optimizer_names[i]) + " " +
+            std::string(number.data(),
+                        std::to_chars(number.data(), number.data() + number.size(), default_learning_rates[i]).ptr);
   }
   return text;
 }
@@ -142,7 +171,9 @@ const std::string options_text =
     "         --collective ring|unfused|automatic\n"
     "         --layers N  --hidden N  --heads N  --context N  --steps N  --batch N  --micro-batches N\n"
     "         --recompute none|attention|block  --precision float|bf16\n"
-    "         --optimizer adamw|lamb|lars|sgd  --replicated  --lr X\n"
+    "         --optimizer " +
+    optimizer_names_text() +
+    "  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
     "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
@@ -223,7 +254,7 @@ options parse(int argc, char** argv) {
                         {"--collective", read_named(o.model.products.collective, collective_forms)},
                         {"--recompute", read_named(o.model.recompute, sw::nn::recomputation_names)},
                         {"--precision", read_one_of(o.precision, {"float", "bf16"})},
-                        {"--optimizer", read_one_of(o.optimizer, {"adamw", "lamb", "lars", "sgd"})},
+                        {"--optimizer", read_one_of(o.optimizer, optimizer_names)},
                         {"--lr", read_positive_into(o.learning_rate)},
                         {"--warmup", read_non_negative_into(o.warmup)},
                         {"--weight-decay", read_non_negative_into(o.weight_decay)},
@@ -518,13 +549,8 @@ void run(Communicator& world, const options& o) {
       else
         with_precision.template operator()<sw::optim::weight_update::sharded>();
     };
-    if (o.optimizer == "adamw") with_mode.template operator()<sw::optim::adamw>();
-    else if (o.optimizer == "lamb")
-      with_mode.template operator()<sw::optim::lamb>();
-    else if (o.optimizer == "lars")
-      with_mode.template operator()<sw::optim::lars>();
-    else
-      with_mode.template operator()<sw::optim::sgd>();
+    with_optimizer_named(o.optimizer,
+                         [&]<class Choice>(const Choice&) { with_mode.template operator()<typename Choice::type>(); });
   };
   if (o.sequence_parallel) with_optimizer.template operator()<sw::nn::sequence_parallel_1d<sw::padded>>();
   else if (o.grid.size() == 1)

@@ -84,13 +84,18 @@ inline std::string listed(std::span<const std::string_view> choices) {
 }
 
 // One of `choices`.
-inline option_reader read_one_of(std::string& into, std::initializer_list<std::string_view> choices) {
-  return {[&into, allowed = std::vector<std::string_view>(choices), takes = listed(choices)](const std::string& value) {
+inline option_reader read_one_of(std::string& into, std::span<const std::string_view> choices) {
+  return {[&into, allowed = std::vector<std::string_view>(choices.begin(), choices.end()),
+           takes = listed(choices)](const std::string& value) {
             if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) return takes;
             into = value;
             return std::string();
           },
           [&into] { return into; }};
+}
+
+inline option_reader read_one_of(std::string& into, std::initializer_list<std::string_view> choices) {
+  return read_one_of(into, std::span(choices.begin(), choices.size()));
 }
 
 // One of an enumeration's values by its name, `names` in the enumerators' order.
