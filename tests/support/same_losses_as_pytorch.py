@@ -17,6 +17,14 @@ and the held-out one under the keys --curves names. Run it with a Python that im
     python3 same_losses_as_pytorch.py --peer bench/train_gpt_torch.py --work-dir DIR \
         --model "--layers 2 --hidden 64 ..." --example-options "--sample 0" \
         -- build/examples/07_train_gpt --dp 2 --tp 1d:2
+
+The peer is serial, so its losses depend on --model alone, and many meshes can share one run of it:
+without an example's launch the script runs the peer alone and leaves its JSON in DIR/pytorch.json,
+and --peer-json FILE in place of --peer compares the example with that file instead of running the peer:
+
+    python3 same_losses_as_pytorch.py --peer bench/train_gpt_torch.py --work-dir PEER_DIR --model "..."
+    python3 same_losses_as_pytorch.py --peer-json PEER_DIR/pytorch.json --work-dir DIR --model "..." \
+        -- build/examples/07_train_gpt --dp 2 --tp 1d:2
 """
 import argparse
 import json
@@ -26,14 +34,18 @@ import subprocess
 import sys
 
 
-def train(command, json_path, what, curves):
-    """Runs one training to its end and returns the curves it wrote to json_path under the keys `curves`."""
+def train(command, json_path, what):
+    """Runs one training to its end, which writes its JSON to json_path."""
     run = subprocess.run(command + ["--json", json_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if run.returncode != 0:
         sys.exit(f"{what} failed with exit code {run.returncode}: {shlex.join(command)}\n{run.stdout}")
+
+
+def curves(json_path, keys):
+    """The curves a training wrote to json_path under `keys`."""
     with open(json_path) as source:
         result = json.load(source)
-    return [result[key] for key in curves]
+    return [result[key] for key in keys]
 
 
 def largest_difference(ours, theirs, name):
@@ -47,22 +59,32 @@ def largest_difference(ours, theirs, name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer", required=True, help="bench/train_gpt_torch.py or bench/train_dlrm_torch.py")
+    peer = parser.add_mutually_exclusive_group(required=True)
+    peer.add_argument("--peer", help="bench/train_gpt_torch.py or bench/train_dlrm_torch.py")
+    peer.add_argument("--peer-json", help="the JSON of a run of the peer alone on --model, in place of running it")
     parser.add_argument("--model", required=True, help="the options both programs take, in one string")
     parser.add_argument("--example-options", default="", help="options for the example alone, in one string")
     parser.add_argument("--curves", nargs=2, default=["train_curve", "val_curve"], metavar=("TRAINING", "HELD_OUT"),
                         help="the JSON keys of the training and the held-out curves")
     parser.add_argument("--work-dir", required=True, help="where the two programs write their JSON")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="the largest difference of a loss")
-    parser.add_argument("program", nargs="+", help="the example's launch, with its mesh options")
+    parser.add_argument("program", nargs="*", help="the example's launch, with its mesh options; without it, "
+                        "the peer runs alone")
     args = parser.parse_args()
+    if not args.program and not args.peer:
+        parser.error("--peer-json needs the example's launch to compare with it")
 
     model = shlex.split(args.model)
     os.makedirs(args.work_dir, exist_ok=True)
-    ours = train(args.program + model + shlex.split(args.example_options), os.path.join(args.work_dir, "shardwise.json"),
-                 "shardwise", args.curves)
-    theirs = train([sys.executable, args.peer] + model + ["--threads", "1"], os.path.join(args.work_dir, "pytorch.json"),
-                   "PyTorch", args.curves)
+    peer_json = args.peer_json
+    if args.peer:
+        peer_json = os.path.join(args.work_dir, "pytorch.json")
+        train([sys.executable, args.peer] + model + ["--threads", "1"], peer_json, "PyTorch")
+    if not args.program:
+        return
+    shardwise_json = os.path.join(args.work_dir, "shardwise.json")
+    train(args.program + model + shlex.split(args.example_options), shardwise_json, "shardwise")
+    ours, theirs = curves(shardwise_json, args.curves), curves(peer_json, args.curves)
 
     training = largest_difference(ours[0], theirs[0], "training")
     held_out = largest_difference(ours[1], theirs[1], "held-out")
