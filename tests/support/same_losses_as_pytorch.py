@@ -58,7 +58,7 @@ def largest_difference(ours, theirs, name):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     peer = parser.add_mutually_exclusive_group(required=True)
     peer.add_argument("--peer", help="bench/train_gpt_torch.py or bench/train_dlrm_torch.py")
     peer.add_argument("--peer-json", help="the JSON of a run of the peer alone on --model, in place of running it")
