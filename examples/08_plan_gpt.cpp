@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "progress.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/mesh/shape.hpp"
@@ -496,6 +497,13 @@ int main(int argc, char** argv) try {
   std::vector<planned> fitting;
   std::vector<std::string> dropped, refused_grids;
   const auto wall_start = std::chrono::steady_clock::now();
+  // "[12/174, 1:05 left]": mesh i of all, and the time the rest take at the pace so far.
+  const auto counter = [&, meshes = candidates.size()](std::size_t i) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    return "[" + std::to_string(i + 1) + "/" + std::to_string(meshes) + ", " +
+           sw::examples::duration(seconds / static_cast<double>(i + 1) * static_cast<double>(meshes - i - 1)) +
+           " left]";
+  };
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     mesh_choice m = candidates[i];
     simulated_step s = simulate(m, o, c);
@@ -503,9 +511,8 @@ int main(int argc, char** argv) try {
     // either fits.
     for (const auto recompute : {sw::nn::recomputation::attention, sw::nn::recomputation::block}) {
       if (!s.refused.empty() || s.memory_bytes <= c.memory_bytes) break;
-      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory; %s\n", i + 1, candidates.size(),
-                  m.label().c_str(), s.seconds * 1e3, s.memory_bytes / gib,
-                  std::string(sw::nn::describe(recompute)).c_str());
+      std::printf("%s %s: %.2f ms, %.3g GiB, over the device's memory; %s\n", counter(i).c_str(), m.label().c_str(),
+                  s.seconds * 1e3, s.memory_bytes / gib, std::string(sw::nn::describe(recompute)).c_str());
       m.recompute = recompute;
       s = simulate(m, o, c);
     }
@@ -515,8 +522,8 @@ int main(int argc, char** argv) try {
       mesh_choice unfused = m;
       unfused.collective = sw::collective_matmul_form::unfused;
       const simulated_step u = simulate(unfused, o, c);
-      std::printf("[%zu/%zu] %s: %.2f ms with the rings, %.2f ms unfused\n", i + 1, candidates.size(),
-                  m.label().c_str(), s.seconds * 1e3, u.seconds * 1e3);
+      std::printf("%s %s: %.2f ms with the rings, %.2f ms unfused\n", counter(i).c_str(), m.label().c_str(),
+                  s.seconds * 1e3, u.seconds * 1e3);
       const auto fits = [&](const simulated_step& step) { return step.memory_bytes <= c.memory_bytes; };
       if (u.refused.empty() && (fits(u) != fits(s) ? fits(u) : u.seconds < s.seconds)) m = unfused, s = u;
     }
@@ -527,17 +534,16 @@ int main(int argc, char** argv) try {
         refused_grids.push_back(m.name());
         dropped.push_back(m.name() + ": " + s.refused);
       }
-      std::printf("[%zu/%zu] %s: the grid cannot cut the model (why: under dropped)\n", i + 1, candidates.size(),
-                  what.c_str());
+      std::printf("%s %s: the grid cannot cut the model (why: under dropped)\n", counter(i).c_str(), what.c_str());
     } else if (s.memory_bytes > c.memory_bytes) {
       char text[96];
       std::snprintf(text, sizeof text, ": %.3g GiB per device", s.memory_bytes / gib);
       dropped.push_back(what + text);
-      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB, over the device's memory\n", i + 1, candidates.size(), what.c_str(),
+      std::printf("%s %s: %.2f ms, %.3g GiB, over the device's memory\n", counter(i).c_str(), what.c_str(),
                   s.seconds * 1e3, s.memory_bytes / gib);
     } else {
       fitting.push_back({m, s});
-      std::printf("[%zu/%zu] %s: %.2f ms, %.3g GiB\n", i + 1, candidates.size(), what.c_str(), s.seconds * 1e3,
+      std::printf("%s %s: %.2f ms, %.3g GiB\n", counter(i).c_str(), what.c_str(), s.seconds * 1e3,
                   s.memory_bytes / gib);
     }
     std::fflush(stdout);

@@ -1,5 +1,5 @@
 #pragma once
-// What the training examples (07, 09) print about their progress besides their metrics.
+// What the examples that run long (07, 08, 09) print about their progress besides their metrics.
 #include <array>
 #include <cstddef>
 #include <cstdio>
