@@ -35,7 +35,10 @@ import sys
 
 
 def train(command, json_path, what):
-    """Runs one training to its end, which writes its JSON to json_path."""
+    """Runs one training to its end, which writes its JSON to json_path (an earlier run's removed first,
+    so that nothing reads it if this one fails)."""
+    if os.path.exists(json_path):
+        os.remove(json_path)
     run = subprocess.run(command + ["--json", json_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if run.returncode != 0:
         sys.exit(f"{what} failed with exit code {run.returncode}: {shlex.join(command)}\n{run.stdout}")
