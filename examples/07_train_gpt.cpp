@@ -378,6 +378,11 @@ void train(Communicator& world, const options& o) {
     if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
       say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
           saved.at("schedule").c_str(), schedule_described.c_str(), first_step);
+    // AdamW and LAMB keep the same moments, so either goes on from the other's; the library refuses
+    // a state of other names.
+    if (saved.contains("optimizer") && saved.at("optimizer") != o.optimizer)
+      say("note: the checkpoint was trained with %s; this run's %s takes over its optimizer state\n",
+          saved.at("optimizer").c_str(), o.optimizer.c_str());
     if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
       say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
           saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
@@ -445,6 +450,7 @@ void train(Communicator& world, const options& o) {
         {{"data_parallel", std::to_string(o.data_parallel)},
          {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
          {"precision", o.precision},
+         {"optimizer", o.optimizer},
          {"seed", std::to_string(o.seed)},
          {"schedule", schedule_described}});
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
