@@ -13,7 +13,9 @@
 //
 //   cmake --build build --target 02_custom_layout && build/examples/02_custom_layout
 //                                                    4 ranks as threads of one process
-//   mpiexec -n 8 build/examples/02_custom_layout_mpi the same source on 8 MPI processes (--oversubscribe if needed)
+//   mpiexec -n 8 build/examples/02_custom_layout_mpi
+//                                                    the same source on 8 MPI processes (--oversubscribe
+//                                                    if needed)
 #include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
