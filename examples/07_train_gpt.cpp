@@ -134,19 +134,17 @@ constexpr std::tuple optimizer_choices{
 constexpr auto optimizer_names =
     std::apply([](const auto&... choice) { return std::array<std::string_view, sizeof...(choice)>{choice.name...}; },
                optimizer_choices);
-constexpr auto default_learning_rates = std::apply(
-    [](const auto&... choice) { return std::array<float, sizeof...(choice)>{choice.default_learning_rate...}; },
-    optimizer_choices);
-
-float default_learning_rate(std::string_view optimizer) {
-  return default_learning_rates[static_cast<std::size_t>(std::ranges::find(optimizer_names, optimizer) -
-                                                         optimizer_names.begin())];
-}
 
 // Calls `with(choice)` with the choice that `name`, one of optimizer_names, names.
 template <class With>
 void with_optimizer_named(std::string_view name, const With& with) {
   std::apply([&](const auto&... choice) { ((choice.name == name ? with(choice) : void()), ...); }, optimizer_choices);
+}
+
+float default_learning_rate(std::string_view optimizer) {
+  float rate = 0;
+  with_optimizer_named(optimizer, [&](const auto& choice) { rate = choice.default_learning_rate; });
+  return rate;
 }
 
 // "adamw|lamb|lars|sgd" for --help's list of names, and "adamw 0.003, lamb 0.01, lars 10, sgd 0.2" for its rates
@@ -157,11 +155,11 @@ std::string optimizer_names_text() {
 }
 std::string default_learning_rates_text() {
   std::string text;
-  for (std::size_t i = 0; i < optimizer_names.size(); ++i) {
+  for (const std::string_view name : optimizer_names) {
     std::array<char, 32> number{};
-    text += (text.empty() ? "" : ", ") + std::string(optimizer_names[i]) + " " +
+    text += (text.empty() ? "" : ", ") + std::string(name) + " " +
             std::string(number.data(),
-                        std::to_chars(number.data(), number.data() + number.size(), default_learning_rates[i]).ptr);
+                        std::to_chars(number.data(), number.data() + number.size(), default_learning_rate(name)).ptr);
   }
   return text;
 }
