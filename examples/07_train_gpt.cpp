@@ -20,11 +20,9 @@
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,31 +57,14 @@
 #include "shardwise/optim/schedule.hpp"
 #include "shardwise/optim/sgd.hpp"
 #include "shardwise/optim/sharded.hpp"
+#include "stop_signal.hpp"
 #ifdef SHARDWISE_TRAIN_WITH_MPI
 #include "shardwise/comm/mpi.hpp"
 #endif
 
 namespace sw = shardwise;
 
-// The signal that asked the run to stop (SIGINT, SIGTERM), 0 until one does: one object for the
-// program, which compiles this file into two objects (the MPI backend's, below), as an inline
-// function's static.
-inline std::atomic<int>& stop_signal() {
-  static std::atomic<int> signal{0};
-  return signal;
-}
-
 namespace {
-
-// The first SIGINT or SIGTERM lets the ranks finish their step and save; a second ends the program.
-void stop_after_this_step(int signal) {
-  stop_signal().store(signal);
-  std::signal(signal, SIG_DFL);
-}
-void stop_on_signals() {
-  std::signal(SIGINT, stop_after_this_step);
-  std::signal(SIGTERM, stop_after_this_step);
-}
 
 // ---- options
 
@@ -453,12 +434,6 @@ void train(Communicator& world, const options& o) {
          {"schedule", schedule_described}});
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
   };
-  // Ctrl-C (or SIGTERM, which mpiexec sends) on any process: every rank stops after the same step.
-  const auto signal_on_any_rank = [&] {
-    int signal = stop_signal().load();
-    world.all_reduce(std::span<int>(&signal, 1), sw::op::max);
-    return signal;
-  };
 
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
@@ -479,7 +454,7 @@ void train(Communicator& world, const options& o) {
     tokens_trained += static_cast<long>(tokens_per_step);
     training_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, train_loss});
 
-    stopped_by = signal_on_any_rank();
+    stopped_by = sw::examples::signal_on_any_rank(world);  // Ctrl-C on any process
     const bool last = step == o.steps || stopped_by != 0;
     const bool evaluates = step % o.eval_every == 0 || last;
     if (evaluates) {
@@ -490,8 +465,7 @@ void train(Communicator& world, const options& o) {
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) save(step);
     if (stopped_by != 0) {
       say("stopped by signal %d after step %ld%s\n", stopped_by, step,
-          o.checkpoint.empty() ? " (no --checkpoint: nothing saved)"
-                               : (": --resume " + o.checkpoint + " goes on from it").c_str());
+          sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
       break;
     }
   }
@@ -575,13 +549,13 @@ void train_under_mpi(int argc, char** argv);
 #ifdef SHARDWISE_TRAIN_MPI_OBJECT
 void train_under_mpi(int argc, char** argv) {
   const options o = parse(argc, argv);
-  stop_on_signals();
+  sw::examples::stop_on_signals();
   sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { run(world, o); });
 }
 #else
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
-  stop_on_signals();
+  sw::examples::stop_on_signals();
   try {
     if (o.backend == "mpi") {
 #ifdef SHARDWISE_TRAIN_WITH_MPI
@@ -596,7 +570,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", failure.what());
     return 1;
   }
-  const int stopped_by = stop_signal().load();
-  return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a signal's end
+  return sw::examples::exit_code_after_signal();
 }
 #endif

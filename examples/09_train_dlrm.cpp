@@ -13,6 +13,10 @@
 // predictor's (the click rate's entropy), AUC and accuracy. Every --compare-every steps the step runs
 // twice on the same batch, fused and unfused in turns (the same bits either way), and the progress
 // lines give the median time of each: the whole step, and the embedding + all-to-all in it.
+// --checkpoint DIR saves every --checkpoint-every steps (both updates: the MLPs' weights and Adam
+// moments, every table row and its Adagrad accumulator); --resume DIR continues from the latest
+// checkpoint there, on any rank count and any --row-wise, the batches going on from its step. Ctrl-C
+// stops the ranks after the step they are in, and saves it when --checkpoint is given.
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
@@ -23,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -43,9 +48,11 @@
 #include "shardwise/model/dlrm.hpp"
 #include "shardwise/nn/no_grad.hpp"
 #include "shardwise/optim/adam.hpp"
+#include "shardwise/optim/model_checkpoint.hpp"
 #include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/optim/sparse_update.hpp"
+#include "stop_signal.hpp"
 #ifdef SHARDWISE_TRAIN_WITH_MPI
 #include "shardwise/comm/mpi.hpp"
 #endif
@@ -76,14 +83,20 @@ struct options {
   long compare_every = 10;
   std::string path = "automatic";  // of the steps that train: automatic, fused or unfused
   std::uint64_t seed = 1;
+  std::string checkpoint;
+  long checkpoint_every = 100;
+  std::string resume;
   std::string json;
+  long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
+  int fail_rank = 0;
 };
 
 constexpr const char* options_text =
     "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
-    "         --path automatic|fused|unfused  --seed N  --json FILE  --help (-h)\n"
+    "         --path automatic|fused|unfused  --seed N  --checkpoint DIR  --checkpoint-every N  --resume DIR\n"
+    "         --json FILE  --fail-at-step N  --fail-rank R  --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
 const sw::examples::command_line command_line{"09_train_dlrm", options_text};
@@ -92,7 +105,8 @@ const sw::examples::command_line command_line{"09_train_dlrm", options_text};
 
 options parse(int argc, char** argv) {
   options o;
-  using sw::examples::read_into, sw::examples::read_one_of, sw::examples::read_positive_into;
+  using sw::examples::read_into, sw::examples::read_non_negative_into, sw::examples::read_one_of,
+      sw::examples::read_positive_into;
   const auto given = command_line.read(argc, argv,
                                        {
                                            {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
@@ -114,7 +128,12 @@ options parse(int argc, char** argv) {
                                            {"--compare-every", read_positive_into(o.compare_every)},
                                            {"--path", read_one_of(o.path, {"automatic", "fused", "unfused"})},
                                            {"--seed", read_into(o.seed)},
+                                           {"--checkpoint", read_into(o.checkpoint)},
+                                           {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
+                                           {"--resume", read_into(o.resume)},
                                            {"--json", read_into(o.json)},
+                                           {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
+                                           {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        });
   if (o.row_wise < 0 || o.row_wise > o.tables)
     usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
@@ -184,6 +203,10 @@ void train(Communicator& world, const options& o) {
   //    over the data axis.
   sw::data_parallel_mesh mesh(world, world.size(), {1});
   auto& data = mesh.data();
+  if (o.fail_at_step > 0 && o.fail_rank >= world.size())
+    throw sw::argument_error(
+        world.world_rank(), "09_train_dlrm",
+        "--fail-rank " + std::to_string(o.fail_rank) + " is not a rank of this run of " + std::to_string(world.size()));
 
   // 2. The data: the planted model's click data, training and held-out streams.
   sw::data::dlrm_data_config data_config;
@@ -216,6 +239,39 @@ void train(Communicator& world, const options& o) {
       "batch %ld\n",
       world.size(), o.backend.c_str(), o.tables, o.rows, o.dimension, o.row_wise, o.dense_features, o.pooling.c_str(),
       o.batch);
+
+  // A checkpoint holds both updates, and records the options that shape the data rather than the model
+  // (the model's shapes it checks itself). A resumed run reads the batches from the checkpoint's step
+  // on: a step's batch depends on its number only.
+  const std::map<std::string, std::string> data_options = {
+      {"seed", std::to_string(o.seed)}, {"pooling", o.pooling}, {"bag-length", std::to_string(o.bag_length)}};
+  long first_step = 1;
+  if (!o.resume.empty()) {
+    const auto saved = sw::optim::load_model_checkpoint(o.resume, dense_update, table_update, world);
+    first_step = dense_update.steps_done() + 1;
+    const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
+    say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", o.resume.c_str(),
+        dense_update.steps_done(), saved_as("ranks").c_str(), saved_as("row-wise").c_str());
+    if (first_step > o.steps)
+      throw sw::argument_error(world.world_rank(), "09_train_dlrm",
+                               "the checkpoint in " + o.resume + " is at step " +
+                                   std::to_string(dense_update.steps_done()) + " and --steps is " +
+                                   std::to_string(o.steps) + ": nothing is left to train");
+    for (const auto& [option, value] : data_options)
+      if (saved.contains(option) && saved.at(option) != value)
+        say("note: the checkpoint was trained with --%s %s; this run goes on with %s\n", option.c_str(),
+            saved.at(option).c_str(), value.c_str());
+  } else if (!o.checkpoint.empty() && std::filesystem::exists(std::filesystem::path(o.checkpoint) / "latest")) {
+    say("note: %s holds checkpoints already; this run starts afresh, and its first save becomes their latest\n",
+        o.checkpoint.c_str());
+  }
+  const auto save = [&](long step) {
+    auto metadata = data_options;
+    metadata["ranks"] = std::to_string(world.size());
+    metadata["row-wise"] = std::to_string(o.row_wise);
+    sw::optim::save_model_checkpoint(o.checkpoint, dense_update, table_update, data, world, metadata);
+    say("saved step %ld in %s\n", step, o.checkpoint.c_str());
+  };
 
   const auto batch_of = [&](sw::data::dlrm_stream stream, long index) {
     return generator.batch<float>(stream, index * o.batch, o.batch, model.first_row(), model.rows(),
@@ -276,7 +332,9 @@ void train(Communicator& world, const options& o) {
   // samples/s counts the steps that only train; the time left, every step's.
   sw::examples::rate_since_last_line samples_per_second_now;
   const auto run_start = std::chrono::steady_clock::now();
-  for (long step = 1; step <= o.steps; ++step) {
+  for (long step = first_step; step <= o.steps; ++step) {
+    if (step == o.fail_at_step && world.world_rank() == o.fail_rank)
+      throw std::runtime_error("a failure injected at step " + std::to_string(step) + " (--fail-at-step)");
     const auto batch = batch_of(sw::data::dlrm_stream::training, step);
     double update_seconds = 0;
     if (step % o.compare_every == 0) {
@@ -318,14 +376,16 @@ void train(Communicator& world, const options& o) {
     }
     const auto samples = static_cast<double>(step * o.batch);
     training_curve.push_back({static_cast<double>(step), samples, loss});
-    const bool evaluates = step % o.eval_every == 0 || step == o.steps;
+    const int stopped_by = sw::examples::signal_on_any_rank(world);  // Ctrl-C on any process
+    const bool ends = step == o.steps || stopped_by != 0;
+    const bool evaluates = step % o.eval_every == 0 || ends;
     if (evaluates) {
       last = evaluate();
       held_out_curve.push_back({static_cast<double>(step), samples, last.loss});
     }
-    if (evaluates || step == 1 || step % 20 == 0) {
+    if (evaluates || step == first_step || step % 20 == 0) {
       const double seconds_left =
-          static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step);
+          static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step - first_step + 1);
       say("step %5ld/%ld  loss %.4f  %8.0f samples/s  memory %.1f MiB  left %s\n", step, o.steps, loss,
           samples_per_second_now(trained_samples, training_seconds), memory_mib(),
           sw::examples::duration(seconds_left).c_str());
@@ -338,6 +398,12 @@ void train(Communicator& world, const options& o) {
             "against %s ms\n",
             step_fused.size(), milliseconds(step_fused).c_str(), milliseconds(step_unfused).c_str(),
             milliseconds(embedding_fused).c_str(), milliseconds(embedding_unfused).c_str());
+    }
+    if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || ends)) save(step);
+    if (stopped_by != 0) {
+      say("stopped by signal %d after step %ld%s\n", stopped_by, step,
+          sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
+      break;
     }
   }
 
@@ -389,6 +455,7 @@ void train(Communicator& world, const options& o) {
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+  sw::examples::stop_on_signals();
   try {
     if (o.backend == "mpi") {
 #ifdef SHARDWISE_TRAIN_WITH_MPI
@@ -403,5 +470,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", failure.what());
     return 1;
   }
-  return 0;
+  return sw::examples::exit_code_after_signal();
 }

@@ -57,7 +57,7 @@ matrix<T> initial() {
 template <class T, class Optimizer, class Dense>
 void expect_sparse_equals_dense(Optimizer optimizer, T learning_rate, Dense&& dense_step) {
   const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
-  one_table<T> model{nn::sparse_parameter<T>(0, 0, rows, dimension)};
+  one_table<T> model{nn::sparse_parameter<T>(0, rows, 0, rows, dimension)};
   model.table.value() = initial<T>();
   optim::sparse_update<Optimizer, T> update(model, optimizer);
   matrix<T> reference = initial<T>();
@@ -86,7 +86,7 @@ void expect_sparse_equals_dense(Optimizer optimizer, T learning_rate, Dense&& de
       } else {
         EXPECT_EQ(std::memcmp(model.table.value().row(i).data(), before.row(i).data(), dimension * sizeof(T)), 0)
             << "step " << step << ": untouched row " << i << " changed";
-        if (Optimizer::state_per_row > 0) {
+        if (optim::state_per_row<Optimizer> > 0) {
           EXPECT_EQ(update.state(0)[static_cast<std::size_t>(i)], state_before[static_cast<std::size_t>(i)])
               << "untouched row " << i << "'s state changed";
         }
@@ -122,7 +122,7 @@ TEST(sparse_update, rowwise_adagrad_equals_the_dense_update_on_the_touched_rows)
 }
 
 TEST(sparse_update, a_table_it_does_not_have_is_an_error_naming_it) {
-  one_table<float> model{nn::sparse_parameter<float>(0, 0, rows, dimension)};
+  one_table<float> model{nn::sparse_parameter<float>(0, rows, 0, rows, dimension)};
   const optim::sparse_update<optim::sparse_sgd, float> update(model);
   EXPECT_EQ(update.name(0), "table");
   EXPECT_EQ(message_of<argument_error>([&] { (void)update.name(1); }),

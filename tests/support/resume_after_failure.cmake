@@ -1,18 +1,21 @@
-# Rehearses a failure in the middle of training and the recovery from it, for example 07:
+# Rehearses a failure in the middle of training and the recovery from it, for the training examples:
 #   1. an uninterrupted run of STEPS steps;
 #   2. the same run with checkpoints every CHECKPOINT_EVERY steps, in which rank FAIL_RANK throws at
 #      step FAIL_AT: every rank must stop (the run exits non-zero) with that rank's error;
 #   3. --resume from the last complete checkpoint, to the end.
-# The resumed run's losses after the checkpoint must equal the uninterrupted run's, bit for bit.
-# Variables: PROGRAM (the example's command, behind mpiexec ... for MPI) and ARGS (the run's options),
-# each with its words separated by "|"; STEPS, CHECKPOINT_EVERY, FAIL_AT, FAIL_RANK, WORK_DIR.
-foreach(variable PROGRAM ARGS STEPS CHECKPOINT_EVERY FAIL_AT FAIL_RANK WORK_DIR)
+# The resumed run's losses after the checkpoint must equal the uninterrupted run's, bit for bit: its
+# training curve and its final metrics.
+# Variables: PROGRAM (the example's command, behind mpiexec ... for MPI), ARGS (the run's options) and
+# FINAL (the --json keys of the final metrics), each with its words separated by "|"; STEPS,
+# CHECKPOINT_EVERY, FAIL_AT, FAIL_RANK, WORK_DIR.
+foreach(variable PROGRAM ARGS FINAL STEPS CHECKPOINT_EVERY FAIL_AT FAIL_RANK WORK_DIR)
   if(NOT DEFINED ${variable})
     message(FATAL_ERROR "resume_after_failure.cmake needs -D${variable}=...")
   endif()
 endforeach()
 string(REPLACE "|" ";" PROGRAM "${PROGRAM}")
 string(REPLACE "|" ";" ARGS "${ARGS}")
+string(REPLACE "|" ";" FINAL "${FINAL}")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
@@ -46,7 +49,7 @@ endif()
 # Every loss recorded after the checkpoint, and the final ones, equal.
 file(READ "${WORK_DIR}/uninterrupted.json" uninterrupted)
 file(READ "${WORK_DIR}/resumed.json" resumed)
-foreach(key final_train_loss final_val_loss)
+foreach(key ${FINAL})
   string(JSON a GET "${uninterrupted}" ${key})
   string(JSON b GET "${resumed}" ${key})
   if(NOT a STREQUAL b)

@@ -93,7 +93,7 @@ class embedding_bag {
     for (const auto& s : shards_) {
       if (s.owner != r) continue;
       const auto& table = tables_[static_cast<std::size_t>(s.table)];
-      auto& piece = pieces_.emplace_back(s.table, s.first_row, s.rows, table.dimension);
+      auto& piece = pieces_.emplace_back(s.table, table.rows, s.first_row, s.rows, table.dimension);
       if (!element_memory::stored_on_this_thread()) continue;  // shapes only: no values to draw
       auto values = piece.value();
       for (std::int64_t i = 0; i < s.rows; ++i)
@@ -192,14 +192,12 @@ class embedding_bag {
     rethrow_within_call(group_->world_rank(), call_text("fused::embedding_bag::backward", describe(output_gradient)));
   }
 
-  // f(name, piece) for each table piece this rank holds: "tables.<t>" for a whole table,
-  // "tables.<t>.rows.<first>" for a row-wise piece.
+  // f(name, piece) for each table piece this rank holds, named "tables.<t>" after its table whether it
+  // holds the whole table or rows of it (the piece says which rows), as a dense parameter's block is
+  // named after its parameter: a rank holds at most one piece of a table.
   template <class F>
   void for_each_sparse_parameter(F&& f, const std::string& prefix = "") {
-    for (auto& p : pieces_) {
-      const bool whole = tables_[static_cast<std::size_t>(p.table)].sharding == table_sharding::table_wise;
-      f(prefix + "tables." + std::to_string(p.table) + (whole ? "" : ".rows." + std::to_string(p.first_row)), p);
-    }
+    for (auto& p : pieces_) f(prefix + "tables." + std::to_string(p.table), p);
   }
 
  private:

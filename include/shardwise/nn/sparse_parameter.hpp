@@ -105,20 +105,23 @@ class sparse_rows {
   shared_buffer<T> values_;  // rows of dimension_, as many as touched_ has room for
 };
 
-// One table, or the rows [first_row, first_row + rows) of one where a table is cut by rows over ranks.
+// One table, or the rows [first_row, first_row + rows) of one where a table is cut by rows over ranks:
+// a block of the table_rows x dimension table, as a dense parameter's block is of its global matrix.
 // Moved, never copied: its values are one buffer, which a copy would share.
 template <class T>
 class sparse_parameter {
  public:
   using matrix_type = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-  int table = 0;               // which table of the model
-  std::int64_t first_row = 0;  // of the table, where this piece begins
+  int table = 0;                // which table of the model
+  std::int64_t table_rows = 0;  // of the whole table
+  std::int64_t first_row = 0;   // of the table, where this piece begins
   sparse_rows<T> gradient;
 
-  // `rows` rows of `dimension` zeros.
-  sparse_parameter(int table_index, std::int64_t first, std::int64_t rows, int dimension)
+  // Rows [first, first + rows) of a table of `whole_rows` rows of `dimension`: zeros.
+  sparse_parameter(int table_index, std::int64_t whole_rows, std::int64_t first, std::int64_t rows, int dimension)
       : table(table_index),
+        table_rows(whole_rows),
         first_row(first),
         gradient(rows, dimension),
         storage_(shared_buffer<T>::zeros(static_cast<std::size_t>(rows) * static_cast<std::size_t>(dimension))) {}
@@ -131,6 +134,7 @@ class sparse_parameter {
   [[nodiscard]] Eigen::Map<matrix_type> value() noexcept { return {storage_.data(), rows(), dimension()}; }
   [[nodiscard]] Eigen::Map<const matrix_type> value() const noexcept { return {storage_.data(), rows(), dimension()}; }
   [[nodiscard]] std::span<const T> values() const noexcept { return storage_.span(); }
+  [[nodiscard]] std::span<T> values() noexcept { return storage_.span(); }
   [[nodiscard]] std::span<T> row(std::int64_t index) noexcept {
     const auto width = static_cast<std::size_t>(dimension());
     return storage_.span().subspan(static_cast<std::size_t>(index) * width, width);

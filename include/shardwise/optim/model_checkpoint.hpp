@@ -7,10 +7,21 @@
 //   save_model_checkpoint(dir, update, mesh.data(), world, {{"seed", "1"}});
 //   auto metadata = load_model_checkpoint(dir, update, world);     // on this run's mesh, any other's save
 //
+// A model with embedding tables (a DLRM) saves them beside the dense parameters, with their sparse
+// update (optim/sparse_update.hpp): each table a global tensor ("embedding.tables.3", rows x dimension)
+// whose pieces are blocks of rows, and each value of its rows' optimizer state a column beside it
+// ("embedding.tables.3/sum_of_mean_squares", rows x 1). They load on any rank count, table-wise or
+// row-wise, as the dense parameters load on any mesh.
+//
+//   save_model_checkpoint(dir, dense_update, table_update, mesh.data(), world);
+//   load_model_checkpoint(dir, dense_update, table_update, world);
+//
 // save (collective over `world`): the state is gathered over the data replicas (the update may be
 // sharded), then the ranks of replica 0 that hold the counted copy of a block (optim/sharded.hpp: one
 // copy among the tensor-parallel replicas) write their blocks, one file per rank; rank 0 writes the
-// manifest — steps, every parameter's name and global shape, the state names, the caller's metadata,
+// manifest — steps, every parameter's name and global shape, the state names, the tables' names,
+// shapes and row state names (where the model has tables: every rank writes its own pieces, which no
+// other rank holds), the caller's metadata,
 // beside every file's size and CRC-32C. The protocol of checkpoint_files.hpp commits it: everything
 // goes into `<dir>/step-<N>.tmp/`, renamed to `<dir>/step-<N>/` once complete and flushed, then
 // `<dir>/latest` (naming that folder) is replaced atomically. A save never touches an earlier step's
@@ -35,6 +46,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
@@ -42,6 +54,7 @@
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/optim/checkpoint_files.hpp"
 #include "shardwise/optim/sharded.hpp"
+#include "shardwise/optim/sparse_update.hpp"
 
 namespace shardwise::optim {
 
@@ -121,17 +134,42 @@ inline void index_blocks(std::span<const std::byte> bytes, const std::string& fi
   }
 }
 
+// A model's embedding tables as a checkpoint holds them: every table of the model (from every rank's
+// pieces) by name and global shape, and the names of its rows' optimizer state. A model without tables
+// has none, and its manifest no tables line.
+struct table_section {
+  std::map<std::string, matrix_extents> tables;
+  std::vector<std::string_view> state_names;
+};
+
+// A table piece as a block of a global tensor of `columns` columns: the table itself, or one value of
+// its rows' state.
+[[nodiscard]] inline parameter_record piece_record(const std::string& name, std::int64_t table_rows,
+                                                   std::int64_t first_row, std::int64_t rows, std::int64_t columns) {
+  return {name, {table_rows, columns}, {block_info{first_row, 0, rows, columns, rows, columns}}, true};
+}
+
+// "name rows cols" lines, as the manifest lists parameters and tables.
+[[nodiscard]] inline std::string shape_line(const std::string& name, matrix_extents extents, std::string_view what,
+                                            const checkpoint_call& call) {
+  return std::string(manifest_word(name, what, call)) + " " + std::to_string(extents.rows) + " " +
+         std::to_string(extents.cols) + "\n";
+}
+
 // The manifest's text after its header: the steps, the optimizer's state names, every parameter's name
-// and global shape, the caller's metadata.
+// and global shape, the tables (where the model has any), the caller's metadata.
 [[nodiscard]] inline std::string model_description(long steps, std::span<const std::string_view> state_names,
                                                    std::span<const parameter_record> records,
+                                                   const table_section& tables,
                                                    const std::map<std::string, std::string>& metadata,
                                                    const checkpoint_call& call) {
   std::string description = "steps " + std::to_string(steps) + "\n" + state_names_line(state_names) + "parameters " +
                             std::to_string(records.size()) + "\n";
-  for (const auto& record : records)
-    description += std::string(manifest_word(record.name, "a parameter's name", call)) + " " +
-                   std::to_string(record.extents.rows) + " " + std::to_string(record.extents.cols) + "\n";
+  for (const auto& record : records) description += shape_line(record.name, record.extents, "a parameter's name", call);
+  if (!tables.tables.empty()) {
+    description += "tables " + std::to_string(tables.tables.size()) + " " + state_names_line(tables.state_names);
+    for (const auto& [name, extents] : tables.tables) description += shape_line(name, extents, "a table's name", call);
+  }
   description += "metadata " + std::to_string(metadata.size()) + "\n";
   for (const auto& [key, value] : metadata) {
     if (value.find_first_of("\n\r") != std::string::npos)
@@ -162,7 +200,8 @@ inline void index_blocks(std::span<const std::byte> bytes, const std::string& fi
 class model_checkpoint_contents {
  public:
   model_checkpoint_contents(const std::filesystem::path& path, std::span<const parameter_record> records,
-                            std::span<const std::string_view> optimizer_state_names, const checkpoint_call& call)
+                            std::span<const std::string_view> optimizer_state_names, const table_section& model_tables,
+                            const checkpoint_call& call)
       : call_(call), checkpoint_(path, model_manifest_header, call_) {
     auto& in = checkpoint_.manifest();
     in.expect("steps");
@@ -172,16 +211,17 @@ class model_checkpoint_contents {
     in.expect("parameters");
     const std::size_t parameter_count = in.count("the parameter count", 6);
     in.end_line();
-    std::map<std::string, matrix_extents> shapes;
-    for (std::size_t p = 0; p < parameter_count; ++p) {
-      const std::string name(in.word());
-      matrix_extents extents;
-      extents.rows = in.number<std::int64_t>("a parameter's rows");
-      extents.cols = in.number<std::int64_t>("a parameter's columns");
-      in.end_line();
-      if (!shapes.emplace(name, extents).second) throw in.malformed("parameter \"" + name + "\" is listed twice");
+    const auto shapes = read_shapes(in, parameter_count, "parameter");
+    std::map<std::string, matrix_extents> tables;
+    std::vector<std::string> table_state_names;
+    std::string_view section = in.word();
+    if (section == "tables") {
+      const std::size_t table_count = in.count("the table count", 6);
+      table_state_names = read_state_names(in);
+      tables = read_shapes(in, table_count, "table");
+      section = in.word();
     }
-    in.expect("metadata");
+    if (section != "metadata") throw in.malformed("\"metadata\" expected, \"" + printable(section) + "\" found");
     const std::size_t metadata_count = in.count("the metadata count", 3);
     in.end_line();
     for (std::size_t m = 0; m < metadata_count; ++m) {
@@ -191,25 +231,27 @@ class model_checkpoint_contents {
     in.expect_end();
 
     // The model must be the checkpoint's: the same names with the same global shapes.
-    for (const auto& record : records) {
-      const auto saved = shapes.find(record.name);
-      if (saved == shapes.end()) throw fail("it has no parameter \"" + record.name + "\" (another model?)");
-      if (saved->second != record.extents)
-        throw fail("parameter \"" + record.name + "\" is " + extents_string(saved->second) + " there and " +
-                   extents_string(record.extents) + " in this model");
-    }
-    if (shapes.size() != records.size())
-      throw fail("it has " + std::to_string(shapes.size()) + " parameters, this model " +
-                 std::to_string(records.size()));
+    std::vector<std::pair<std::string, matrix_extents>> model_shapes;  // in the model's order
+    for (const auto& record : records) model_shapes.emplace_back(record.name, record.extents);
+    expect_same(shapes, model_shapes, "parameter");
     if (!std::ranges::equal(state_names_, optimizer_state_names))
       throw fail("its optimizer state is " + detail::names_text(state_names_) + ", this optimizer keeps " +
                  detail::names_text(optimizer_state_names));
+    expect_same(tables, model_tables.tables, "table");
+    if (!model_tables.tables.empty() && !std::ranges::equal(table_state_names, model_tables.state_names))
+      throw fail("its tables' optimizer state is " + detail::names_text(table_state_names) +
+                 " per row, this sparse optimizer keeps " + detail::names_text(model_tables.state_names));
 
-    // Every file, checked, and an index of its blocks by tensor name: each parameter and its state.
+    // Every file, checked, and an index of its blocks by tensor name: each parameter and its state,
+    // each table and its rows' state.
     std::map<std::string, matrix_extents> tensors;
     for (const auto& [name, extents] : shapes) {
       tensors[name] = extents;
       for (const auto& state : state_names_) tensors[state_tensor_name(name, state)] = extents;
+    }
+    for (const auto& [name, extents] : tables) {
+      tensors[name] = extents;
+      for (const auto& state : table_state_names) tensors[state_tensor_name(name, state)] = {extents.rows, 1};
     }
     for (const auto& file : checkpoint_.files()) {
       contents_.push_back(checkpoint_.read(file));
@@ -265,6 +307,38 @@ class model_checkpoint_contents {
     return call_.error(checkpoint_.path().string() + ": " + what);
   }
 
+  // `count` lines of "name rows cols": the parameters' or the tables' (`kind`) global shapes.
+  static std::map<std::string, matrix_extents> read_shapes(text_reader& in, std::size_t count,
+                                                           const std::string& kind) {
+    std::map<std::string, matrix_extents> shapes;
+    for (std::size_t p = 0; p < count; ++p) {
+      const std::string name(in.word());
+      matrix_extents extents;
+      extents.rows = in.number<std::int64_t>("a " + kind + "'s rows");
+      extents.cols = in.number<std::int64_t>("a " + kind + "'s columns");
+      in.end_line();
+      if (!shapes.emplace(name, extents).second) throw in.malformed(kind + " \"" + name + "\" is listed twice");
+    }
+    return shapes;
+  }
+
+  // The model's parameters or tables (`kind`: (name, shape) pairs, the first that differs named) are
+  // the checkpoint's: the same names, the same shapes.
+  template <class Shapes>
+  void expect_same(const std::map<std::string, matrix_extents>& saved, const Shapes& model,
+                   const std::string& kind) const {
+    for (const auto& [name, extents] : model) {
+      const auto found = saved.find(name);
+      if (found == saved.end()) throw fail("it has no " + kind + " \"" + name + "\" (another model?)");
+      if (found->second != extents)
+        throw fail(kind + " \"" + name + "\" is " + extents_string(found->second) + " there and " +
+                   extents_string(extents) + " in this model");
+    }
+    if (saved.size() != model.size())
+      throw fail("it has " + std::to_string(saved.size()) + " " + kind + "s, this model " +
+                 std::to_string(std::ranges::size(model)));
+  }
+
   checkpoint_call call_;
   checkpoint_folder checkpoint_;
   long steps_ = 0;
@@ -274,20 +348,87 @@ class model_checkpoint_contents {
   std::map<std::string, std::vector<saved_block>> blocks_;
 };
 
-}  // namespace detail
+// Every table of the model, gathered from the pieces each rank of `world` holds (collective), with the
+// sparse optimizer's state names. Nothing throws before the collectives: the ranks read the same lines
+// after them, so they refuse them together (the manifest refuses a name that is not one word).
+template <class SparseOptimizer, communicator World>
+[[nodiscard]] table_section every_table(const sparse_update<SparseOptimizer, float>& tables, World& world,
+                                        const checkpoint_call& call) {
+  std::string mine;
+  for (std::size_t t = 0; t < tables.table_count(); ++t) {
+    const auto& piece = tables.parameter(t);
+    mine += tables.name(t) + " " + std::to_string(piece.table_rows) + " " + std::to_string(piece.dimension()) + "\n";
+  }
+  auto longest = static_cast<std::int64_t>(mine.size());
+  world.all_reduce(std::span<std::int64_t>(&longest, 1), op::max);
+  mine.resize(static_cast<std::size_t>(longest), '\n');
+  std::string all(static_cast<std::size_t>(longest) * static_cast<std::size_t>(world.size()), '\n');
+  if (longest > 0) world.all_gather(std::span<const char>(mine), std::span<char>(all));
 
-// Collective over `world` (every rank of every replica). Returns once the checkpoint is committed; a
-// failure on any rank throws checkpoint_error on every rank and leaves earlier checkpoints as they were.
-// `data` is the update's communicator (the replicas), `world` every rank of the run. Metadata keys are
-// single words; values are one line.
+  table_section section{{}, {SparseOptimizer::state_names.begin(), SparseOptimizer::state_names.end()}};
+  for (std::size_t at = 0; at < all.size();) {
+    const std::size_t end = all.find('\n', at);
+    const std::string line = all.substr(at, end - at);
+    at = end + 1;
+    if (line.empty()) continue;
+    const std::size_t columns = line.rfind(' '), rows = line.rfind(' ', columns - 1);
+    const std::string name = line.substr(0, rows);
+    const matrix_extents extents{std::stoll(line.substr(rows + 1, columns - rows - 1)),
+                                 std::stoll(line.substr(columns + 1))};
+    if (const auto [known, added] = section.tables.emplace(name, extents); !added && known->second != extents)
+      throw call.error("the ranks hold table \"" + name + "\" as " + extents_string(known->second) + " and as " +
+                       extents_string(extents));
+  }
+  return section;
+}
+
+// What a rank writes of its table pieces: each piece's rows, and each value of their state as a column.
+template <class SparseOptimizer>
+void append_table_blocks(std::vector<std::byte>& bytes, const sparse_update<SparseOptimizer, float>& tables) {
+  constexpr std::size_t per_row = state_per_row<SparseOptimizer>;
+  for (std::size_t t = 0; t < tables.table_count(); ++t) {
+    const auto& piece = tables.parameter(t);
+    const std::string& name = tables.name(t);
+    append_blocks(bytes, name, piece_record(name, piece.table_rows, piece.first_row, piece.rows(), piece.dimension()),
+                  piece.values());
+    const auto state = tables.state(t);
+    for (std::size_t k = 0; k < per_row; ++k) {
+      std::vector<float> column(static_cast<std::size_t>(piece.rows()));
+      for (std::size_t r = 0; r < column.size(); ++r) column[r] = state[r * per_row + k];
+      append_blocks(bytes, state_tensor_name(name, SparseOptimizer::state_names[k]),
+                    piece_record(name, piece.table_rows, piece.first_row, piece.rows(), 1), column);
+    }
+  }
+}
+
+// Fills this rank's table pieces and their state from the saved blocks that meet them.
+template <class SparseOptimizer>
+void load_table_blocks(const model_checkpoint_contents& saved, sparse_update<SparseOptimizer, float>& tables) {
+  constexpr std::size_t per_row = state_per_row<SparseOptimizer>;
+  for (std::size_t t = 0; t < tables.table_count(); ++t) {
+    auto& piece = tables.parameter(t);
+    const std::string& name = tables.name(t);
+    std::ranges::copy(
+        saved.assemble(piece_record(name, piece.table_rows, piece.first_row, piece.rows(), piece.dimension()), name),
+        piece.values().begin());
+    const auto state = tables.state(t);
+    for (std::size_t k = 0; k < per_row; ++k) {
+      const std::string state_name = state_tensor_name(name, SparseOptimizer::state_names[k]);
+      const auto column =
+          saved.assemble(piece_record(state_name, piece.table_rows, piece.first_row, piece.rows(), 1), state_name);
+      for (std::size_t r = 0; r < column.size(); ++r) state[r * per_row + k] = column[r];
+    }
+  }
+}
+
+// A save with the tables' section and this rank's bytes of its table pieces (none without tables).
 template <class Optimizer, weight_update Mode, class Weight, communicator Data, communicator World>
-void save_model_checkpoint(const std::filesystem::path& directory,
-                           const data_parallel_update<Optimizer, Mode, Weight>& update, Data& data, World& world,
-                           const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
-  const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
+void save_model(const std::filesystem::path& directory, const data_parallel_update<Optimizer, Mode, Weight>& update,
+                const table_section& tables, std::vector<std::byte> bytes, Data& data, World& world,
+                const std::map<std::string, std::string>& metadata, int keep, const checkpoint_call& call) {
   const auto records = update.parameters();
   constexpr auto state_names = Optimizer::state_names;
-  const std::string description = detail::model_description(update.steps_done(), state_names, records, metadata, call);
+  const std::string description = model_description(update.steps_done(), state_names, records, tables, metadata, call);
 
   // Every rank of every replica takes part in gathering the state, and a bf16 model's float32 master
   // weights (a float model's weights are whole on every replica already); replica 0's counted copies
@@ -304,11 +445,67 @@ void save_model_checkpoint(const std::filesystem::path& directory,
     }
     for (std::size_t k = 0; k < state_names.size(); ++k) states[t].push_back(update.gather_state(data, k, t));
   }
-  const auto bytes =
-      data.rank() == 0 ? detail::counted_blocks(records, state_names, weights, states) : std::vector<std::byte>{};
-  detail::save_checkpoint_files(world, directory, update.steps_done(), detail::model_manifest_header, description,
-                                bytes.empty() ? std::nullopt : std::optional<std::span<const std::byte>>(bytes), keep,
-                                call);
+  if (data.rank() == 0) {
+    const auto dense = counted_blocks(records, state_names, weights, states);
+    bytes.insert(bytes.begin(), dense.begin(), dense.end());
+  }
+  save_checkpoint_files(world, directory, update.steps_done(), model_manifest_header, description,
+                        bytes.empty() ? std::nullopt : std::optional<std::span<const std::byte>>(bytes), keep, call);
+}
+
+// A load that checks the tables against `tables` and fills them by load_tables(saved).
+template <class Optimizer, weight_update Mode, class Weight, communicator World, class LoadTables>
+std::map<std::string, std::string> load_model(const std::filesystem::path& path,
+                                              data_parallel_update<Optimizer, Mode, Weight>& update,
+                                              const table_section& tables, World& world, const checkpoint_call& call,
+                                              LoadTables&& load_tables) {
+  std::map<std::string, std::string> metadata;
+  load_together(world, path, call, [&] {
+    const auto records = update.parameters();
+    const model_checkpoint_contents saved(path, records, Optimizer::state_names, tables, call);
+    for (std::size_t t = 0; t < records.size(); ++t) {
+      update.set_weights(t, saved.assemble(records[t], records[t].name));
+      for (std::size_t k = 0; k < saved.state_names().size(); ++k)
+        update.set_state(k, t, saved.assemble(records[t], state_tensor_name(records[t].name, saved.state_names()[k])));
+    }
+    load_tables(saved);
+    update.set_steps_done(saved.steps());
+    metadata = saved.metadata();
+    metadata["steps"] = std::to_string(saved.steps());
+    return saved.steps();
+  });
+  return metadata;
+}
+
+}  // namespace detail
+
+// Collective over `world` (every rank of every replica). Returns once the checkpoint is committed; a
+// failure on any rank throws checkpoint_error on every rank and leaves earlier checkpoints as they were.
+// `data` is the update's communicator (the replicas), `world` every rank of the run. Metadata keys are
+// single words; values are one line.
+template <class Optimizer, weight_update Mode, class Weight, communicator Data, communicator World>
+void save_model_checkpoint(const std::filesystem::path& directory,
+                           const data_parallel_update<Optimizer, Mode, Weight>& update, Data& data, World& world,
+                           const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
+  const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
+  detail::save_model(directory, update, {}, {}, data, world, metadata, keep, call);
+} catch (...) {
+  rethrow_within_call(world.world_rank(), call_text("save_model_checkpoint", directory.string(),
+                                                    "step " + std::to_string(update.steps_done())));
+}
+
+// The same with a model's embedding tables and their sparse update: every rank writes its pieces.
+template <class Optimizer, weight_update Mode, class Weight, class SparseOptimizer, communicator Data,
+          communicator World>
+void save_model_checkpoint(const std::filesystem::path& directory,
+                           const data_parallel_update<Optimizer, Mode, Weight>& update,
+                           const sparse_update<SparseOptimizer, float>& tables, Data& data, World& world,
+                           const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
+  const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
+  std::vector<std::byte> bytes;
+  detail::append_table_blocks(bytes, tables);
+  detail::save_model(directory, update, detail::every_table(tables, world, call), std::move(bytes), data, world,
+                     metadata, keep, call);
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("save_model_checkpoint", directory.string(),
                                                     "step " + std::to_string(update.steps_done())));
@@ -322,22 +519,21 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
                                                          data_parallel_update<Optimizer, Mode, Weight>& update,
                                                          World& world) try {
   const detail::checkpoint_call call{world.world_rank(), "load_model_checkpoint"};
-  std::map<std::string, std::string> metadata;
-  detail::load_together(world, path, call, [&] {
-    const auto records = update.parameters();
-    const detail::model_checkpoint_contents saved(path, records, Optimizer::state_names, call);
-    for (std::size_t t = 0; t < records.size(); ++t) {
-      update.set_weights(t, saved.assemble(records[t], records[t].name));
-      for (std::size_t k = 0; k < saved.state_names().size(); ++k)
-        update.set_state(
-            k, t, saved.assemble(records[t], detail::state_tensor_name(records[t].name, saved.state_names()[k])));
-    }
-    update.set_steps_done(saved.steps());
-    metadata = saved.metadata();
-    metadata["steps"] = std::to_string(saved.steps());
-    return saved.steps();
-  });
-  return metadata;
+  return detail::load_model(path, update, {}, world, call, [](const detail::model_checkpoint_contents&) {});
+} catch (...) {
+  rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
+}
+
+// The same with a model's embedding tables and their sparse update, on any rank count and sharding.
+template <class Optimizer, weight_update Mode, class Weight, class SparseOptimizer, communicator World>
+std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::path& path,
+                                                         data_parallel_update<Optimizer, Mode, Weight>& update,
+                                                         sparse_update<SparseOptimizer, float>& tables,
+                                                         World& world) try {
+  const detail::checkpoint_call call{world.world_rank(), "load_model_checkpoint"};
+  return detail::load_model(
+      path, update, detail::every_table(tables, world, call), world, call,
+      [&](const detail::model_checkpoint_contents& saved) { detail::load_table_blocks(saved, tables); });
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
 }

@@ -4,16 +4,19 @@
 // column beside the table rather than a second table. For a touched row with summed gradient g of D
 // elements:
 //   G ← G + (Σ g²) / D,   w ← w − lr · g / (√G + ε)
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <string_view>
 
 namespace shardwise::optim {
 
 struct rowwise_adagrad {
   float epsilon = 1e-8f;
 
-  static constexpr std::size_t state_per_row = 1;
+  // G: per row, the sum over the steps of the mean square of the row's gradient.
+  static constexpr std::array<std::string_view, 1> state_names = {"sum_of_mean_squares"};
 
   template <class T>
   void update_row(std::span<T> weights, std::span<const T> gradient, std::span<T> state, T learning_rate) const {

@@ -32,8 +32,9 @@ concept sparse_parameterised =
 template <class Optimizer, class T = float>
 class sparse_update {
   static_assert(sparse_optimizer<Optimizer>,
-                "shardwise::optim::sparse_update: the optimizer must model sparse_optimizer (a static state_per_row "
-                "and update_row(weights, gradient, state, learning_rate) for float and double rows)");
+                "shardwise::optim::sparse_update: the optimizer must model sparse_optimizer (a `static constexpr "
+                "std::array<std::string_view, K> state_names`, one per value of a row's state, and "
+                "update_row(weights, gradient, state, learning_rate) for float and double rows)");
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "shardwise::optim::sparse_update: tables hold float or double");
 
@@ -44,7 +45,7 @@ class sparse_update {
   explicit sparse_update(Model& model, Optimizer hyper_parameters = {}) : optimizer_(hyper_parameters) {
     model.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<T>& p) {
       tables_.push_back(
-          {name, &p, shared_buffer<T>::zeros(static_cast<std::size_t>(p.rows()) * Optimizer::state_per_row)});
+          {name, &p, shared_buffer<T>::zeros(static_cast<std::size_t>(p.rows()) * state_per_row<Optimizer>)});
     });
   }
 
@@ -64,7 +65,7 @@ class sparse_update {
             rows += touched;
             elements += touched * static_cast<double>(t.parameter->dimension());
           }
-          return work{0, sizeof(T) * (3 * elements + 2 * static_cast<double>(Optimizer::state_per_row) * rows)};
+          return work{0, sizeof(T) * (3 * elements + 2 * static_cast<double>(state_per_row<Optimizer>) * rows)};
         },
         "sparse optimizer update",
         [&] {
@@ -89,8 +90,18 @@ class sparse_update {
   [[nodiscard]] const std::string& name(std::size_t table) const {
     return element_at(tables_, table, -1, "optim::sparse_update::name", "table").name;
   }
-  // A table piece's optimizer state: state_per_row values per row, row-major.
+  // A table piece, and its optimizer state: state_per_row values per row, row-major (a checkpoint
+  // writes into both as it loads: optim/model_checkpoint.hpp).
+  [[nodiscard]] const nn::sparse_parameter<T>& parameter(std::size_t table) const {
+    return *element_at(tables_, table, -1, "optim::sparse_update::parameter", "table").parameter;
+  }
+  [[nodiscard]] nn::sparse_parameter<T>& parameter(std::size_t table) {
+    return *element_at(tables_, table, -1, "optim::sparse_update::parameter", "table").parameter;
+  }
   [[nodiscard]] std::span<const T> state(std::size_t table) const {
+    return element_at(tables_, table, -1, "optim::sparse_update::state", "table").state.span();
+  }
+  [[nodiscard]] std::span<T> state(std::size_t table) {
     return element_at(tables_, table, -1, "optim::sparse_update::state", "table").state.span();
   }
   [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
@@ -102,7 +113,7 @@ class sparse_update {
     shared_buffer<T> state;  // storage of the rank, as the tables' values are
   };
   static std::span<T> state_row(table& t, std::int64_t row) {
-    return t.state.span().subspan(static_cast<std::size_t>(row) * Optimizer::state_per_row, Optimizer::state_per_row);
+    return t.state.span().subspan(static_cast<std::size_t>(row) * state_per_row<Optimizer>, state_per_row<Optimizer>);
   }
 
   Optimizer optimizer_;
