@@ -6,14 +6,17 @@
 //   flat kind:  flat_state — a sharded Adam update of three tensors on a communicator of any size;
 //   model kind: model_state — two parameters of a tiny model (a weight whose columns the
 //               tensor-parallel group splits, a bias every rank of it holds) on data 2 x 1-D P/2 when
-//               the rank count is even, else on data 1 x 1-D P; sharded AdamW.
+//               the rank count is even, else on data 1 x 1-D P; sharded AdamW; and an embedding table
+//               cut by rows over every rank, as a DLRM's row-wise table is, with row-wise Adagrad.
 // set(step, seed) puts the state there; save(dir, keep) and load(path) go through the kind's
 // checkpoint functions; differences(step, seed) (a collective) says where a loaded state is not that
 // one ("" when it is).
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -21,11 +24,14 @@
 #include "shardwise/layout/split.hpp"
 #include "shardwise/mesh/data_parallel_mesh.hpp"
 #include "shardwise/nn/parameter.hpp"
+#include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/optim/adam.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/checkpoint.hpp"
 #include "shardwise/optim/model_checkpoint.hpp"
+#include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sharded.hpp"
+#include "shardwise/optim/sparse_update.hpp"
 #include "shardwise/tensor/distribute.hpp"
 
 namespace shardwise::testing {
@@ -114,6 +120,21 @@ struct tiny_model {
   }
 };
 
+// A table's piece on this rank, as a sparse update takes it: rows [rows·r/P, rows·(r+1)/P) of 9 x 3.
+struct tiny_table {
+  static constexpr std::int64_t rows = 9;
+  static constexpr int columns = 3;
+  nn::sparse_parameter<float> piece;
+
+  tiny_table(int rank, int ranks)
+      : piece(0, rows, rows * rank / ranks, rows * (rank + 1) / ranks - rows * rank / ranks, columns) {}
+
+  template <class F>
+  void for_each_sparse_parameter(F&& f) {
+    f("table", piece);
+  }
+};
+
 template <class Communicator>
 struct model_state {
   using mesh_type = data_parallel_mesh<Communicator, 1>;
@@ -124,12 +145,19 @@ struct model_state {
   mesh_type mesh;
   tiny_model<typename mesh_type::tensor_parallel_mesh_type> model;
   update_type update;
+  tiny_table table;
+  optim::sparse_update<optim::rowwise_adagrad> table_update;
 
   explicit model_state(Communicator& w)
       : world(w),
         mesh(w, replicas(w.size()), {w.size() / replicas(w.size())}),
         model(mesh.tensor_parallel()),
-        update(model, mesh.data()) {}
+        update(model, mesh.data()),
+        table(w.rank(), w.size()),
+        table_update(table) {}
+
+  // The table is tensor 2: variable 0 its values, 1 its rows' accumulator (in column 0).
+  static constexpr std::size_t table_tensor = 2;
 
   static int replicas(int ranks) { return ranks % 2 == 0 ? 2 : 1; }
 
@@ -149,12 +177,22 @@ struct model_state {
       ++t;
     });
     update.set_steps_done(step);
+    auto& piece = table.piece;
+    const auto accumulators = table_update.state(0);
+    for (std::int64_t i = 0; i < piece.rows(); ++i) {
+      for (int j = 0; j < piece.dimension(); ++j)
+        piece.value()(i, j) = checkpoint_value(step, seed, table_tensor, 0, piece.first_row + i, j);
+      accumulators[static_cast<std::size_t>(i)] = checkpoint_value(step, seed, table_tensor, 1, piece.first_row + i, 0);
+    }
   }
 
   void save(const std::filesystem::path& directory, int keep = 2) {
-    optim::save_model_checkpoint(directory, update, mesh.data(), world, {{"note", "saved by a test"}}, keep);
+    optim::save_model_checkpoint(directory, update, table_update, mesh.data(), world, {{"note", "saved by a test"}},
+                                 keep);
   }
-  void load(const std::filesystem::path& path) { (void)optim::load_model_checkpoint(path, update, world); }
+  void load(const std::filesystem::path& path) {
+    (void)optim::load_model_checkpoint(path, update, table_update, world);
+  }
 
   [[nodiscard]] std::string differences(long step, int seed) {
     std::string found;
@@ -177,6 +215,24 @@ struct model_state {
       }
       ++t;
     });
+    // The table and its accumulators, whole: each row is on one rank, zeros elsewhere, so the sum is exact.
+    const auto& piece = table.piece;
+    std::vector<float> values(tiny_table::rows * tiny_table::columns, 0.0f), accumulators(tiny_table::rows, 0.0f);
+    for (std::int64_t i = 0; i < piece.rows(); ++i) {
+      const auto row = static_cast<std::size_t>(piece.first_row + i);
+      std::ranges::copy(piece.value().row(i), values.begin() + static_cast<std::ptrdiff_t>(row * tiny_table::columns));
+      accumulators[row] = table_update.state(0)[static_cast<std::size_t>(i)];
+    }
+    world.all_reduce(std::span<float>(values));
+    world.all_reduce(std::span<float>(accumulators));
+    for (std::int64_t i = 0; i < tiny_table::rows; ++i) {
+      for (int j = 0; j < tiny_table::columns && found.empty(); ++j)
+        found = difference("table", values[static_cast<std::size_t>(i * tiny_table::columns + j)],
+                           checkpoint_value(step, seed, table_tensor, 0, i, j), i, j);
+      if (found.empty())
+        found = difference("table accumulator", accumulators[static_cast<std::size_t>(i)],
+                           checkpoint_value(step, seed, table_tensor, 1, i, 0), i, 0);
+    }
     return found;
   }
 };
