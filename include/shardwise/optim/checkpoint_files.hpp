@@ -45,6 +45,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -484,9 +485,10 @@ class text_reader {
   for (const auto name : names) line.append(" ").append(name);
   return line + "\n";
 }
-// "{a, b}": names as an error quotes them ("{}" for none).
+// "{a, b}": optimizer state names as an error quotes them; "none" for an optimizer that keeps none.
 template <class Names>
 [[nodiscard]] std::string names_text(const Names& names) {
+  if (std::ranges::empty(names)) return "none";
   std::string text = "{";
   for (std::string_view separator; const auto& name : names) {
     text.append(separator).append(name);
