@@ -25,6 +25,10 @@ and --peer-json FILE in place of --peer compares the example with that file inst
     python3 same_losses_as_pytorch.py --peer bench/train_gpt_torch.py --work-dir PEER_DIR --model "..."
     python3 same_losses_as_pytorch.py --peer-json PEER_DIR/pytorch.json --work-dir DIR --model "..." \
         -- build/examples/07_train_gpt --dp 2 --tp 1d:2
+
+An example resumed from a checkpoint of step N (--resumed-from N, with its --resume in the launch or
+--example-options) is compared with the peer's steps after N: it must give each of them, and the same
+losses, as a run that had not stopped.
 """
 import argparse
 import json
@@ -51,6 +55,11 @@ def curves(json_path, keys):
     return [result[key] for key in keys]
 
 
+def after(curve, step):
+    """The rows of a curve after `step`."""
+    return [row for row in curve if row[0] > step]
+
+
 def largest_difference(ours, theirs, name):
     """(difference, step) of the largest difference between two curves of [step, tokens or samples, loss]
     rows."""
@@ -71,6 +80,8 @@ def main():
                         help="the JSON keys of the training and the held-out curves")
     parser.add_argument("--work-dir", required=True, help="where the two programs write their JSON")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="the largest difference of a loss")
+    parser.add_argument("--resumed-from", type=int, default=0, metavar="STEP",
+                        help="the step of the checkpoint the example resumes from: the peer's later steps compared")
     parser.add_argument("program", nargs="*", help="the example's launch, with its mesh options; without it, "
                         "the peer runs alone")
     args = parser.parse_args()
@@ -88,10 +99,12 @@ def main():
     shardwise_json = os.path.join(args.work_dir, "shardwise.json")
     train(args.program + model + shlex.split(args.example_options), shardwise_json, "shardwise")
     ours, theirs = curves(shardwise_json, args.curves), curves(peer_json, args.curves)
+    theirs = [after(curve, args.resumed_from) for curve in theirs]
 
     training = largest_difference(ours[0], theirs[0], "training")
     held_out = largest_difference(ours[1], theirs[1], "held-out")
-    print(f"{len(ours[0])} steps: training losses differ from PyTorch's by at most {training[0]:.1e} (step "
+    resumed = f" after a resume from step {args.resumed_from}" if args.resumed_from else ""
+    print(f"{len(ours[0])} steps{resumed}: training losses differ from PyTorch's by at most {training[0]:.1e} (step "
           f"{training[1]}), held-out losses by {held_out[0]:.1e} (step {held_out[1]}); tolerance "
           f"{args.tolerance:.0e}")
     if max(training[0], held_out[0]) > args.tolerance:
