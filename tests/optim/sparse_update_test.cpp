@@ -86,7 +86,7 @@ void expect_sparse_equals_dense(Optimizer optimizer, T learning_rate, Dense&& de
       } else {
         EXPECT_EQ(std::memcmp(model.table.value().row(i).data(), before.row(i).data(), dimension * sizeof(T)), 0)
             << "step " << step << ": untouched row " << i << " changed";
-        if (optim::state_per_row<Optimizer> > 0) {
+        if (optim::state_count<Optimizer> > 0) {
           EXPECT_EQ(update.state(0)[static_cast<std::size_t>(i)], state_before[static_cast<std::size_t>(i)])
               << "untouched row " << i << "'s state changed";
         }

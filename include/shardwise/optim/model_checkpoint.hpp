@@ -52,6 +52,7 @@
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
+#include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/optim/checkpoint_files.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/optim/sparse_update.hpp"
@@ -142,11 +143,14 @@ struct table_section {
   std::vector<std::string_view> state_names;
 };
 
-// A table piece as a block of a global tensor of `columns` columns: the table itself, or one value of
-// its rows' state.
-[[nodiscard]] inline parameter_record piece_record(const std::string& name, std::int64_t table_rows,
-                                                   std::int64_t first_row, std::int64_t rows, std::int64_t columns) {
-  return {name, {table_rows, columns}, {block_info{first_row, 0, rows, columns, rows, columns}}, true};
+// A table piece as a block of the global tensor `name` of `columns` columns: the table itself, or one
+// value of its rows' state.
+[[nodiscard]] inline parameter_record piece_record(const std::string& name, const nn::sparse_parameter<float>& piece,
+                                                   std::int64_t columns) {
+  return {name,
+          {piece.table_rows, columns},
+          {block_info{piece.first_row, 0, piece.rows(), columns, piece.rows(), columns}},
+          true};
 }
 
 // "name rows cols" lines, as the manifest lists parameters and tables.
@@ -385,18 +389,17 @@ template <class SparseOptimizer, communicator World>
 // What a rank writes of its table pieces: each piece's rows, and each value of their state as a column.
 template <class SparseOptimizer>
 void append_table_blocks(std::vector<std::byte>& bytes, const sparse_update<SparseOptimizer, float>& tables) {
-  constexpr std::size_t per_row = state_per_row<SparseOptimizer>;
+  constexpr std::size_t per_row = state_count<SparseOptimizer>;
   for (std::size_t t = 0; t < tables.table_count(); ++t) {
     const auto& piece = tables.parameter(t);
     const std::string& name = tables.name(t);
-    append_blocks(bytes, name, piece_record(name, piece.table_rows, piece.first_row, piece.rows(), piece.dimension()),
-                  piece.values());
+    append_blocks(bytes, name, piece_record(name, piece, piece.dimension()), piece.values());
     const auto state = tables.state(t);
     for (std::size_t k = 0; k < per_row; ++k) {
       std::vector<float> column(static_cast<std::size_t>(piece.rows()));
       for (std::size_t r = 0; r < column.size(); ++r) column[r] = state[r * per_row + k];
-      append_blocks(bytes, state_tensor_name(name, SparseOptimizer::state_names[k]),
-                    piece_record(name, piece.table_rows, piece.first_row, piece.rows(), 1), column);
+      append_blocks(bytes, state_tensor_name(name, SparseOptimizer::state_names[k]), piece_record(name, piece, 1),
+                    column);
     }
   }
 }
@@ -404,18 +407,15 @@ void append_table_blocks(std::vector<std::byte>& bytes, const sparse_update<Spar
 // Fills this rank's table pieces and their state from the saved blocks that meet them.
 template <class SparseOptimizer>
 void load_table_blocks(const model_checkpoint_contents& saved, sparse_update<SparseOptimizer, float>& tables) {
-  constexpr std::size_t per_row = state_per_row<SparseOptimizer>;
+  constexpr std::size_t per_row = state_count<SparseOptimizer>;
   for (std::size_t t = 0; t < tables.table_count(); ++t) {
     auto& piece = tables.parameter(t);
     const std::string& name = tables.name(t);
-    std::ranges::copy(
-        saved.assemble(piece_record(name, piece.table_rows, piece.first_row, piece.rows(), piece.dimension()), name),
-        piece.values().begin());
+    std::ranges::copy(saved.assemble(piece_record(name, piece, piece.dimension()), name), piece.values().begin());
     const auto state = tables.state(t);
     for (std::size_t k = 0; k < per_row; ++k) {
       const std::string state_name = state_tensor_name(name, SparseOptimizer::state_names[k]);
-      const auto column =
-          saved.assemble(piece_record(state_name, piece.table_rows, piece.first_row, piece.rows(), 1), state_name);
+      const auto column = saved.assemble(piece_record(state_name, piece, 1), state_name);
       for (std::size_t r = 0; r < column.size(); ++r) state[r * per_row + k] = column[r];
     }
   }

@@ -84,7 +84,8 @@ constexpr int reduction_rounds_of() {
 }
 }  // namespace detail
 
-// How many float state vectors an optimizer keeps per parameter element.
+// How many values of state an optimizer keeps, one per name of O::state_names: per parameter element
+// (a dense optimizer), or per table row (a sparse one: optim/sparse_optimizer.hpp).
 template <class O>
 inline constexpr std::size_t state_count = std::tuple_size_v<std::remove_cvref_t<decltype(O::state_names)>>;
 

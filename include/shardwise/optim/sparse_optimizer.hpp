@@ -11,12 +11,11 @@
 #include <tuple>
 #include <type_traits>
 
+#include "shardwise/optim/optimizer.hpp"
+
 namespace shardwise::optim {
 
-// How many values of state a row keeps: one per name of O::state_names.
-template <class O>
-inline constexpr std::size_t state_per_row = std::tuple_size_v<std::remove_cvref_t<decltype(O::state_names)>>;
-
+// A row keeps state_count<O> values (optim/optimizer.hpp), one per name of O::state_names.
 template <class O>
 concept sparse_optimizer =
     std::copyable<O> &&

@@ -45,7 +45,7 @@ class sparse_update {
   explicit sparse_update(Model& model, Optimizer hyper_parameters = {}) : optimizer_(hyper_parameters) {
     model.for_each_sparse_parameter([&](const std::string& name, nn::sparse_parameter<T>& p) {
       tables_.push_back(
-          {name, &p, shared_buffer<T>::zeros(static_cast<std::size_t>(p.rows()) * state_per_row<Optimizer>)});
+          {name, &p, shared_buffer<T>::zeros(static_cast<std::size_t>(p.rows()) * state_count<Optimizer>)});
     });
   }
 
@@ -65,7 +65,7 @@ class sparse_update {
             rows += touched;
             elements += touched * static_cast<double>(t.parameter->dimension());
           }
-          return work{0, sizeof(T) * (3 * elements + 2 * static_cast<double>(state_per_row<Optimizer>) * rows)};
+          return work{0, sizeof(T) * (3 * elements + 2 * static_cast<double>(state_count<Optimizer>) * rows)};
         },
         "sparse optimizer update",
         [&] {
@@ -90,7 +90,7 @@ class sparse_update {
   [[nodiscard]] const std::string& name(std::size_t table) const {
     return element_at(tables_, table, -1, "optim::sparse_update::name", "table").name;
   }
-  // A table piece, and its optimizer state: state_per_row values per row, row-major (a checkpoint
+  // A table piece, and its optimizer state: state_count<Optimizer> values per row, row-major (a checkpoint
   // writes into both as it loads: optim/model_checkpoint.hpp).
   [[nodiscard]] const nn::sparse_parameter<T>& parameter(std::size_t table) const {
     return *element_at(tables_, table, -1, "optim::sparse_update::parameter", "table").parameter;
@@ -113,7 +113,7 @@ class sparse_update {
     shared_buffer<T> state;  // storage of the rank, as the tables' values are
   };
   static std::span<T> state_row(table& t, std::int64_t row) {
-    return t.state.span().subspan(static_cast<std::size_t>(row) * state_per_row<Optimizer>, state_per_row<Optimizer>);
+    return t.state.span().subspan(static_cast<std::size_t>(row) * state_count<Optimizer>, state_count<Optimizer>);
   }
 
   Optimizer optimizer_;
