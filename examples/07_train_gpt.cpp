@@ -16,6 +16,7 @@
 // DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it, and in
 // either precision: a checkpoint holds float32 weights (a bf16 run's master weights). Ctrl-C stops the
 // ranks after the step they are in, and saves it when --checkpoint is given; a second Ctrl-C ends at once.
+// --stop-at-step N and --stop-after-minutes M stop the run so, as planned (a batch job's time limit).
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "early_stop.hpp"
 #include "options.hpp"
 #include "progress.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
@@ -57,7 +59,6 @@
 #include "shardwise/optim/schedule.hpp"
 #include "shardwise/optim/sgd.hpp"
 #include "shardwise/optim/sharded.hpp"
-#include "stop_signal.hpp"
 #ifdef SHARDWISE_TRAIN_WITH_MPI
 #include "shardwise/comm/mpi.hpp"
 #endif
@@ -90,6 +91,8 @@ struct options {
   std::string checkpoint;
   long checkpoint_every = 100;
   std::string resume;
+  long stop_at_step = 0;  // 0: none
+  double stop_after_minutes = 0;
   std::string data = "/usr/share/games/fortunes";
   std::uint64_t seed = 1;
   std::string json;
@@ -154,7 +157,8 @@ const std::string options_text =
     optimizer_names_text() +
     "  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
-    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --data PATH  --seed N\n"
+    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --stop-at-step N  --stop-after-minutes M\n"
+    "         --data PATH  --seed N\n"
     "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
     "(docs/training.md says what each does; without --lr, the optimizer's own: " +
     default_learning_rates_text() + ")\n";
@@ -243,6 +247,8 @@ options parse(int argc, char** argv) {
                         {"--checkpoint", read_into(o.checkpoint)},
                         {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
                         {"--resume", read_into(o.resume)},
+                        {"--stop-at-step", read_positive_into(o.stop_at_step)},
+                        {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
                         {"--data", read_into(o.data)},
                         {"--seed", read_into(o.seed)},
                         {"--json", read_into(o.json)},
@@ -305,6 +311,7 @@ bool decays(const std::string& name) {
 
 template <class Weight, class Family, class Optimizer, sw::optim::weight_update Mode, class Communicator>
 void train(Communicator& world, const options& o) {
+  const auto started = std::chrono::steady_clock::now();  // of --stop-after-minutes
   const bool speaks = world.rank() == 0;
   const auto say = [&](auto... args) {
     if (speaks) std::printf(args...);
@@ -408,7 +415,7 @@ void train(Communicator& world, const options& o) {
   sw::examples::loss_curve validation_curve, training_curve;
   double train_loss = 0, val_loss = 0, training_seconds = 0;
   long tokens_trained = 0;
-  int stopped_by = 0;  // the signal that stopped the run early, if one did
+  bool stopped_early = false;
 
   // What the loop prints and saves, written apart so that the loop reads as the training it is.
   sw::examples::rate_since_last_line tokens_per_second_now;
@@ -435,6 +442,7 @@ void train(Communicator& world, const options& o) {
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
   };
 
+  sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0;
@@ -454,8 +462,8 @@ void train(Communicator& world, const options& o) {
     tokens_trained += static_cast<long>(tokens_per_step);
     training_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, train_loss});
 
-    stopped_by = sw::examples::signal_on_any_rank(world);  // Ctrl-C on any process
-    const bool last = step == o.steps || stopped_by != 0;
+    stopped_early = stop.after(world, step);  // Ctrl-C on any process, or as planned
+    const bool last = step == o.steps || stopped_early;
     const bool evaluates = step % o.eval_every == 0 || last;
     if (evaluates) {
       val_loss = validation_loss();
@@ -463,16 +471,15 @@ void train(Communicator& world, const options& o) {
     }
     if (evaluates || step == first_step || step % 10 == 0) print_progress(step, report.gradient_norm, evaluates);
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) save(step);
-    if (stopped_by != 0) {
-      say("stopped by signal %d after step %ld%s\n", stopped_by, step,
-          sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
+    if (stopped_early) {
+      say("%s%s\n", stop.reason().c_str(), sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
       break;
     }
   }
 
   // 5. A few lines from the model: each tensor-parallel group samples together, the same bytes on
   //    every rank of it.
-  if (o.sample_bytes > 0 && stopped_by == 0) {
+  if (o.sample_bytes > 0 && !stopped_early) {
     const auto text = sw::model::sample(model, corpus.validation().first(16), o.sample_bytes, o.seed);
     say("\n--- sampled after \"%s\"\n%s\n---\n", sw::data::printable(corpus.validation().first(16)).c_str(),
         sw::data::printable(text).c_str());

@@ -16,7 +16,8 @@
 // --checkpoint DIR saves every --checkpoint-every steps (both updates: the MLPs' weights and Adam
 // moments, every table row and its Adagrad accumulator); --resume DIR continues from the latest
 // checkpoint there, on any rank count and any --row-wise, the batches going on from its step. Ctrl-C
-// stops the ranks after the step they are in, and saves it when --checkpoint is given.
+// stops the ranks after the step they are in, and saves it when --checkpoint is given; --stop-at-step N
+// and --stop-after-minutes M stop the run so, as planned (a batch job's time limit).
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
@@ -39,6 +40,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "early_stop.hpp"
 #include "options.hpp"
 #include "progress.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
@@ -52,7 +54,6 @@
 #include "shardwise/optim/rowwise_adagrad.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/optim/sparse_update.hpp"
-#include "stop_signal.hpp"
 #ifdef SHARDWISE_TRAIN_WITH_MPI
 #include "shardwise/comm/mpi.hpp"
 #endif
@@ -86,6 +87,8 @@ struct options {
   std::string checkpoint;
   long checkpoint_every = 100;
   std::string resume;
+  long stop_at_step = 0;  // 0: none
+  double stop_after_minutes = 0;
   std::string json;
   long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
   int fail_rank = 0;
@@ -96,7 +99,7 @@ constexpr const char* options_text =
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
     "         --path automatic|fused|unfused  --seed N  --checkpoint DIR  --checkpoint-every N  --resume DIR\n"
-    "         --json FILE  --fail-at-step N  --fail-rank R  --help (-h)\n"
+    "         --stop-at-step N  --stop-after-minutes M  --json FILE  --fail-at-step N  --fail-rank R  --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
 const sw::examples::command_line command_line{"09_train_dlrm", options_text};
@@ -131,6 +134,8 @@ options parse(int argc, char** argv) {
                                            {"--checkpoint", read_into(o.checkpoint)},
                                            {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
                                            {"--resume", read_into(o.resume)},
+                                           {"--stop-at-step", read_positive_into(o.stop_at_step)},
+                                           {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
                                            {"--json", read_into(o.json)},
                                            {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
@@ -193,6 +198,7 @@ struct held_out {
 
 template <class Communicator>
 void train(Communicator& world, const options& o) {
+  const auto started = std::chrono::steady_clock::now();  // of --stop-after-minutes
   const bool speaks = world.rank() == 0;
   const auto say = [&](auto... args) {
     if (speaks) std::printf(args...);
@@ -240,11 +246,19 @@ void train(Communicator& world, const options& o) {
       world.size(), o.backend.c_str(), o.tables, o.rows, o.dimension, o.row_wise, o.dense_features, o.pooling.c_str(),
       o.batch);
 
-  // A checkpoint holds both updates, and records the options that shape the data rather than the model
-  // (the model's shapes it checks itself). A resumed run reads the batches from the checkpoint's step
-  // on: a step's batch depends on its number only.
-  const std::map<std::string, std::string> data_options = {
-      {"seed", std::to_string(o.seed)}, {"pooling", o.pooling}, {"bag-length", std::to_string(o.bag_length)}};
+  // A checkpoint holds both updates, and records the options that shape the data or the steps rather
+  // than the model (the model's shapes it checks itself), so that a resume says which it changes. A
+  // resumed run reads the batches from the checkpoint's step on: a step's batch depends on its number only.
+  const auto rate = [](float learning_rate) {
+    std::array<char, 32> text{};
+    std::snprintf(text.data(), text.size(), "%g", static_cast<double>(learning_rate));
+    return std::string(text.data());
+  };
+  const std::map<std::string, std::string> noted_options = {{"seed", std::to_string(o.seed)},
+                                                            {"pooling", o.pooling},
+                                                            {"bag-length", std::to_string(o.bag_length)},
+                                                            {"dense-lr", rate(o.dense_lr)},
+                                                            {"sparse-lr", rate(o.sparse_lr)}};
   long first_step = 1;
   if (!o.resume.empty()) {
     const auto saved = sw::optim::load_model_checkpoint(o.resume, dense_update, table_update, world);
@@ -257,7 +271,7 @@ void train(Communicator& world, const options& o) {
                                "the checkpoint in " + o.resume + " is at step " +
                                    std::to_string(dense_update.steps_done()) + " and --steps is " +
                                    std::to_string(o.steps) + ": nothing is left to train");
-    for (const auto& [option, value] : data_options)
+    for (const auto& [option, value] : noted_options)
       if (saved.contains(option) && saved.at(option) != value)
         say("note: the checkpoint was trained with --%s %s; this run goes on with %s\n", option.c_str(),
             saved.at(option).c_str(), value.c_str());
@@ -266,7 +280,7 @@ void train(Communicator& world, const options& o) {
         o.checkpoint.c_str());
   }
   const auto save = [&](long step) {
-    auto metadata = data_options;
+    auto metadata = noted_options;
     metadata["ranks"] = std::to_string(world.size());
     metadata["row-wise"] = std::to_string(o.row_wise);
     sw::optim::save_model_checkpoint(o.checkpoint, dense_update, table_update, data, world, metadata);
@@ -329,9 +343,18 @@ void train(Communicator& world, const options& o) {
   double training_seconds = 0, trained_samples = 0, loss = 0;
   held_out last;
   sw::examples::loss_curve training_curve, held_out_curve;
-  // samples/s counts the steps that only train; the time left, every step's.
+  // samples/s counts the steps that only train; the time left, every step's. "--" where none ran (only
+  // compared steps since the last line, as at a resumed run's first step when it is one).
   sw::examples::rate_since_last_line samples_per_second_now;
+  const auto rate_text = [](double samples_per_second, int width) {
+    std::array<char, 32> text{};
+    if (samples_per_second > 0) std::snprintf(text.data(), text.size(), "%*.0f", width, samples_per_second);
+    else
+      std::snprintf(text.data(), text.size(), "%*s", width, "--");
+    return std::string(text.data());
+  };
   const auto run_start = std::chrono::steady_clock::now();
+  sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   for (long step = first_step; step <= o.steps; ++step) {
     if (step == o.fail_at_step && world.world_rank() == o.fail_rank)
       throw std::runtime_error("a failure injected at step " + std::to_string(step) + " (--fail-at-step)");
@@ -376,8 +399,8 @@ void train(Communicator& world, const options& o) {
     }
     const auto samples = static_cast<double>(step * o.batch);
     training_curve.push_back({static_cast<double>(step), samples, loss});
-    const int stopped_by = sw::examples::signal_on_any_rank(world);  // Ctrl-C on any process
-    const bool ends = step == o.steps || stopped_by != 0;
+    const bool stops = stop.after(world, step);  // Ctrl-C on any process, or as planned
+    const bool ends = step == o.steps || stops;
     const bool evaluates = step % o.eval_every == 0 || ends;
     if (evaluates) {
       last = evaluate();
@@ -386,8 +409,8 @@ void train(Communicator& world, const options& o) {
     if (evaluates || step == first_step || step % 20 == 0) {
       const double seconds_left =
           static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step - first_step + 1);
-      say("step %5ld/%ld  loss %.4f  %8.0f samples/s  memory %.1f MiB  left %s\n", step, o.steps, loss,
-          samples_per_second_now(trained_samples, training_seconds), memory_mib(),
+      say("step %5ld/%ld  loss %.4f  %s samples/s  memory %.1f MiB  left %s\n", step, o.steps, loss,
+          rate_text(samples_per_second_now(trained_samples, training_seconds), 8).c_str(), memory_mib(),
           sw::examples::duration(seconds_left).c_str());
     }
     if (evaluates) {
@@ -400,9 +423,8 @@ void train(Communicator& world, const options& o) {
             milliseconds(embedding_fused).c_str(), milliseconds(embedding_unfused).c_str());
     }
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || ends)) save(step);
-    if (stopped_by != 0) {
-      say("stopped by signal %d after step %ld%s\n", stopped_by, step,
-          sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
+    if (stops) {
+      say("%s%s\n", stop.reason().c_str(), sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
       break;
     }
   }
@@ -422,10 +444,10 @@ void train(Communicator& world, const options& o) {
     compared = text.data();
   }
   const double below_constant = 1 - last.loss / last.constant_predictor_loss;
-  say("final: held-out loss %.4f, %.0f%% %s the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %.0f samples/s; "
+  say("final: held-out loss %.4f, %.0f%% %s the constant predictor's %.4f; AUC %.3f, accuracy %.3f; %s samples/s; "
       "%s; memory %.1f MiB\n",
       last.loss, 100 * std::abs(below_constant), below_constant >= 0 ? "below" : "above", last.constant_predictor_loss,
-      last.auc, last.accuracy, samples_per_second, compared.c_str(), memory);
+      last.auc, last.accuracy, rate_text(samples_per_second, 0).c_str(), compared.c_str(), memory);
   if (speaks && !o.json.empty()) {
     std::ofstream out(o.json);
     out.precision(17);

@@ -495,17 +495,21 @@ void save_model_checkpoint(const std::filesystem::path& directory,
 }
 
 // The same with a model's embedding tables and their sparse update: every rank writes its pieces.
-template <class Optimizer, weight_update Mode, class Weight, class SparseOptimizer, communicator Data,
+template <class Optimizer, weight_update Mode, class Weight, class SparseOptimizer, class TableValue, communicator Data,
           communicator World>
 void save_model_checkpoint(const std::filesystem::path& directory,
                            const data_parallel_update<Optimizer, Mode, Weight>& update,
-                           const sparse_update<SparseOptimizer, float>& tables, Data& data, World& world,
+                           const sparse_update<SparseOptimizer, TableValue>& tables, Data& data, World& world,
                            const std::map<std::string, std::string>& metadata = {}, int keep = 2) try {
-  const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
-  std::vector<std::byte> bytes;
-  detail::append_table_blocks(bytes, tables);
-  detail::save_model(directory, update, detail::every_table(tables, world, call), std::move(bytes), data, world,
-                     metadata, keep, call);
+  static_assert(std::is_same_v<TableValue, float>,
+                "save_model_checkpoint: a checkpoint holds float32 tables; these tables' values are of another type");
+  if constexpr (std::is_same_v<TableValue, float>) {  // one error where they are not, the sentence above
+    const detail::checkpoint_call call{world.world_rank(), "save_model_checkpoint"};
+    std::vector<std::byte> bytes;
+    detail::append_table_blocks(bytes, tables);
+    detail::save_model(directory, update, detail::every_table(tables, world, call), std::move(bytes), data, world,
+                       metadata, keep, call);
+  }
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("save_model_checkpoint", directory.string(),
                                                     "step " + std::to_string(update.steps_done())));
@@ -525,15 +529,20 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
 }
 
 // The same with a model's embedding tables and their sparse update, on any rank count and sharding.
-template <class Optimizer, weight_update Mode, class Weight, class SparseOptimizer, communicator World>
+template <class Optimizer, weight_update Mode, class Weight, class SparseOptimizer, class TableValue,
+          communicator World>
 std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::path& path,
                                                          data_parallel_update<Optimizer, Mode, Weight>& update,
-                                                         sparse_update<SparseOptimizer, float>& tables,
+                                                         sparse_update<SparseOptimizer, TableValue>& tables,
                                                          World& world) try {
-  const detail::checkpoint_call call{world.world_rank(), "load_model_checkpoint"};
-  return detail::load_model(
-      path, update, detail::every_table(tables, world, call), world, call,
-      [&](const detail::model_checkpoint_contents& saved) { detail::load_table_blocks(saved, tables); });
+  static_assert(std::is_same_v<TableValue, float>,
+                "load_model_checkpoint: a checkpoint holds float32 tables; these tables' values are of another type");
+  if constexpr (std::is_same_v<TableValue, float>) {  // one error where they are not, the sentence above
+    const detail::checkpoint_call call{world.world_rank(), "load_model_checkpoint"};
+    return detail::load_model(
+        path, update, detail::every_table(tables, world, call), world, call,
+        [&](const detail::model_checkpoint_contents& saved) { detail::load_table_blocks(saved, tables); });
+  }
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
 }

@@ -1,18 +1,22 @@
-# Rehearses a failure in the middle of training and the recovery from it, for the training examples:
+# Rehearses a stop in the middle of training and the resume from it, for the training examples:
 #   1. an uninterrupted run of STEPS steps;
-#   2. the same run with checkpoints every CHECKPOINT_EVERY steps, in which rank FAIL_RANK throws at
-#      step FAIL_AT: every rank must stop (the run exits non-zero) with that rank's error;
+#   2. the same run with checkpoints every CHECKPOINT_EVERY steps, stopped at step STOP_AT: with STOP
+#      "failure", rank FAIL_RANK throws in it and every rank must stop (the run exits non-zero) with
+#      that rank's error; with STOP "planned", --stop-at-step STOP_AT ends it with that step saved;
 #   3. --resume from the last complete checkpoint, to the end.
 # The resumed run's losses after the checkpoint must equal the uninterrupted run's, bit for bit: its
 # training curve and its final metrics.
 # Variables: PROGRAM (the example's command, behind mpiexec ... for MPI), ARGS (the run's options) and
 # FINAL (the --json keys of the final metrics), each with its words separated by "|"; STEPS,
-# CHECKPOINT_EVERY, FAIL_AT, FAIL_RANK, WORK_DIR.
-foreach(variable PROGRAM ARGS FINAL STEPS CHECKPOINT_EVERY FAIL_AT FAIL_RANK WORK_DIR)
+# CHECKPOINT_EVERY, STOP, STOP_AT, FAIL_RANK (for a failure), WORK_DIR.
+foreach(variable PROGRAM ARGS FINAL STEPS CHECKPOINT_EVERY STOP STOP_AT WORK_DIR)
   if(NOT DEFINED ${variable})
-    message(FATAL_ERROR "resume_after_failure.cmake needs -D${variable}=...")
+    message(FATAL_ERROR "resume_after_a_stop.cmake needs -D${variable}=...")
   endif()
 endforeach()
+if(NOT STOP MATCHES "^(failure|planned)$")
+  message(FATAL_ERROR "resume_after_a_stop.cmake: STOP is failure or planned, not \"${STOP}\"")
+endif()
 string(REPLACE "|" ";" PROGRAM "${PROGRAM}")
 string(REPLACE "|" ";" ARGS "${ARGS}")
 string(REPLACE "|" ";" FINAL "${FINAL}")
@@ -35,12 +39,20 @@ function(run_example name expect_success)
 endfunction()
 
 run_example("uninterrupted" TRUE --json "${WORK_DIR}/uninterrupted.json")
-run_example("failing" FALSE --checkpoint "${WORK_DIR}/checkpoints" --checkpoint-every ${CHECKPOINT_EVERY}
-            --fail-at-step ${FAIL_AT} --fail-rank ${FAIL_RANK})
-if(NOT output MATCHES "\\[rank ${FAIL_RANK}\\][^\n]*a failure injected at step ${FAIL_AT}")
-  message(FATAL_ERROR "the failing run did not report rank ${FAIL_RANK}'s injected failure")
+set(checkpoints --checkpoint "${WORK_DIR}/checkpoints" --checkpoint-every ${CHECKPOINT_EVERY})
+if(STOP STREQUAL "failure")
+  run_example("failing" FALSE ${checkpoints} --fail-at-step ${STOP_AT} --fail-rank ${FAIL_RANK})
+  if(NOT output MATCHES "\\[rank ${FAIL_RANK}\\][^\n]*a failure injected at step ${STOP_AT}")
+    message(FATAL_ERROR "the failing run did not report rank ${FAIL_RANK}'s injected failure")
+  endif()
+  math(EXPR last_saved "(${STOP_AT} - 1) / ${CHECKPOINT_EVERY} * ${CHECKPOINT_EVERY}")
+else()
+  run_example("stopped" TRUE ${checkpoints} --stop-at-step ${STOP_AT})
+  if(NOT output MATCHES "saved step ${STOP_AT} in [^\n]*\nstopped after step ${STOP_AT}, as --stop-at-step asks")
+    message(FATAL_ERROR "the stopped run did not save step ${STOP_AT} and stop after it")
+  endif()
+  set(last_saved ${STOP_AT})
 endif()
-math(EXPR last_saved "(${FAIL_AT} - 1) / ${CHECKPOINT_EVERY} * ${CHECKPOINT_EVERY}")
 run_example("resumed" TRUE --resume "${WORK_DIR}/checkpoints" --json "${WORK_DIR}/resumed.json")
 if(NOT output MATCHES "resumed from [^\n]* at step ${last_saved} ")
   message(FATAL_ERROR "the resumed run did not start from step ${last_saved}, the last complete checkpoint")
@@ -68,4 +80,4 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "training curve differs: ${a} uninterrupted, ${b} resumed")
   endif()
 endforeach()
-message(STATUS "resumed at step ${last_saved} after the failure at step ${FAIL_AT}: ${resumed_steps} steps equal")
+message(STATUS "resumed at step ${last_saved} after the ${STOP} stop at step ${STOP_AT}: ${resumed_steps} steps equal")
