@@ -17,6 +17,7 @@
 // either precision: a checkpoint holds float32 weights (a bf16 run's master weights). Ctrl-C stops the
 // ranks after the step they are in, and saves it when --checkpoint is given; a second Ctrl-C ends at once.
 // --stop-at-step N and --stop-after-minutes M stop the run so, as planned (a batch job's time limit).
+// --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "early_stop.hpp"
+#include "metrics_log.hpp"
 #include "options.hpp"
 #include "progress.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
@@ -96,6 +99,7 @@ struct options {
   std::string data = "/usr/share/games/fortunes";
   std::uint64_t seed = 1;
   std::string json;
+  std::string log;
   long sample_bytes = 200;
   long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
   int fail_rank = 0;
@@ -159,7 +163,7 @@ const std::string options_text =
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --stop-at-step N  --stop-after-minutes M\n"
     "         --data PATH  --seed N\n"
-    "         --json FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
+    "         --json FILE  --log FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
     "(docs/training.md says what each does; without --lr, the optimizer's own: " +
     default_learning_rates_text() + ")\n";
 
@@ -252,6 +256,7 @@ options parse(int argc, char** argv) {
                         {"--data", read_into(o.data)},
                         {"--seed", read_into(o.seed)},
                         {"--json", read_into(o.json)},
+                        {"--log", read_into(o.log)},
                         {"--sample", read_non_negative_into(o.sample_bytes)},
                         {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                         {"--fail-rank", read_non_negative_into(o.fail_rank)},
@@ -442,6 +447,8 @@ void train(Communicator& world, const options& o) {
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
   };
 
+  // Rank 0's: the steps before first_step are the checkpoint's.
+  auto log = speaks && !o.log.empty() ? sw::examples::metrics_log(o.log, first_step - 1) : sw::examples::metrics_log();
   sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
@@ -458,7 +465,8 @@ void train(Communicator& world, const options& o) {
     const auto report = update.step(data, tensor_parallel.world(), {schedule(step), o.clip_norm});
     data.all_reduce(std::span<double>(&loss, 1));
     train_loss = loss / o.data_parallel;
-    training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    training_seconds += step_seconds;
     tokens_trained += static_cast<long>(tokens_per_step);
     training_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, train_loss});
 
@@ -469,6 +477,12 @@ void train(Communicator& world, const options& o) {
       val_loss = validation_loss();
       validation_curve.push_back({static_cast<double>(step), static_cast<double>(step) * tokens_per_step, val_loss});
     }
+    log.write(step, {{"tokens", static_cast<double>(step) * tokens_per_step},
+                     {"loss", train_loss},
+                     {"val_loss", evaluates ? val_loss : std::numeric_limits<double>::quiet_NaN()},
+                     {"grad_norm", report.gradient_norm},
+                     {"lr", schedule(step)},
+                     {"seconds", step_seconds}});
     if (evaluates || step == first_step || step % 10 == 0) print_progress(step, report.gradient_norm, evaluates);
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) save(step);
     if (stopped_early) {

@@ -17,7 +17,8 @@
 // moments, every table row and its Adagrad accumulator); --resume DIR continues from the latest
 // checkpoint there, on any rank count and any --row-wise, the batches going on from its step. Ctrl-C
 // stops the ranks after the step they are in, and saves it when --checkpoint is given; --stop-at-step N
-// and --stop-after-minutes M stop the run so, as planned (a batch job's time limit).
+// and --stop-after-minutes M stop the run so, as planned (a batch job's time limit). --log FILE writes
+// every step's metrics as the run goes, kept across stops and resumes.
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -41,6 +43,7 @@
 #include <vector>
 
 #include "early_stop.hpp"
+#include "metrics_log.hpp"
 #include "options.hpp"
 #include "progress.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
@@ -90,6 +93,7 @@ struct options {
   long stop_at_step = 0;  // 0: none
   double stop_after_minutes = 0;
   std::string json;
+  std::string log;
   long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
   int fail_rank = 0;
 };
@@ -99,7 +103,8 @@ constexpr const char* options_text =
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
     "         --path automatic|fused|unfused  --seed N  --checkpoint DIR  --checkpoint-every N  --resume DIR\n"
-    "         --stop-at-step N  --stop-after-minutes M  --json FILE  --fail-at-step N  --fail-rank R  --help (-h)\n"
+    "         --stop-at-step N  --stop-after-minutes M  --json FILE  --log FILE  --fail-at-step N  --fail-rank R  "
+    "--help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
 const sw::examples::command_line command_line{"09_train_dlrm", options_text};
@@ -137,6 +142,7 @@ options parse(int argc, char** argv) {
                                            {"--stop-at-step", read_positive_into(o.stop_at_step)},
                                            {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
                                            {"--json", read_into(o.json)},
+                                           {"--log", read_into(o.log)},
                                            {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        });
@@ -354,10 +360,13 @@ void train(Communicator& world, const options& o) {
     return std::string(text.data());
   };
   const auto run_start = std::chrono::steady_clock::now();
+  // Rank 0's: the steps before first_step are the checkpoint's.
+  auto log = speaks && !o.log.empty() ? sw::examples::metrics_log(o.log, first_step - 1) : sw::examples::metrics_log();
   sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   for (long step = first_step; step <= o.steps; ++step) {
     if (step == o.fail_at_step && world.world_rank() == o.fail_rank)
       throw std::runtime_error("a failure injected at step " + std::to_string(step) + " (--fail-at-step)");
+    const auto step_start = std::chrono::steady_clock::now();
     const auto batch = batch_of(sw::data::dlrm_stream::training, step);
     double update_seconds = 0;
     if (step % o.compare_every == 0) {
@@ -397,6 +406,7 @@ void train(Communicator& world, const options& o) {
       training_seconds += seconds;
       trained_samples += static_cast<double>(o.batch);
     }
+    const double step_seconds = seconds_since(step_start);
     const auto samples = static_cast<double>(step * o.batch);
     training_curve.push_back({static_cast<double>(step), samples, loss});
     const bool stops = stop.after(world, step);  // Ctrl-C on any process, or as planned
@@ -406,6 +416,13 @@ void train(Communicator& world, const options& o) {
       last = evaluate();
       held_out_curve.push_back({static_cast<double>(step), samples, last.loss});
     }
+    const double unevaluated = std::numeric_limits<double>::quiet_NaN();
+    log.write(step, {{"samples", samples},
+                     {"loss", loss},
+                     {"held_out_loss", evaluates ? last.loss : unevaluated},
+                     {"auc", evaluates ? last.auc : unevaluated},
+                     {"accuracy", evaluates ? last.accuracy : unevaluated},
+                     {"seconds", step_seconds}});
     if (evaluates || step == first_step || step % 20 == 0) {
       const double seconds_left =
           static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step - first_step + 1);

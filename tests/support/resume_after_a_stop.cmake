@@ -5,7 +5,9 @@
 #      that rank's error; with STOP "planned", --stop-at-step STOP_AT ends it with that step saved;
 #   3. --resume from the last complete checkpoint, to the end.
 # The resumed run's losses after the checkpoint must equal the uninterrupted run's, bit for bit: its
-# training curve and its final metrics.
+# training curve and its final metrics. And the --log the stopped and the resumed run wrote together must
+# be the uninterrupted run's, every step's line once (its times aside): the resumed run drops the lines of
+# steps after its checkpoint, which the stopped run logged before it stopped.
 # Variables: PROGRAM (the example's command, behind mpiexec ... for MPI), ARGS (the run's options) and
 # FINAL (the --json keys of the final metrics), each with its words separated by "|"; STEPS,
 # CHECKPOINT_EVERY, STOP, STOP_AT, FAIL_RANK (for a failure), WORK_DIR.
@@ -38,8 +40,9 @@ function(run_example name expect_success)
   set(output "${output}${errors}" PARENT_SCOPE)
 endfunction()
 
-run_example("uninterrupted" TRUE --json "${WORK_DIR}/uninterrupted.json")
-set(checkpoints --checkpoint "${WORK_DIR}/checkpoints" --checkpoint-every ${CHECKPOINT_EVERY})
+run_example("uninterrupted" TRUE --json "${WORK_DIR}/uninterrupted.json" --log "${WORK_DIR}/uninterrupted.log")
+set(checkpoints --checkpoint "${WORK_DIR}/checkpoints" --checkpoint-every ${CHECKPOINT_EVERY}
+                --log "${WORK_DIR}/stopped_and_resumed.log")
 if(STOP STREQUAL "failure")
   run_example("failing" FALSE ${checkpoints} --fail-at-step ${STOP_AT} --fail-rank ${FAIL_RANK})
   if(NOT output MATCHES "\\[rank ${FAIL_RANK}\\][^\n]*a failure injected at step ${STOP_AT}")
@@ -53,7 +56,8 @@ else()
   endif()
   set(last_saved ${STOP_AT})
 endif()
-run_example("resumed" TRUE --resume "${WORK_DIR}/checkpoints" --json "${WORK_DIR}/resumed.json")
+run_example("resumed" TRUE --resume "${WORK_DIR}/checkpoints" --json "${WORK_DIR}/resumed.json"
+            --log "${WORK_DIR}/stopped_and_resumed.log")
 if(NOT output MATCHES "resumed from [^\n]* at step ${last_saved} ")
   message(FATAL_ERROR "the resumed run did not start from step ${last_saved}, the last complete checkpoint")
 endif()
@@ -80,4 +84,18 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "training curve differs: ${a} uninterrupted, ${b} resumed")
   endif()
 endforeach()
+
+foreach(log uninterrupted stopped_and_resumed)
+  file(READ "${WORK_DIR}/${log}.log" ${log}_log)
+  string(REGEX REPLACE ", \"seconds\": [^}]*}" "}" ${log}_log "${${log}_log}")
+endforeach()
+if(NOT uninterrupted_log STREQUAL stopped_and_resumed_log)
+  message(FATAL_ERROR "the --log of the stopped and resumed runs is not the uninterrupted run's:\n"
+                      "${stopped_and_resumed_log}\nagainst\n${uninterrupted_log}")
+endif()
+string(REGEX MATCHALL "\n" lines "${uninterrupted_log}")
+list(LENGTH lines logged)
+if(NOT logged EQUAL STEPS)
+  message(FATAL_ERROR "the --log holds ${logged} lines for ${STEPS} steps")
+endif()
 message(STATUS "resumed at step ${last_saved} after the ${STOP} stop at step ${STOP_AT}: ${resumed_steps} steps equal")
