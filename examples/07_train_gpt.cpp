@@ -449,6 +449,7 @@ void train(Communicator& world, const options& o) {
 
   // Rank 0's: the steps before first_step are the checkpoint's.
   auto log = speaks && !o.log.empty() ? sw::examples::metrics_log(o.log, first_step - 1) : sw::examples::metrics_log();
+  if (!log.note().empty()) say("%s\n", log.note().c_str());
   sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();

@@ -30,12 +30,16 @@ class metrics_log {
   metrics_log() = default;
 
   // The log at `path` of a run that starts after `resumed_step` (0 for a fresh run, which empties it).
-  metrics_log(const std::filesystem::path& path, long resumed_step) {
+  metrics_log(const std::filesystem::path& path, long resumed_step) : path_(path), resumed_step_(resumed_step) {
     std::vector<std::string> kept;
-    if (resumed_step > 0) {
+    {
       std::ifstream in(path, std::ios::binary);
-      for (std::string line; std::getline(in, line) && !in.eof();)  // a line cut short by a kill has no end
-        if (step_of(line) <= resumed_step) kept.push_back(line);
+      for (std::string line; std::getline(in, line);) {
+        // A line a kill cut short has no end.
+        if (!in.eof() && step_of(line) <= resumed_step) kept.push_back(line);
+        else
+          ++dropped_;
+      }
     }
     // The kept lines replace the log whole, or not at all.
     const std::filesystem::path written = path.string() + ".partial";
@@ -47,6 +51,17 @@ class metrics_log {
     }
     std::filesystem::rename(written, path);
     out_.open(path, std::ios::binary | std::ios::app);
+  }
+
+  // What the log dropped of the file it found, said as a note ("" for nothing): the lines of the steps
+  // after the checkpoint's, or all of an earlier run's where this one starts afresh.
+  [[nodiscard]] std::string note() const {
+    if (dropped_ == 0) return "";
+    const std::string lines = std::to_string(dropped_) + (dropped_ == 1 ? " line" : " lines");
+    return resumed_step_ == 0
+               ? "note: " + path_.string() + " held " + lines + " of an earlier run; this run's log replaces them"
+               : "note: " + path_.string() + " held " + lines + " after step " + std::to_string(resumed_step_) +
+                     ", which this run trains again; they are dropped";
   }
 
   // The line of `step`: its fields in the order given, a value that is not a number (a diverged loss) as
@@ -69,6 +84,8 @@ class metrics_log {
     return std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 ? step : std::numeric_limits<long>::max();
   }
 
+  std::filesystem::path path_;
+  long resumed_step_ = 0, dropped_ = 0;
   std::ofstream out_;
 };
 

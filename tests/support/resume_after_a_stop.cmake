@@ -61,6 +61,17 @@ run_example("resumed" TRUE --resume "${WORK_DIR}/checkpoints" --json "${WORK_DIR
 if(NOT output MATCHES "resumed from [^\n]* at step ${last_saved} ")
   message(FATAL_ERROR "the resumed run did not start from step ${last_saved}, the last complete checkpoint")
 endif()
+# The stopped run logged every step it finished: those after the checkpoint's, the resumed run drops.
+if(STOP STREQUAL "failure")
+  math(EXPR logged_again "${STOP_AT} - 1 - ${last_saved}")
+else()
+  set(logged_again 0)
+endif()
+if(logged_again GREATER 0 AND NOT output MATCHES "held ${logged_again} lines? after step ${last_saved}, which this run trains again")
+  message(FATAL_ERROR "the resumed run did not say that it drops the log's ${logged_again} lines after step ${last_saved}")
+elseif(logged_again EQUAL 0 AND output MATCHES "which this run trains again")
+  message(FATAL_ERROR "the resumed run dropped lines of its log where none came after its checkpoint")
+endif()
 
 # Every loss recorded after the checkpoint, and the final ones, equal.
 file(READ "${WORK_DIR}/uninterrupted.json" uninterrupted)
