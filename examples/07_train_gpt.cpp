@@ -423,12 +423,12 @@ void train(Communicator& world, const options& o) {
   bool stopped_early = false;
 
   // What the loop prints and saves, written apart so that the loop reads as the training it is.
+  sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   sw::examples::rate_since_last_line tokens_per_second_now;
   const auto print_progress = [&](long step, double gradient_norm, bool evaluated) {
     const double tokens_per_second = tokens_per_second_now(static_cast<double>(tokens_trained), training_seconds);
     const double mfu = tokens_per_second * sw::model::training_flops_per_token(o.model) / peak;
-    const double seconds_left =
-        static_cast<double>(o.steps - step) * training_seconds / static_cast<double>(step - first_step + 1);
+    const double seconds_left = stop.seconds_left(step, training_seconds / static_cast<double>(step - first_step + 1));
     char validation[32] = "            ";  // as wide as the figure, so the columns stay put
     if (evaluated) std::snprintf(validation, sizeof validation, "  val %.4f", val_loss);
     say("step %5ld/%ld  loss %.4f%s  grad norm %.3f  lr %.2e  %7.0f tokens/s  MFU %4.1f%%  memory %.1f MiB  left %s\n",
@@ -450,7 +450,6 @@ void train(Communicator& world, const options& o) {
   // Rank 0's: the steps before first_step are the checkpoint's.
   auto log = speaks && !o.log.empty() ? sw::examples::metrics_log(o.log, first_step - 1) : sw::examples::metrics_log();
   if (!log.note().empty()) say("%s\n", log.note().c_str());
-  sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
   for (long step = first_step; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0;

@@ -426,7 +426,7 @@ void train(Communicator& world, const options& o) {
                      {"seconds", step_seconds}});
     if (evaluates || step == first_step || step % 20 == 0) {
       const double seconds_left =
-          static_cast<double>(o.steps - step) * seconds_since(run_start) / static_cast<double>(step - first_step + 1);
+          stop.seconds_left(step, seconds_since(run_start) / static_cast<double>(step - first_step + 1));
       say("step %5ld/%ld  loss %.4f  %s samples/s  memory %.1f MiB  left %s\n", step, o.steps, loss,
           rate_text(samples_per_second_now(trained_samples, training_seconds), 8).c_str(), memory_mib(),
           sw::examples::duration(seconds_left).c_str());

@@ -77,6 +77,18 @@ class early_stop {
     return signal_ != 0 || at_step_reached_ || out_of_time_;
   }
 
+  // The time this run has left after `step`, at `seconds_per_step`: to its last step, the step
+  // --stop-at-step names, or its time limit, whichever comes first.
+  [[nodiscard]] double seconds_left(long step, double seconds_per_step) const {
+    const long last = at_step_ > step ? std::min(steps_, at_step_) : steps_;
+    double left = static_cast<double>(last - step) * seconds_per_step;
+    if (after_minutes_ > 0) {
+      const double elapsed = std::chrono::duration<double>(clock::now() - started_).count();
+      left = std::min(left, std::max(0.0, 60 * after_minutes_ - elapsed));
+    }
+    return left;
+  }
+
   // Why the run stopped, after `after` said it does: "stopped by signal 2 after step 731".
   [[nodiscard]] std::string reason() const {
     char text[160];
