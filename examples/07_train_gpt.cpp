@@ -424,6 +424,8 @@ void train(Communicator& world, const options& o) {
 
   // What the loop prints and saves, written apart so that the loop reads as the training it is.
   sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
+  if (const std::string mistake = stop.mistake(first_step); !mistake.empty())
+    throw sw::argument_error(world.world_rank(), "07_train_gpt", mistake);
   sw::examples::rate_since_last_line tokens_per_second_now;
   const auto print_progress = [&](long step, double gradient_norm, bool evaluated) {
     const double tokens_per_second = tokens_per_second_now(static_cast<double>(tokens_trained), training_seconds);

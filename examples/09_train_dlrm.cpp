@@ -364,6 +364,8 @@ void train(Communicator& world, const options& o) {
   auto log = speaks && !o.log.empty() ? sw::examples::metrics_log(o.log, first_step - 1) : sw::examples::metrics_log();
   if (!log.note().empty()) say("%s\n", log.note().c_str());
   sw::examples::early_stop stop{o.steps, o.stop_at_step, o.stop_after_minutes, started};
+  if (const std::string mistake = stop.mistake(first_step); !mistake.empty())
+    throw sw::argument_error(world.world_rank(), "09_train_dlrm", mistake);
   for (long step = first_step; step <= o.steps; ++step) {
     if (step == o.fail_at_step && world.world_rank() == o.fail_rank)
       throw std::runtime_error("a failure injected at step " + std::to_string(step) + " (--fail-at-step)");

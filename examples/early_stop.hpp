@@ -77,6 +77,15 @@ class early_stop {
     return signal_ != 0 || at_step_reached_ || out_of_time_;
   }
 
+  // What is wrong with the stops asked of a run that starts at `first_step`, "" for nothing: a
+  // --stop-at-step it never reaches.
+  [[nodiscard]] std::string mistake(long first_step) const {
+    const std::string asked = "--stop-at-step " + std::to_string(at_step_);
+    if (at_step_ == 0 || (first_step <= at_step_ && at_step_ < steps_)) return "";
+    if (at_step_ >= steps_) return asked + " is not before --steps " + std::to_string(steps_) + ", where the run ends";
+    return asked + " is before step " + std::to_string(first_step) + ", where this run goes on from its checkpoint";
+  }
+
   // The time this run has left after `step`, at `seconds_per_step`: to its last step, the step
   // --stop-at-step names, or its time limit, whichever comes first.
   [[nodiscard]] double seconds_left(long step, double seconds_per_step) const {
