@@ -162,8 +162,8 @@ const std::string options_text =
     "  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --stop-at-step N  --stop-after-minutes M\n"
-    "         --data PATH  --seed N\n"
-    "         --json FILE  --log FILE  --sample N  --fail-at-step N  --fail-rank R  --help (-h)\n"
+    "         --data PATH  --seed N  --json FILE  --log FILE  --sample N  --fail-at-step N  --fail-rank R\n"
+    "         --help (-h)\n"
     "(docs/training.md says what each does; without --lr, the optimizer's own: " +
     default_learning_rates_text() + ")\n";
 

@@ -103,8 +103,8 @@ constexpr const char* options_text =
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
     "         --path automatic|fused|unfused  --seed N  --checkpoint DIR  --checkpoint-every N  --resume DIR\n"
-    "         --stop-at-step N  --stop-after-minutes M  --json FILE  --log FILE  --fail-at-step N  --fail-rank R  "
-    "--help (-h)\n"
+    "         --stop-at-step N  --stop-after-minutes M  --json FILE  --log FILE  --fail-at-step N  --fail-rank R\n"
+    "         --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
 const sw::examples::command_line command_line{"09_train_dlrm", options_text};
@@ -255,7 +255,7 @@ void train(Communicator& world, const options& o) {
   // A checkpoint holds both updates, and records the options that shape the data or the steps rather
   // than the model (the model's shapes it checks itself), so that a resume says which it changes. A
   // resumed run reads the batches from the checkpoint's step on: a step's batch depends on its number only.
-  const auto rate = [](float learning_rate) {
+  const auto learning_rate_text = [](float learning_rate) {
     std::array<char, 32> text{};
     std::snprintf(text.data(), text.size(), "%g", static_cast<double>(learning_rate));
     return std::string(text.data());
@@ -263,8 +263,8 @@ void train(Communicator& world, const options& o) {
   const std::map<std::string, std::string> noted_options = {{"seed", std::to_string(o.seed)},
                                                             {"pooling", o.pooling},
                                                             {"bag-length", std::to_string(o.bag_length)},
-                                                            {"dense-lr", rate(o.dense_lr)},
-                                                            {"sparse-lr", rate(o.sparse_lr)}};
+                                                            {"dense-lr", learning_rate_text(o.dense_lr)},
+                                                            {"sparse-lr", learning_rate_text(o.sparse_lr)}};
   long first_step = 1;
   if (!o.resume.empty()) {
     const auto saved = sw::optim::load_model_checkpoint(o.resume, dense_update, table_update, world);
