@@ -510,8 +510,8 @@ void train(Communicator& world, const options& o) {
     std::ofstream out(o.json);
     out.precision(17);  // the losses to the last bit: a resumed run is compared with an uninterrupted one
     out << "{\"params\": " << sw::model::parameter_count(o.model) << ", \"precision\": \"" << o.precision
-        << "\", \"steps\": " << o.steps << ", \"tokens\": " << tokens_trained
-        << ", \"tokens_per_s\": " << tokens_per_second
+        << "\", \"steps\": " << o.steps << ", \"steps_done\": " << update.steps_done()
+        << ", \"tokens\": " << tokens_trained << ", \"tokens_per_s\": " << tokens_per_second
         << ", \"mfu\": " << tokens_per_second * sw::model::training_flops_per_token(o.model) / peak
         << ", \"final_train_loss\": " << train_loss << ", \"final_val_loss\": " << val_loss
         << ", \"memory_mib\": " << mib;

@@ -478,7 +478,8 @@ void train(Communicator& world, const options& o) {
       else
         out << "null";
     };
-    out << "{\"ranks\": " << world.size() << ", \"steps\": " << o.steps << ", \"batch\": " << o.batch
+    out << "{\"ranks\": " << world.size() << ", \"steps\": " << o.steps
+        << ", \"steps_done\": " << dense_update.steps_done() << ", \"batch\": " << o.batch
         << ", \"held_out_loss\": " << last.loss << ", \"constant_predictor_loss\": " << last.constant_predictor_loss
         << ", \"auc\": " << last.auc << ", \"accuracy\": " << last.accuracy;
     measured("samples_per_s", trained_samples > 0, samples_per_second);
