@@ -22,7 +22,6 @@
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -143,12 +142,9 @@ std::string optimizer_names_text() {
 }
 std::string default_learning_rates_text() {
   std::string text;
-  for (const std::string_view name : optimizer_names) {
-    std::array<char, 32> number{};
-    text += (text.empty() ? "" : ", ") + std::string(name) + " " +
-            std::string(number.data(),
-                        std::to_chars(number.data(), number.data() + number.size(), default_learning_rate(name)).ptr);
-  }
+  for (const std::string_view name : optimizer_names)
+    text +=
+        (text.empty() ? "" : ", ") + std::string(name) + " " + sw::examples::number_text(default_learning_rate(name));
   return text;
 }
 
@@ -291,10 +287,8 @@ options parse(int argc, char** argv) {
 
 // "2500 steps, warm-up 30, peak 0.003": the learning-rate schedule, as a checkpoint records it.
 std::string schedule_text(const options& o) {
-  char text[96];
-  std::snprintf(text, sizeof text, "%ld steps, warm-up %ld, peak %g", o.steps, o.warmup,
-                static_cast<double>(o.learning_rate));
-  return text;
+  return std::to_string(o.steps) + " steps, warm-up " + std::to_string(o.warmup) + ", peak " +
+         sw::examples::number_text(o.learning_rate);
 }
 
 // ---- training

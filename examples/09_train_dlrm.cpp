@@ -23,7 +23,6 @@
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -255,16 +254,11 @@ void train(Communicator& world, const options& o) {
   // A checkpoint holds both updates, and records the options that shape the data or the steps rather
   // than the model (the model's shapes it checks itself), so that a resume says which it changes. A
   // resumed run reads the batches from the checkpoint's step on: a step's batch depends on its number only.
-  const auto learning_rate_text = [](float learning_rate) {
-    std::array<char, 32> text{};
-    std::snprintf(text.data(), text.size(), "%g", static_cast<double>(learning_rate));
-    return std::string(text.data());
-  };
   const std::map<std::string, std::string> noted_options = {{"seed", std::to_string(o.seed)},
                                                             {"pooling", o.pooling},
                                                             {"bag-length", std::to_string(o.bag_length)},
-                                                            {"dense-lr", learning_rate_text(o.dense_lr)},
-                                                            {"sparse-lr", learning_rate_text(o.sparse_lr)}};
+                                                            {"dense-lr", sw::examples::number_text(o.dense_lr)},
+                                                            {"sparse-lr", sw::examples::number_text(o.sparse_lr)}};
   long first_step = 1;
   if (!o.resume.empty()) {
     const auto saved = sw::optim::load_model_checkpoint(o.resume, dense_update, table_update, world);

@@ -5,9 +5,7 @@
 // number of times leaves each step's line once, as TensorBoard's purge_step leaves its events.
 //
 //   {"step": 11, "tokens": 1408, "loss": 5.1624381439346445, "val_loss": null, "grad_norm": 0.98448966…
-#include <array>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "options.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::examples {
@@ -70,9 +69,7 @@ class metrics_log {
     if (!out_.is_open()) return;
     out_ << "{\"step\": " << step;
     for (const auto& [name, value] : fields) {
-      std::array<char, 32> number{"null"};  // the shortest digits that read back as the same double
-      if (std::isfinite(value)) *std::to_chars(number.data(), number.data() + number.size() - 1, value).ptr = '\0';
-      out_ << ", \"" << name << "\": " << number.data();
+      out_ << ", \"" << name << "\": " << (std::isfinite(value) ? number_text(value) : "null");
     }
     out_ << "}\n" << std::flush;
   }

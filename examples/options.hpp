@@ -32,6 +32,14 @@ struct option_reader {
   std::function<std::string()> shown;
 };
 
+// A number as a command line would give it: the shortest digits that read back as the same value, so
+// that two values compare equal as text only when they are equal.
+template <class Number>
+requires std::is_arithmetic_v<Number> std::string number_text(Number number) {
+  std::array<char, 32> text{};
+  return std::string(text.data(), std::to_chars(text.data(), text.data() + text.size(), number).ptr);
+}
+
 // Which numbers an option takes besides its type's.
 enum class number_sign { any, non_negative, positive };
 
@@ -53,10 +61,7 @@ requires std::is_arithmetic_v<Number> option_reader read_into(Number& into, numb
             if (sign == number_sign::non_negative || std::is_unsigned_v<Number>) return "a non-negative " + kind;
             return "a " + kind;
           },
-          [&into] {
-            std::array<char, 32> text{};
-            return std::string(text.data(), std::to_chars(text.data(), text.data() + text.size(), into).ptr);
-          }};
+          [&into] { return number_text(into); }};
 }
 template <class Number>
 option_reader read_positive_into(Number& into) {
