@@ -16,8 +16,9 @@
 // DIR continues from the latest checkpoint there, on this run's mesh whatever mesh saved it, and in
 // either precision: a checkpoint holds float32 weights (a bf16 run's master weights). Ctrl-C stops the
 // ranks after the step they are in, and saves it when --checkpoint is given; a second Ctrl-C ends at once.
-// --stop-at-step N and --stop-after-minutes M stop the run so, as planned (a batch job's time limit).
-// --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
+// --stop-at-step N and --stop-after-minutes M stop the run so, as planned (a batch job's time limit), and
+// --autoresume goes on from the --checkpoint folder where it holds a checkpoint: one command for every
+// job of a chain. --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
@@ -27,7 +28,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <span>
@@ -43,6 +43,7 @@
 #include "metrics_log.hpp"
 #include "options.hpp"
 #include "progress.hpp"
+#include "resume.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/core/bf16.hpp"
@@ -93,6 +94,7 @@ struct options {
   std::string checkpoint;
   long checkpoint_every = 100;
   std::string resume;
+  bool autoresume = false;
   long stop_at_step = 0;  // 0: none
   double stop_after_minutes = 0;
   std::string data = "/usr/share/games/fortunes";
@@ -157,7 +159,8 @@ const std::string options_text =
     optimizer_names_text() +
     "  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
-    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --stop-at-step N  --stop-after-minutes M\n"
+    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
+    "         --stop-at-step N  --stop-after-minutes M\n"
     "         --data PATH  --seed N  --json FILE  --log FILE  --sample N  --fail-at-step N  --fail-rank R\n"
     "         --help (-h)\n"
     "(docs/training.md says what each does; without --lr, the optimizer's own: " +
@@ -218,6 +221,9 @@ const char* sequence_parallelism(bool on, sw::collective_matmul_form collective)
 // --collective's values, in collective_matmul_form's order.
 constexpr std::array<std::string_view, 3> collective_forms{"ring", "unfused", "automatic"};
 
+// Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
+sw::examples::resume_request resuming(const options& o) { return {o.resume, o.checkpoint, o.autoresume}; }
+
 options parse(int argc, char** argv) {
   options o;
   using sw::examples::read_into, sw::examples::read_named, sw::examples::read_non_negative_into,
@@ -257,9 +263,12 @@ options parse(int argc, char** argv) {
                         {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                         {"--fail-rank", read_non_negative_into(o.fail_rank)},
                     },
-                    {{"--replicated", &o.replicated}, {"--sequence-parallel", &o.sequence_parallel}});
+                    {{"--replicated", &o.replicated},
+                     {"--sequence-parallel", &o.sequence_parallel},
+                     {"--autoresume", &o.autoresume}});
   o.model.seed = o.seed;
   if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
+  if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
           std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +
@@ -347,17 +356,20 @@ void train(Communicator& world, const options& o) {
   const std::string schedule_described = schedule_text(o);  // as checkpoints record it
 
   long first_step = 1;
-  if (!o.resume.empty()) {
-    const auto saved = sw::optim::load_model_checkpoint(o.resume, update, world);
+  const sw::examples::resume_request resume = resuming(o);
+  if (const std::string folder = resume.folder(world); folder.empty()) {
+    say("%s", resume.fresh_start_note().c_str());
+  } else {
+    const auto saved = sw::optim::load_model_checkpoint(folder, update, world);
     first_step = update.steps_done() + 1;
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
     const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
-    say("resumed from %s at step %ld (saved on data %s x %s%s)\n", o.resume.c_str(), update.steps_done(),
+    say("resumed from %s at step %ld (saved on data %s x %s%s)\n", folder.c_str(), update.steps_done(),
         saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
-    if (first_step > o.steps)
-      throw sw::argument_error(world.world_rank(), "07_train_gpt",
-                               "the checkpoint in " + o.resume + " is at step " + std::to_string(update.steps_done()) +
-                                   " and --steps is " + std::to_string(o.steps) + ": nothing is left to train");
+    if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, update.steps_done(), o.steps)) {
+      say("%s", done->c_str());
+      return;
+    }
     // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
     // since the learning rate then jumps.
     if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
@@ -371,9 +383,6 @@ void train(Communicator& world, const options& o) {
     if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
       say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
           saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
-  } else if (!o.checkpoint.empty() && std::filesystem::exists(std::filesystem::path(o.checkpoint) / "latest")) {
-    say("note: %s holds checkpoints already; this run starts afresh, and its first save becomes their latest\n",
-        o.checkpoint.c_str());
   }
 
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
@@ -482,7 +491,7 @@ void train(Communicator& world, const options& o) {
     if (evaluates || step == first_step || step % 10 == 0) print_progress(step, report.gradient_norm, evaluates);
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || last)) save(step);
     if (stopped_early) {
-      say("%s%s\n", stop.reason().c_str(), sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
+      say("%s%s\n", stop.reason().c_str(), resume.where_a_stopped_run_goes_on().c_str());
       break;
     }
   }

@@ -17,8 +17,9 @@
 // moments, every table row and its Adagrad accumulator); --resume DIR continues from the latest
 // checkpoint there, on any rank count and any --row-wise, the batches going on from its step. Ctrl-C
 // stops the ranks after the step they are in, and saves it when --checkpoint is given; --stop-at-step N
-// and --stop-after-minutes M stop the run so, as planned (a batch job's time limit). --log FILE writes
-// every step's metrics as the run goes, kept across stops and resumes.
+// and --stop-after-minutes M stop the run so, as planned (a batch job's time limit), and --autoresume
+// goes on from the --checkpoint folder where it holds a checkpoint: one command for every job of a
+// chain. --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
@@ -28,7 +29,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -45,6 +45,7 @@
 #include "metrics_log.hpp"
 #include "options.hpp"
 #include "progress.hpp"
+#include "resume.hpp"
 #include "shardwise/comm/memory_high_water.hpp"
 #include "shardwise/comm/threads.hpp"
 #include "shardwise/data/dlrm_generator.hpp"
@@ -89,6 +90,7 @@ struct options {
   std::string checkpoint;
   long checkpoint_every = 100;
   std::string resume;
+  bool autoresume = false;
   long stop_at_step = 0;  // 0: none
   double stop_after_minutes = 0;
   std::string json;
@@ -101,14 +103,18 @@ constexpr const char* options_text =
     "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
-    "         --path automatic|fused|unfused  --seed N  --checkpoint DIR  --checkpoint-every N  --resume DIR\n"
-    "         --stop-at-step N  --stop-after-minutes M  --json FILE  --log FILE  --fail-at-step N  --fail-rank R\n"
+    "         --path automatic|fused|unfused  --seed N  --json FILE  --log FILE\n"
+    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
+    "         --stop-at-step N  --stop-after-minutes M  --fail-at-step N  --fail-rank R\n"
     "         --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
 
 const sw::examples::command_line command_line{"09_train_dlrm", options_text};
 
 [[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
+
+// Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
+sw::examples::resume_request resuming(const options& o) { return {o.resume, o.checkpoint, o.autoresume}; }
 
 options parse(int argc, char** argv) {
   options o;
@@ -144,12 +150,14 @@ options parse(int argc, char** argv) {
                                            {"--log", read_into(o.log)},
                                            {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
-                                       });
+                                       },
+                                       {{"--autoresume", &o.autoresume}});
   if (o.row_wise < 0 || o.row_wise > o.tables)
     usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
           "), not " + std::to_string(o.row_wise) + (given.contains("--row-wise") ? "" : ", its default"));
   if (o.backend == "mpi" && given.contains("--ranks"))
     usage("--ranks is the threads' count; under MPI each process mpiexec -n N starts is a rank");
+  if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
   return o;
 }
 
@@ -260,24 +268,24 @@ void train(Communicator& world, const options& o) {
                                                             {"dense-lr", sw::examples::number_text(o.dense_lr)},
                                                             {"sparse-lr", sw::examples::number_text(o.sparse_lr)}};
   long first_step = 1;
-  if (!o.resume.empty()) {
-    const auto saved = sw::optim::load_model_checkpoint(o.resume, dense_update, table_update, world);
+  const sw::examples::resume_request resume = resuming(o);
+  if (const std::string folder = resume.folder(world); folder.empty()) {
+    say("%s", resume.fresh_start_note().c_str());
+  } else {
+    const auto saved = sw::optim::load_model_checkpoint(folder, dense_update, table_update, world);
     first_step = dense_update.steps_done() + 1;
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
-    say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", o.resume.c_str(),
+    say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", folder.c_str(),
         dense_update.steps_done(), saved_as("ranks").c_str(), saved_as("row-wise").c_str());
-    if (first_step > o.steps)
-      throw sw::argument_error(world.world_rank(), "09_train_dlrm",
-                               "the checkpoint in " + o.resume + " is at step " +
-                                   std::to_string(dense_update.steps_done()) + " and --steps is " +
-                                   std::to_string(o.steps) + ": nothing is left to train");
+    if (const auto done =
+            resume.finished(world.world_rank(), "09_train_dlrm", folder, dense_update.steps_done(), o.steps)) {
+      say("%s", done->c_str());
+      return;
+    }
     for (const auto& [option, value] : noted_options)
       if (saved.contains(option) && saved.at(option) != value)
         say("note: the checkpoint was trained with --%s %s; this run goes on with %s\n", option.c_str(),
             saved.at(option).c_str(), value.c_str());
-  } else if (!o.checkpoint.empty() && std::filesystem::exists(std::filesystem::path(o.checkpoint) / "latest")) {
-    say("note: %s holds checkpoints already; this run starts afresh, and its first save becomes their latest\n",
-        o.checkpoint.c_str());
   }
   const auto save = [&](long step) {
     auto metadata = noted_options;
@@ -438,7 +446,7 @@ void train(Communicator& world, const options& o) {
     }
     if (!o.checkpoint.empty() && (step % o.checkpoint_every == 0 || ends)) save(step);
     if (stops) {
-      say("%s%s\n", stop.reason().c_str(), sw::examples::where_a_stopped_run_goes_on(o.checkpoint).c_str());
+      say("%s%s\n", stop.reason().c_str(), resume.where_a_stopped_run_goes_on().c_str());
       break;
     }
   }

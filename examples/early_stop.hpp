@@ -122,11 +122,6 @@ class early_stop {
   long step_ = 0;
 };
 
-// What the line reporting a stop adds: the --checkpoint folder a --resume goes on from, if any.
-inline std::string where_a_stopped_run_goes_on(const std::string& checkpoint) {
-  return checkpoint.empty() ? " (no --checkpoint: nothing saved)" : ": --resume " + checkpoint + " goes on from it";
-}
-
 // 128 + the signal that stopped the run, as a shell reports one; 0 where none did.
 inline int exit_code_after_signal() {
   const int signal = stop_signal().load();

@@ -1,0 +1,85 @@
+#pragma once
+// Where the training examples (07, 09) go on from, and what they say of it:
+// - --resume DIR: the latest checkpoint in DIR, which must hold one, and must leave steps to train.
+// - --autoresume: the latest checkpoint in the --checkpoint folder where it holds one, else a fresh
+//   start; a checkpoint at the last of --steps ends the run at once, exit status 0. Every job of a chain
+//   of batch jobs runs the same command (Megatron-LM's --load of the --save folder, Composer's
+//   autoresume), and the job queued after the run's end does nothing and succeeds.
+// - neither: a fresh start, which notes a --checkpoint folder that holds checkpoints already.
+//
+//   const resume_request resuming{o.resume, o.checkpoint, o.autoresume};
+//   const std::string folder = resuming.folder(world);           // "" for a fresh start
+//   if (folder.empty()) say(resuming.fresh_start_note()); else { load(folder); … }
+//   if (const auto done = resuming.finished(world.world_rank(), program, folder, steps_done, o.steps)) { say(*done);
+//   return; }
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::examples {
+
+struct resume_request {
+  std::string resume;       // --resume DIR
+  std::string checkpoint;   // --checkpoint DIR
+  bool autoresume = false;  // --autoresume
+
+  // What is wrong with the options, "" for nothing.
+  [[nodiscard]] std::string mistake() const {
+    if (autoresume && !resume.empty())
+      return "--resume DIR and --autoresume both say where the run goes on from: give one";
+    if (autoresume && checkpoint.empty())
+      return "--autoresume goes on from the --checkpoint folder: give --checkpoint DIR";
+    return "";
+  }
+
+  // The folder the run loads, "" for a fresh start (collective: rank 0 looks, so that every rank starts
+  // alike even where a file system shows the ranks a save at different times).
+  template <communicator World>
+  [[nodiscard]] std::string folder(World& world) const {
+    if (!autoresume) return resume;
+    int holds_one = world.rank() == 0 && holds_checkpoint() ? 1 : 0;
+    world.broadcast(std::span<int>(&holds_one, 1), 0);
+    return holds_one != 0 ? checkpoint : "";
+  }
+
+  // What a fresh start says, "" for nothing.
+  [[nodiscard]] std::string fresh_start_note() const {
+    if (autoresume) return "note: --autoresume found no checkpoint in " + checkpoint + ": this run starts at step 1\n";
+    if (!checkpoint.empty() && holds_checkpoint())
+      return "note: " + checkpoint +
+             " holds checkpoints already; this run starts afresh, and its first save becomes "
+             "their latest\n";
+    return "";
+  }
+
+  // After loading `folder` at `steps_done`, for a run of `steps`: nothing where steps are left, what the
+  // run says before it ends where --autoresume finds it complete. Otherwise a checkpoint at or past the
+  // end is a mistake (the wrong folder, or --steps), refused for `program` on `rank`.
+  [[nodiscard]] std::optional<std::string> finished(int rank, std::string_view program, const std::string& folder,
+                                                    long steps_done, long steps) const {
+    if (steps_done < steps) return std::nullopt;
+    const std::string at = "the checkpoint in " + folder + " is at step " + std::to_string(steps_done);
+    if (autoresume && steps_done == steps)
+      return at + ", the last of --steps " + std::to_string(steps) + ": nothing is left to train\n";
+    throw argument_error(rank, std::string(program),
+                         at + " and --steps is " + std::to_string(steps) + ": nothing is left to train");
+  }
+
+  // What the line reporting a stop adds: how a run goes on from the step it saved.
+  [[nodiscard]] std::string where_a_stopped_run_goes_on() const {
+    if (checkpoint.empty()) return " (no --checkpoint: nothing saved)";
+    return autoresume ? ": the same command goes on from it" : ": --resume " + checkpoint + " goes on from it";
+  }
+
+ private:
+  [[nodiscard]] bool holds_checkpoint() const {
+    return std::filesystem::exists(std::filesystem::path(checkpoint) / "latest");
+  }
+};
+
+}  // namespace shardwise::examples
