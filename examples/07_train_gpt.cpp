@@ -23,6 +23,7 @@
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +31,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -224,51 +227,82 @@ constexpr std::array<std::string_view, 3> collective_forms{"ring", "unfused", "a
 // Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
 sw::examples::resume_request resuming(const options& o) { return {o.resume, o.checkpoint, o.autoresume}; }
 
+// The model's sizes, as the options that give them and the keys a checkpoint records them by.
+constexpr std::array<std::pair<std::string_view, std::int64_t sw::model::gpt_config::*>, 4> model_sizes{
+    {{"layers", &sw::model::gpt_config::layers},
+     {"hidden", &sw::model::gpt_config::hidden},
+     {"heads", &sw::model::gpt_config::heads},
+     {"context", &sw::model::gpt_config::context}}};
+
+// A resumed run builds the model its checkpoint holds, as nanoGPT's resume does: the sizes it was saved
+// with, where the command line gives none. One given otherwise is refused, --heads above all, which no
+// parameter's shape shows.
+void take_the_checkpoints_sizes(options& o, const std::set<std::string, std::less<>>& given) {
+  const std::string folder = resuming(o).folder();
+  if (folder.empty()) return;
+  const auto saved = sw::optim::read_model_checkpoint_summary(folder).metadata;
+  for (const auto& [name, size] : model_sizes) {
+    const auto recorded = saved.find(std::string(name));
+    if (recorded == saved.end()) continue;  // saved before checkpoints recorded the sizes
+    const std::string flag = "--" + std::string(name);
+    std::int64_t value = 0;
+    const std::string& text = recorded->second;
+    if (const auto [end, problem] = std::from_chars(text.data(), text.data() + text.size(), value);
+        problem != std::errc() || end != text.data() + text.size() || value < 1)
+      usage("the checkpoint in " + folder + " records " + flag + " as \"" + text + "\", not a positive whole number");
+    if (given.contains(flag) && o.model.*size != value)
+      usage(flag + " " + std::to_string(o.model.*size) + " is not the model of " + folder + ": it was saved with " +
+            flag + " " + recorded->second);
+    o.model.*size = value;
+  }
+}
+
 options parse(int argc, char** argv) {
   options o;
   using sw::examples::read_into, sw::examples::read_named, sw::examples::read_non_negative_into,
       sw::examples::read_one_of, sw::examples::read_positive_into;
-  command_line.read(argc, argv,
-                    {
-                        {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
-                        {"--dp", read_positive_into(o.data_parallel)},
-                        {"--tp", read_into(o.tensor_parallel)},
-                        {"--layers", read_positive_into(o.model.layers)},
-                        {"--hidden", read_positive_into(o.model.hidden)},
-                        {"--heads", read_positive_into(o.model.heads)},
-                        {"--context", read_positive_into(o.model.context)},
-                        {"--steps", read_positive_into(o.steps)},
-                        {"--batch", read_positive_into(o.batch)},
-                        {"--micro-batches", read_positive_into(o.micro_batches)},
-                        {"--collective", read_named(o.model.products.collective, collective_forms)},
-                        {"--recompute", read_named(o.model.recompute, sw::nn::recomputation_names)},
-                        {"--precision", read_one_of(o.precision, {"float", "bf16"})},
-                        {"--optimizer", read_one_of(o.optimizer, optimizer_names)},
-                        {"--lr", read_positive_into(o.learning_rate)},
-                        {"--warmup", read_non_negative_into(o.warmup)},
-                        {"--weight-decay", read_non_negative_into(o.weight_decay)},
-                        {"--clip", read_non_negative_into(o.clip_norm)},
-                        {"--eval-every", read_positive_into(o.eval_every)},
-                        {"--eval-batches", read_positive_into(o.eval_batches)},
-                        {"--checkpoint", read_into(o.checkpoint)},
-                        {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
-                        {"--resume", read_into(o.resume)},
-                        {"--stop-at-step", read_positive_into(o.stop_at_step)},
-                        {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
-                        {"--data", read_into(o.data)},
-                        {"--seed", read_into(o.seed)},
-                        {"--json", read_into(o.json)},
-                        {"--log", read_into(o.log)},
-                        {"--sample", read_non_negative_into(o.sample_bytes)},
-                        {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
-                        {"--fail-rank", read_non_negative_into(o.fail_rank)},
-                    },
-                    {{"--replicated", &o.replicated},
-                     {"--sequence-parallel", &o.sequence_parallel},
-                     {"--autoresume", &o.autoresume}});
+  const auto given = command_line.read(argc, argv,
+                                       {
+                                           {"--backend", read_one_of(o.backend, {"threads", "mpi"})},
+                                           {"--dp", read_positive_into(o.data_parallel)},
+                                           {"--tp", read_into(o.tensor_parallel)},
+                                           {"--layers", read_positive_into(o.model.layers)},
+                                           {"--hidden", read_positive_into(o.model.hidden)},
+                                           {"--heads", read_positive_into(o.model.heads)},
+                                           {"--context", read_positive_into(o.model.context)},
+                                           {"--steps", read_positive_into(o.steps)},
+                                           {"--batch", read_positive_into(o.batch)},
+                                           {"--micro-batches", read_positive_into(o.micro_batches)},
+                                           {"--collective", read_named(o.model.products.collective, collective_forms)},
+                                           {"--recompute", read_named(o.model.recompute, sw::nn::recomputation_names)},
+                                           {"--precision", read_one_of(o.precision, {"float", "bf16"})},
+                                           {"--optimizer", read_one_of(o.optimizer, optimizer_names)},
+                                           {"--lr", read_positive_into(o.learning_rate)},
+                                           {"--warmup", read_non_negative_into(o.warmup)},
+                                           {"--weight-decay", read_non_negative_into(o.weight_decay)},
+                                           {"--clip", read_non_negative_into(o.clip_norm)},
+                                           {"--eval-every", read_positive_into(o.eval_every)},
+                                           {"--eval-batches", read_positive_into(o.eval_batches)},
+                                           {"--checkpoint", read_into(o.checkpoint)},
+                                           {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
+                                           {"--resume", read_into(o.resume)},
+                                           {"--stop-at-step", read_positive_into(o.stop_at_step)},
+                                           {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
+                                           {"--data", read_into(o.data)},
+                                           {"--seed", read_into(o.seed)},
+                                           {"--json", read_into(o.json)},
+                                           {"--log", read_into(o.log)},
+                                           {"--sample", read_non_negative_into(o.sample_bytes)},
+                                           {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
+                                           {"--fail-rank", read_non_negative_into(o.fail_rank)},
+                                       },
+                                       {{"--replicated", &o.replicated},
+                                        {"--sequence-parallel", &o.sequence_parallel},
+                                        {"--autoresume", &o.autoresume}});
   o.model.seed = o.seed;
   if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
   if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
+  take_the_checkpoints_sizes(o, given);
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
           std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +
@@ -391,9 +425,11 @@ void train(Communicator& world, const options& o) {
   double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
   world.broadcast(std::span<double>(&peak, 1), 0);
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  say("shardwise 07: GPT of %.2fM parameters on %d ranks (%s): data %d x tensor-parallel %s%s, %s, %s %s update%s%s\n",
-      sw::model::parameter_count(o.model) / 1e6, world.size(), o.backend.c_str(), o.data_parallel,
-      o.tensor_parallel.c_str(), sequence_parallelism(o.sequence_parallel, o.model.products.collective),
+  say("shardwise 07: GPT of %.2fM parameters (%s)\non %d ranks (%s): data %d x tensor-parallel %s%s, %s, %s %s "
+      "update%s%s\n",
+      sw::model::parameter_count(o.model) / 1e6, sw::model::describe(o.model).c_str(), world.size(), o.backend.c_str(),
+      o.data_parallel, o.tensor_parallel.c_str(),
+      sequence_parallelism(o.sequence_parallel, o.model.products.collective),
       std::is_same_v<Weight, sw::bf16> ? "bf16 over float32 master weights" : "float32",
       o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
       o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
@@ -440,15 +476,16 @@ void train(Communicator& world, const options& o) {
         step, o.steps, train_loss, validation, gradient_norm, schedule(step), tokens_per_second, 100 * mfu,
         memory_mib(), sw::examples::duration(seconds_left).c_str());
   };
+  std::map<std::string, std::string> metadata{
+      {"data_parallel", std::to_string(o.data_parallel)},
+      {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
+      {"precision", o.precision},
+      {"optimizer", o.optimizer},
+      {"seed", std::to_string(o.seed)},
+      {"schedule", schedule_described}};
+  for (const auto& [name, size] : model_sizes) metadata[std::string(name)] = std::to_string(o.model.*size);
   const auto save = [&](long step) {
-    sw::optim::save_model_checkpoint(
-        o.checkpoint, update, data, world,
-        {{"data_parallel", std::to_string(o.data_parallel)},
-         {"tensor_parallel", o.tensor_parallel + (o.sequence_parallel ? " sequence-parallel" : "")},
-         {"precision", o.precision},
-         {"optimizer", o.optimizer},
-         {"seed", std::to_string(o.seed)},
-         {"schedule", schedule_described}});
+    sw::optim::save_model_checkpoint(o.checkpoint, update, data, world, metadata);
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
   };
 
@@ -579,23 +616,21 @@ void train_under_mpi(int argc, char** argv) {
   sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { run(world, o); });
 }
 #else
-int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
+int main(int argc, char** argv) try {
+  const options o = parse(argc, argv);  // reads a resumed checkpoint's manifest, which may fail
   sw::examples::stop_on_signals();
-  try {
-    if (o.backend == "mpi") {
+  if (o.backend == "mpi") {
 #ifdef SHARDWISE_TRAIN_WITH_MPI
-      train_under_mpi(argc, argv);
+    train_under_mpi(argc, argv);
 #else
-      usage("this build has no MPI: --backend mpi is not available");
+    usage("this build has no MPI: --backend mpi is not available");
 #endif
-    } else {
-      sw::threads::run(ranks_needed(o), [&](sw::communicator auto& world) { run(world, o); });
-    }
-  } catch (const std::exception& failure) {
-    std::fprintf(stderr, "%s\n", failure.what());
-    return 1;
+  } else {
+    sw::threads::run(ranks_needed(o), [&](sw::communicator auto& world) { run(world, o); });
   }
   return sw::examples::exit_code_after_signal();
+} catch (const std::exception& failure) {
+  std::fprintf(stderr, "%s\n", failure.what());
+  return 1;
 }
 #endif

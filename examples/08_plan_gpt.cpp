@@ -475,16 +475,14 @@ int main(int argc, char** argv) try {
           std::to_string(o.devices) + " devices (named as \"data 8 x 1d-sp:8\")");
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
   std::printf(
-      "shardwise 08: a GPT of %.1fM parameters (%ld block%s of width %ld, %ld heads, context %ld, vocabulary %ld),\n"
+      "shardwise 08: a GPT of %.1fM parameters (%s),\n"
       "%ld sequences per step, %s, on %s; %.3g GiB per device\n"
       "each mesh: one training step (forward and backward per micro-batch, then AdamW with clipping), shapes only,\n"
       "ranked by its simulated time, fastest first (vs first: how much longer its step is than the first's; a\n"
       "fraction of a percent is finer than the model can tell meshes apart); memory: its fullest device's high-water\n"
       "mark of weights, gradients, AdamW's state, kept activations and working buffers (a framework's own overheads\n"
       "not counted)\n",
-      sw::model::parameter_count(o.model) / 1e6, static_cast<long>(o.model.layers), o.model.layers == 1 ? "" : "s",
-      static_cast<long>(o.model.hidden), static_cast<long>(o.model.heads), static_cast<long>(o.model.context),
-      static_cast<long>(o.model.vocabulary), o.batch,
+      sw::model::parameter_count(o.model) / 1e6, sw::model::describe(o.model).c_str(), o.batch,
       o.precision == "bf16" ? "bf16 weights and activations (float32 gradients, master weights and optimizer state)"
                             : "float32 throughout",
       c.description.c_str(), c.memory_bytes / gib);

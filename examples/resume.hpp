@@ -7,11 +7,11 @@
 //   autoresume), and the job queued after the run's end does nothing and succeeds.
 // - neither: a fresh start, which notes a --checkpoint folder that holds checkpoints already.
 //
-//   const resume_request resuming{o.resume, o.checkpoint, o.autoresume};
-//   const std::string folder = resuming.folder(world);           // "" for a fresh start
-//   if (folder.empty()) say(resuming.fresh_start_note()); else { load(folder); … }
-//   if (const auto done = resuming.finished(world.world_rank(), program, folder, steps_done, o.steps)) { say(*done);
-//   return; }
+//   const resume_request resume{o.resume, o.checkpoint, o.autoresume};
+//   const std::string folder = resume.folder(world);             // "" for a fresh start
+//   if (folder.empty()) say(resume.fresh_start_note());
+//   else { load(folder);
+//          if (const auto done = resume.finished(rank, program, folder, steps_done, o.steps)) { say(*done); return; } }
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -37,12 +37,15 @@ struct resume_request {
     return "";
   }
 
-  // The folder the run loads, "" for a fresh start (collective: rank 0 looks, so that every rank starts
-  // alike even where a file system shows the ranks a save at different times).
+  // The folder the run loads as this process sees it, "" for a fresh start.
+  [[nodiscard]] std::string folder() const { return !autoresume ? resume : holds_checkpoint() ? checkpoint : ""; }
+
+  // The same as rank 0 sees it (collective), so that every rank starts alike even where a file system
+  // shows the ranks a save at different times.
   template <communicator World>
   [[nodiscard]] std::string folder(World& world) const {
     if (!autoresume) return resume;
-    int holds_one = world.rank() == 0 && holds_checkpoint() ? 1 : 0;
+    int holds_one = world.rank() == 0 && !folder().empty() ? 1 : 0;
     world.broadcast(std::span<int>(&holds_one, 1), 0);
     return holds_one != 0 ? checkpoint : "";
   }

@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "optim/model_checkpoint_checks.hpp"
 #include "shardwise/core/bf16.hpp"
@@ -149,6 +151,17 @@ TYPED_TEST(model_checkpoint, a_bf16_model_resumes_bitwise_from_its_master_weight
       {1, 2, 4});
 }
 
+// Overwrites a byte of a saved file: on rank 0, once every rank has finished what came before.
+void damage(communicator auto& world, const fs::path& file) {
+  world.barrier();
+  if (world.rank() == 0) {
+    std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekp(40);
+    bytes.put('\x7f');
+  }
+  world.barrier();
+}
+
 TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_does_not_fit) {
   TypeParam::run(
       [](communicator auto& world) {
@@ -189,18 +202,48 @@ TYPED_TEST(model_checkpoint, saves_commit_whole_keep_the_newest_and_refuse_what_
           expect_error(update, folder,
                        "its optimizer state is {first_moment, second_moment}, this optimizer keeps none");
         }
-        world.barrier();
         // A damaged file names itself; a missing manifest names the file.
-        if (world.rank() == 0) {
-          std::fstream file(folder / "step-2" / "rank-0.bin", std::ios::in | std::ios::out | std::ios::binary);
-          file.seekp(40);
-          file.put('\x7f');
-        }
-        world.barrier();
+        damage(world, folder / "step-2" / "rank-0.bin");
         expect_error(run.update, folder / "step-2", "rank-0.bin (written by rank 0) is damaged: CRC-32C");
         expect_error(run.update, folder / "nowhere", "there is no such folder");
         // The latest checkpoint is untouched by all of this.
         EXPECT_NO_THROW((void)optim::load_model_checkpoint(folder, run.update, world));
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
+      },
+      {1, 3});
+}
+
+// The summary is the manifest alone: the steps, the state names, every parameter's global shape and the
+// metadata, without a model, and whatever the rank files hold.
+TYPED_TEST(model_checkpoint, a_summary_reads_the_manifest_alone) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        using C = std::remove_cvref_t<decltype(world)>;
+        const fs::path folder = shardwise::testing::shared_folder(world, "model-checkpoint-summary");
+        training<nn::tensor_parallel_1d<padded>, C, 1> run(world, 1, {world.size()});
+        run.step(1);
+        optim::save_model_checkpoint(folder, run.update, run.mesh.data(), world, {{"heads", "2"}});
+        damage(world, folder / "step-1" / "rank-0.bin");
+        const auto summary = optim::read_model_checkpoint_summary(folder);
+        EXPECT_EQ(summary.steps, 1);
+        EXPECT_EQ(summary.state_names, (std::vector<std::string>{"first_moment", "second_moment"}));
+        std::map<std::string, matrix_extents> shapes;
+        for (const auto& record : run.update.parameters()) shapes[record.name] = record.extents;
+        EXPECT_EQ(summary.parameters, shapes);
+        EXPECT_EQ(summary.parameters.at("embedding.token.weight"), (matrix_extents{config.vocabulary, config.hidden}));
+        EXPECT_TRUE(summary.tables.empty());
+        EXPECT_EQ(summary.metadata, (std::map<std::string, std::string>{{"heads", "2"}}));
+        try {
+          (void)optim::read_model_checkpoint_summary(folder / "nowhere");
+          ADD_FAILURE() << "read a summary of a folder that does not exist";
+        } catch (const optim::checkpoint_error& e) {
+          EXPECT_EQ(std::string(e.what()).rfind("[no rank] read_model_checkpoint_summary(" +
+                                                    (folder / "nowhere").string() + "): no checkpoint at ",
+                                                0),
+                    0U)
+              << e.what();
+        }
         world.barrier();
         if (world.rank() == 0) fs::remove_all(folder);
       },

@@ -63,6 +63,13 @@ struct gpt_config {
   return c.vocabulary * h + c.context * h + c.layers * block + 2 * h;
 }
 
+// "8 blocks of width 1536, 16 heads, context 1024, vocabulary 50304": the sizes of a model of this config.
+[[nodiscard]] inline std::string describe(const gpt_config& c) {
+  return std::to_string(c.layers) + (c.layers == 1 ? " block" : " blocks") + " of width " + std::to_string(c.hidden) +
+         ", " + std::to_string(c.heads) + " heads, context " + std::to_string(c.context) + ", vocabulary " +
+         std::to_string(c.vocabulary);
+}
+
 // Floating-point operations of one training step per token (forward and backward), as PaLM's MFU
 // counts them: 6 per weight of every product (the tied head included, the embedding lookups not) plus
 // attention's 12 · layers · hidden · context.

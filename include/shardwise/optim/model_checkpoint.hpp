@@ -33,6 +33,10 @@
 // file's size and checksum, and fills this rank's blocks of weights and state from the saved blocks
 // that intersect them — so the mesh, the layouts and the padding may all differ from the saving run's.
 // Values are copied, never combined: a load is bit-exact. Values are in the machine's byte order.
+//
+// read_model_checkpoint_summary(dir) reads the manifest alone — the steps, the shapes, the metadata — so
+// that a program can build the model a checkpoint was saved from (its sizes kept in the metadata)
+// before it loads it.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -58,6 +62,17 @@
 #include "shardwise/optim/sparse_update.hpp"
 
 namespace shardwise::optim {
+
+// What a model checkpoint says of itself in its manifest: enough to build the model it was saved from
+// before loading it (read_model_checkpoint_summary below).
+struct model_checkpoint_summary {
+  long steps = 0;
+  std::vector<std::string> state_names;              // the optimizer's, per parameter
+  std::map<std::string, matrix_extents> parameters;  // global shapes, by name
+  std::map<std::string, matrix_extents> tables;      // the embedding tables' (a DLRM's), by name
+  std::vector<std::string> table_state_names;        // the sparse optimizer's, per row
+  std::map<std::string, std::string> metadata;       // the caller's, as saved
+};
 
 namespace detail {
 
@@ -206,40 +221,14 @@ class model_checkpoint_contents {
   model_checkpoint_contents(const std::filesystem::path& path, std::span<const parameter_record> records,
                             std::span<const std::string_view> optimizer_state_names, const table_section& model_tables,
                             const checkpoint_call& call)
-      : call_(call), checkpoint_(path, model_manifest_header, call_) {
-    auto& in = checkpoint_.manifest();
-    in.expect("steps");
-    steps_ = in.number<long>("the step count");
-    in.end_line();
-    state_names_ = read_state_names(in);
-    in.expect("parameters");
-    const std::size_t parameter_count = in.count("the parameter count", 6);
-    in.end_line();
-    const auto shapes = read_shapes(in, parameter_count, "parameter");
-    std::map<std::string, matrix_extents> tables;
-    std::vector<std::string> table_state_names;
-    std::string_view section = in.word();
-    if (section == "tables") {
-      const std::size_t table_count = in.count("the table count", 6);
-      table_state_names = read_state_names(in);
-      tables = read_shapes(in, table_count, "table");
-      section = in.word();
-    }
-    if (section != "metadata") throw in.malformed("\"metadata\" expected, \"" + printable(section) + "\" found");
-    const std::size_t metadata_count = in.count("the metadata count", 3);
-    in.end_line();
-    for (std::size_t m = 0; m < metadata_count; ++m) {
-      const std::string key(in.word());
-      metadata_[key] = in.rest_of_line();
-    }
-    in.expect_end();
-
+      : call_(call), checkpoint_(path, model_manifest_header, call_), summary_(read_summary(checkpoint_.manifest())) {
+    const auto& [steps, state_names, shapes, tables, table_state_names, metadata] = summary_;
     // The model must be the checkpoint's: the same names with the same global shapes.
     std::vector<std::pair<std::string, matrix_extents>> model_shapes;  // in the model's order
     for (const auto& record : records) model_shapes.emplace_back(record.name, record.extents);
     expect_same(shapes, model_shapes, "parameter");
-    if (!std::ranges::equal(state_names_, optimizer_state_names))
-      throw fail("its optimizer state is " + detail::names_text(state_names_) + ", this optimizer keeps " +
+    if (!std::ranges::equal(state_names, optimizer_state_names))
+      throw fail("its optimizer state is " + detail::names_text(state_names) + ", this optimizer keeps " +
                  detail::names_text(optimizer_state_names));
     expect_same(tables, model_tables.tables, "table");
     if (!model_tables.tables.empty() && !std::ranges::equal(table_state_names, model_tables.state_names))
@@ -251,7 +240,7 @@ class model_checkpoint_contents {
     std::map<std::string, matrix_extents> tensors;
     for (const auto& [name, extents] : shapes) {
       tensors[name] = extents;
-      for (const auto& state : state_names_) tensors[state_tensor_name(name, state)] = extents;
+      for (const auto& state : state_names) tensors[state_tensor_name(name, state)] = extents;
     }
     for (const auto& [name, extents] : tables) {
       tensors[name] = extents;
@@ -267,9 +256,37 @@ class model_checkpoint_contents {
   model_checkpoint_contents(const model_checkpoint_contents&) = delete;
   model_checkpoint_contents& operator=(const model_checkpoint_contents&) = delete;
 
-  [[nodiscard]] long steps() const noexcept { return steps_; }
-  [[nodiscard]] const std::vector<std::string>& state_names() const noexcept { return state_names_; }
-  [[nodiscard]] const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+  [[nodiscard]] const model_checkpoint_summary& summary() const noexcept { return summary_; }
+
+  // The manifest after the file list: the steps, the optimizer's state names, every parameter's name and
+  // global shape, the tables (where the model has any), the caller's metadata.
+  static model_checkpoint_summary read_summary(text_reader& in) {
+    model_checkpoint_summary summary;
+    in.expect("steps");
+    summary.steps = in.number<long>("the step count");
+    in.end_line();
+    summary.state_names = read_state_names(in);
+    in.expect("parameters");
+    const std::size_t parameter_count = in.count("the parameter count", 6);
+    in.end_line();
+    summary.parameters = read_shapes(in, parameter_count, "parameter");
+    std::string_view section = in.word();
+    if (section == "tables") {
+      const std::size_t table_count = in.count("the table count", 6);
+      summary.table_state_names = read_state_names(in);
+      summary.tables = read_shapes(in, table_count, "table");
+      section = in.word();
+    }
+    if (section != "metadata") throw in.malformed("\"metadata\" expected, \"" + printable(section) + "\" found");
+    const std::size_t metadata_count = in.count("the metadata count", 3);
+    in.end_line();
+    for (std::size_t m = 0; m < metadata_count; ++m) {
+      const std::string key(in.word());
+      summary.metadata[key] = in.rest_of_line();
+    }
+    in.expect_end();
+    return summary;
+  }
 
   // This rank's blocks of the tensor `name`, laid out as `record` stores them, assembled from every saved
   // block that meets them.
@@ -345,9 +362,7 @@ class model_checkpoint_contents {
 
   checkpoint_call call_;
   checkpoint_folder checkpoint_;
-  long steps_ = 0;
-  std::vector<std::string> state_names_;
-  std::map<std::string, std::string> metadata_;
+  model_checkpoint_summary summary_;
   std::vector<std::vector<std::byte>> contents_;  // the files' bytes, which the saved blocks point into
   std::map<std::string, std::vector<saved_block>> blocks_;
 };
@@ -465,14 +480,15 @@ std::map<std::string, std::string> load_model(const std::filesystem::path& path,
     const model_checkpoint_contents saved(path, records, Optimizer::state_names, tables, call);
     for (std::size_t t = 0; t < records.size(); ++t) {
       update.set_weights(t, saved.assemble(records[t], records[t].name));
-      for (std::size_t k = 0; k < saved.state_names().size(); ++k)
-        update.set_state(k, t, saved.assemble(records[t], state_tensor_name(records[t].name, saved.state_names()[k])));
+      for (std::size_t k = 0; k < Optimizer::state_names.size(); ++k)
+        update.set_state(
+            k, t, saved.assemble(records[t], state_tensor_name(records[t].name, saved.summary().state_names[k])));
     }
     load_tables(saved);
-    update.set_steps_done(saved.steps());
-    metadata = saved.metadata();
-    metadata["steps"] = std::to_string(saved.steps());
-    return saved.steps();
+    update.set_steps_done(saved.summary().steps);
+    metadata = saved.summary().metadata;
+    metadata["steps"] = std::to_string(saved.summary().steps);
+    return saved.summary().steps;
   });
   return metadata;
 }
@@ -545,6 +561,18 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
   }
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
+}
+
+// What the checkpoint at `path` (a directory with `latest`, or a step folder) says of itself, read from
+// its manifest alone, with no model to load it into (no collective; the rank files are not read): what
+// a program needs to build the model the checkpoint was saved from, as PyTorch's distributed
+// checkpoint's read_metadata. Its errors name no rank.
+inline model_checkpoint_summary read_model_checkpoint_summary(const std::filesystem::path& path) try {
+  const detail::checkpoint_call call{-1, "read_model_checkpoint_summary"};
+  detail::checkpoint_folder checkpoint(path, detail::model_manifest_header, call);
+  return detail::model_checkpoint_contents::read_summary(checkpoint.manifest());
+} catch (...) {
+  rethrow_within_call(-1, call_text("read_model_checkpoint_summary", path.string()));
 }
 
 }  // namespace shardwise::optim
