@@ -19,6 +19,8 @@
 // --stop-at-step N and --stop-after-minutes M stop the run so, as planned (a batch job's time limit), and
 // --autoresume goes on from the --checkpoint folder where it holds a checkpoint: one command for every
 // job of a chain. --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
+// A resumed run builds the model its checkpoint holds; --eval-only gives that model's validation loss and
+// a sample after --prompt, and trains nothing.
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
@@ -105,6 +107,8 @@ struct options {
   std::string json;
   std::string log;
   long sample_bytes = 200;
+  std::string prompt;  // "": the validation text's first 16 bytes
+  bool eval_only = false;
   long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
   int fail_rank = 0;
 };
@@ -164,7 +168,8 @@ const std::string options_text =
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
     "         --stop-at-step N  --stop-after-minutes M\n"
-    "         --data PATH  --seed N  --json FILE  --log FILE  --sample N  --fail-at-step N  --fail-rank R\n"
+    "         --data PATH  --seed N  --json FILE  --log FILE  --sample N  --prompt TEXT  --eval-only\n"
+    "         --fail-at-step N  --fail-rank R\n"
     "         --help (-h)\n"
     "(docs/training.md says what each does; without --lr, the optimizer's own: " +
     default_learning_rates_text() + ")\n";
@@ -293,16 +298,21 @@ options parse(int argc, char** argv) {
                                            {"--json", read_into(o.json)},
                                            {"--log", read_into(o.log)},
                                            {"--sample", read_non_negative_into(o.sample_bytes)},
+                                           {"--prompt", read_into(o.prompt)},
                                            {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        },
                                        {{"--replicated", &o.replicated},
                                         {"--sequence-parallel", &o.sequence_parallel},
-                                        {"--autoresume", &o.autoresume}});
+                                        {"--autoresume", &o.autoresume},
+                                        {"--eval-only", &o.eval_only}});
   o.model.seed = o.seed;
   if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
   if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
   take_the_checkpoints_sizes(o, given);
+  if (o.eval_only && (!o.checkpoint.empty() || !o.log.empty()))
+    usage("--eval-only trains no step, so it saves and logs none: leave out --checkpoint and --log");
+  if (given.contains("--prompt") && o.prompt.empty()) usage("--prompt is the text a sample goes on from: give some");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
           std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +
@@ -400,23 +410,25 @@ void train(Communicator& world, const options& o) {
     const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
     say("resumed from %s at step %ld (saved on data %s x %s%s)\n", folder.c_str(), update.steps_done(),
         saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
-    if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, update.steps_done(), o.steps)) {
-      say("%s", done->c_str());
-      return;
+    if (!o.eval_only) {  // a run that only evaluates takes the checkpoint as it is
+      if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, update.steps_done(), o.steps)) {
+        say("%s", done->c_str());
+        return;
+      }
+      // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
+      // since the learning rate then jumps.
+      if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
+        say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
+            saved.at("schedule").c_str(), schedule_described.c_str(), first_step);
+      // AdamW and LAMB keep the same moments, so either goes on from the other's; the library refuses
+      // a state of other names.
+      if (saved.contains("optimizer") && saved.at("optimizer") != o.optimizer)
+        say("note: the checkpoint was trained with %s; this run's %s takes over its optimizer state\n",
+            saved.at("optimizer").c_str(), o.optimizer.c_str());
+      if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
+        say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
+            saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
     }
-    // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
-    // since the learning rate then jumps.
-    if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
-      say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
-          saved.at("schedule").c_str(), schedule_described.c_str(), first_step);
-    // AdamW and LAMB keep the same moments, so either goes on from the other's; the library refuses
-    // a state of other names.
-    if (saved.contains("optimizer") && saved.at("optimizer") != o.optimizer)
-      say("note: the checkpoint was trained with %s; this run's %s takes over its optimizer state\n",
-          saved.at("optimizer").c_str(), o.optimizer.c_str());
-    if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
-      say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
-          saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
   }
 
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
@@ -453,6 +465,32 @@ void train(Communicator& world, const options& o) {
     data.all_reduce(std::span<double>(&sum, 1));
     return sum / static_cast<double>(o.eval_batches * o.data_parallel);
   };
+
+  // A few lines from the model, after --prompt or the validation text's start: each tensor-parallel
+  // group samples together, the same bytes on every rank of it.
+  const auto print_sample = [&] {
+    if (o.sample_bytes == 0) return;
+    const auto* prompt_bytes = reinterpret_cast<const std::uint8_t*>(o.prompt.data());
+    const auto prompt =
+        o.prompt.empty() ? corpus.validation().first(16) : std::span<const std::uint8_t>(prompt_bytes, o.prompt.size());
+    const auto text = sw::model::sample(model, prompt, o.sample_bytes, o.seed);
+    say("\n--- sampled after \"%s\"\n%s\n---\n", sw::data::printable(prompt).c_str(),
+        sw::data::printable(text).c_str());
+  };
+
+  // --eval-only: the loaded model's validation loss and a sample, as nanoGPT's eval_only and sample.py.
+  if (o.eval_only) {
+    const double loss = validation_loss();
+    say("evaluated step %ld: validation loss %.4f nats per byte, on %ld batch%s of %ld samples\n", update.steps_done(),
+        loss, o.eval_batches, o.eval_batches == 1 ? "" : "es", replica_batch * o.data_parallel);
+    if (speaks && !o.json.empty()) {
+      std::ofstream out(o.json);
+      out.precision(17);
+      out << "{\"steps_done\": " << update.steps_done() << ", \"final_val_loss\": " << loss << "}\n";
+    }
+    print_sample();
+    return;
+  }
 
   // 4. The loop: micro-batches add their gradients, the update averages them over the replicas,
   //    clips their global norm and steps.
@@ -533,13 +571,8 @@ void train(Communicator& world, const options& o) {
     }
   }
 
-  // 5. A few lines from the model: each tensor-parallel group samples together, the same bytes on
-  //    every rank of it.
-  if (o.sample_bytes > 0 && !stopped_early) {
-    const auto text = sw::model::sample(model, corpus.validation().first(16), o.sample_bytes, o.seed);
-    say("\n--- sampled after \"%s\"\n%s\n---\n", sw::data::printable(corpus.validation().first(16)).c_str(),
-        sw::data::printable(text).c_str());
-  }
+  // 5. A few lines from the model.
+  if (!stopped_early) print_sample();
 
   const double tokens_per_second = static_cast<double>(tokens_trained) / training_seconds;
   const double mib = memory_mib();
