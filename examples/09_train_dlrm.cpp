@@ -20,6 +20,7 @@
 // and --stop-after-minutes M stop the run so, as planned (a batch job's time limit), and --autoresume
 // goes on from the --checkpoint folder where it holds a checkpoint: one command for every job of a
 // chain. --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
+// --eval-only gives a --resume'd checkpoint's held-out loss, AUC and accuracy, and trains nothing.
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -91,6 +93,7 @@ struct options {
   long checkpoint_every = 100;
   std::string resume;
   bool autoresume = false;
+  bool eval_only = false;
   long stop_at_step = 0;  // 0: none
   double stop_after_minutes = 0;
   std::string json;
@@ -103,7 +106,7 @@ constexpr const char* options_text =
     "options: --backend threads|mpi  --ranks N  --steps N  --batch N  --tables N  --rows N  --row-wise N\n"
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
-    "         --path automatic|fused|unfused  --seed N  --json FILE  --log FILE\n"
+    "         --path automatic|fused|unfused  --seed N  --json FILE  --log FILE  --eval-only\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
     "         --stop-at-step N  --stop-after-minutes M  --fail-at-step N  --fail-rank R\n"
     "         --help (-h)\n"
@@ -151,13 +154,15 @@ options parse(int argc, char** argv) {
                                            {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        },
-                                       {{"--autoresume", &o.autoresume}});
+                                       {{"--autoresume", &o.autoresume}, {"--eval-only", &o.eval_only}});
   if (o.row_wise < 0 || o.row_wise > o.tables)
     usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
           "), not " + std::to_string(o.row_wise) + (given.contains("--row-wise") ? "" : ", its default"));
   if (o.backend == "mpi" && given.contains("--ranks"))
     usage("--ranks is the threads' count; under MPI each process mpiexec -n N starts is a rank");
   if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
+  if (o.eval_only && (!o.checkpoint.empty() || !o.log.empty()))
+    usage("--eval-only trains no step, so it saves and logs none: leave out --checkpoint and --log");
   return o;
 }
 
@@ -277,8 +282,11 @@ void train(Communicator& world, const options& o) {
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
     say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", folder.c_str(),
         dense_update.steps_done(), saved_as("ranks").c_str(), saved_as("row-wise").c_str());
-    if (const auto done =
-            resume.finished(world.world_rank(), "09_train_dlrm", folder, dense_update.steps_done(), o.steps)) {
+    const auto done =
+        o.eval_only  // a run that only evaluates takes the checkpoint as it is
+            ? std::nullopt
+            : resume.finished(world.world_rank(), "09_train_dlrm", folder, dense_update.steps_done(), o.steps);
+    if (done) {
       say("%s", done->c_str());
       return;
     }
@@ -324,6 +332,23 @@ void train(Communicator& world, const options& o) {
     result.accuracy /= static_cast<double>(scores.size());
     return result;
   };
+
+  // --eval-only: the loaded model's held-out loss, AUC and accuracy, and no step.
+  if (o.eval_only) {
+    const held_out result = evaluate();
+    say("evaluated step %ld: held-out loss %.4f (a constant predictor's %.4f), AUC %.3f, accuracy %.3f, on %ld "
+        "batch%s of %ld samples\n",
+        dense_update.steps_done(), result.loss, result.constant_predictor_loss, result.auc, result.accuracy,
+        o.eval_batches, o.eval_batches == 1 ? "" : "es", o.batch);
+    if (speaks && !o.json.empty()) {
+      std::ofstream out(o.json);
+      out.precision(17);
+      out << "{\"steps_done\": " << dense_update.steps_done() << ", \"held_out_loss\": " << result.loss
+          << ", \"constant_predictor_loss\": " << result.constant_predictor_loss << ", \"auc\": " << result.auc
+          << ", \"accuracy\": " << result.accuracy << "}\n";
+    }
+    return;
+  }
 
   const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
