@@ -230,7 +230,9 @@ const char* sequence_parallelism(bool on, sw::collective_matmul_form collective)
 constexpr std::array<std::string_view, 3> collective_forms{"ring", "unfused", "automatic"};
 
 // Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
-sw::examples::resume_request resuming(const options& o) { return {o.resume, o.checkpoint, o.autoresume}; }
+sw::examples::resume_request resuming(const options& o) {
+  return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
+}
 
 // The model's sizes, as the options that give them and the keys a checkpoint records them by.
 constexpr std::array<std::pair<std::string_view, std::int64_t sw::model::gpt_config::*>, 4> model_sizes{
@@ -310,8 +312,6 @@ options parse(int argc, char** argv) {
   if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
   if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
   take_the_checkpoints_sizes(o, given);
-  if (o.eval_only && (!o.checkpoint.empty() || !o.log.empty()))
-    usage("--eval-only trains no step, so it saves and logs none: leave out --checkpoint and --log");
   if (given.contains("--prompt") && o.prompt.empty()) usage("--prompt is the text a sample goes on from: give some");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
@@ -410,11 +410,11 @@ void train(Communicator& world, const options& o) {
     const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
     say("resumed from %s at step %ld (saved on data %s x %s%s)\n", folder.c_str(), update.steps_done(),
         saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
-    if (!o.eval_only) {  // a run that only evaluates takes the checkpoint as it is
-      if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, update.steps_done(), o.steps)) {
-        say("%s", done->c_str());
-        return;
-      }
+    if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, update.steps_done(), o.steps)) {
+      say("%s", done->c_str());
+      return;
+    }
+    if (!o.eval_only) {  // what a run that trains on takes over, where it differs
       // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
       // since the learning rate then jumps.
       if (saved.contains("schedule") && saved.at("schedule") != schedule_described)

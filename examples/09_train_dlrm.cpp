@@ -35,7 +35,6 @@
 #include <limits>
 #include <map>
 #include <numeric>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -117,7 +116,9 @@ const sw::examples::command_line command_line{"09_train_dlrm", options_text};
 [[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
 
 // Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
-sw::examples::resume_request resuming(const options& o) { return {o.resume, o.checkpoint, o.autoresume}; }
+sw::examples::resume_request resuming(const options& o) {
+  return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
+}
 
 options parse(int argc, char** argv) {
   options o;
@@ -161,8 +162,6 @@ options parse(int argc, char** argv) {
   if (o.backend == "mpi" && given.contains("--ranks"))
     usage("--ranks is the threads' count; under MPI each process mpiexec -n N starts is a rank");
   if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
-  if (o.eval_only && (!o.checkpoint.empty() || !o.log.empty()))
-    usage("--eval-only trains no step, so it saves and logs none: leave out --checkpoint and --log");
   return o;
 }
 
@@ -282,11 +281,8 @@ void train(Communicator& world, const options& o) {
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
     say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", folder.c_str(),
         dense_update.steps_done(), saved_as("ranks").c_str(), saved_as("row-wise").c_str());
-    const auto done =
-        o.eval_only  // a run that only evaluates takes the checkpoint as it is
-            ? std::nullopt
-            : resume.finished(world.world_rank(), "09_train_dlrm", folder, dense_update.steps_done(), o.steps);
-    if (done) {
+    if (const auto done =
+            resume.finished(world.world_rank(), "09_train_dlrm", folder, dense_update.steps_done(), o.steps)) {
       say("%s", done->c_str());
       return;
     }

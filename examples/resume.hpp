@@ -6,8 +6,9 @@
 //   of batch jobs runs the same command (Megatron-LM's --load of the --save folder, Composer's
 //   autoresume), and the job queued after the run's end does nothing and succeeds.
 // - neither: a fresh start, which notes a --checkpoint folder that holds checkpoints already.
+// With --eval-only the run takes the checkpoint as it is, and trains, saves and logs nothing.
 //
-//   const resume_request resume{o.resume, o.checkpoint, o.autoresume};
+//   const resume_request resume{o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
 //   const std::string folder = resume.folder(world);             // "" for a fresh start
 //   if (folder.empty()) say(resume.fresh_start_note());
 //   else { load(folder);
@@ -27,6 +28,8 @@ struct resume_request {
   std::string resume;       // --resume DIR
   std::string checkpoint;   // --checkpoint DIR
   bool autoresume = false;  // --autoresume
+  bool eval_only = false;   // --eval-only
+  std::string log;          // --log FILE
 
   // What is wrong with the options, "" for nothing.
   [[nodiscard]] std::string mistake() const {
@@ -34,6 +37,8 @@ struct resume_request {
       return "--resume DIR and --autoresume both say where the run goes on from: give one";
     if (autoresume && checkpoint.empty())
       return "--autoresume goes on from the --checkpoint folder: give --checkpoint DIR";
+    if (eval_only && (!checkpoint.empty() || !log.empty()))
+      return "--eval-only trains no step, so it saves and logs none: leave out --checkpoint and --log";
     return "";
   }
 
@@ -60,12 +65,13 @@ struct resume_request {
     return "";
   }
 
-  // After loading `folder` at `steps_done`, for a run of `steps`: nothing where steps are left, what the
-  // run says before it ends where --autoresume finds it complete. Otherwise a checkpoint at or past the
-  // end is a mistake (the wrong folder, or --steps), refused for `program` on `rank`.
+  // After loading `folder` at `steps_done`, for a run of `steps`: nothing where steps are left or the run
+  // only evaluates, what the run says before it ends where --autoresume finds it complete. Otherwise a
+  // checkpoint at or past the end is a mistake (the wrong folder, or --steps), refused for `program` on
+  // `rank`.
   [[nodiscard]] std::optional<std::string> finished(int rank, std::string_view program, const std::string& folder,
                                                     long steps_done, long steps) const {
-    if (steps_done < steps) return std::nullopt;
+    if (steps_done < steps || eval_only) return std::nullopt;
     const std::string at = "the checkpoint in " + folder + " is at step " + std::to_string(steps_done);
     if (autoresume && steps_done == steps)
       return at + ", the last of --steps " + std::to_string(steps) + ": nothing is left to train\n";

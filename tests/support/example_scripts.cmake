@@ -17,6 +17,23 @@ macro(split_words)
   endforeach()
 endmacro()
 
+# run_example(<name> <expect success: TRUE or FALSE> <options...>): runs PROGRAM with ARGS and the options,
+# prints what it wrote, stops the script where it ends otherwise than expected, and sets `output` to its
+# stdout and stderr. A run that hangs is killed after a minute and fails the test.
+function(run_example name expect_success)
+  execute_process(COMMAND ${PROGRAM} ${ARGS} ${ARGN}
+                  RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE errors TIMEOUT 60)
+  message(STATUS "${name}: exit ${result}\n${output}${errors}")
+  if(NOT result MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "${name} did not end by itself: ${result}")
+  elseif(expect_success AND NOT result EQUAL 0)
+    message(FATAL_ERROR "${name} failed")
+  elseif(NOT expect_success AND result EQUAL 0)
+    message(FATAL_ERROR "${name} succeeded where it should have failed")
+  endif()
+  set(output "${output}${errors}" PARENT_SCOPE)
+endfunction()
+
 # expect_same_values(<first name> <first JSON> <second name> <second JSON> <key>...): each key's value the
 # same text in both (numbers to their last digit), or the script stops, naming the key and both values.
 function(expect_same_values first_name first second_name second)

@@ -19,23 +19,9 @@ if(NOT STOP MATCHES "^(failure|planned|chain)$")
   message(FATAL_ERROR "resume_after_a_stop.cmake: STOP is failure, planned or chain, not \"${STOP}\"")
 endif()
 split_words(PROGRAM ARGS FINAL)
+list(APPEND ARGS --steps ${STEPS})
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-
-# A run that hangs instead of stopping is killed after a minute and fails the test.
-function(run_example name expect_success)
-  execute_process(COMMAND ${PROGRAM} ${ARGS} --steps ${STEPS} ${ARGN}
-                  RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE errors TIMEOUT 60)
-  message(STATUS "${name}: exit ${result}\n${output}${errors}")
-  if(NOT result MATCHES "^[0-9]+$")
-    message(FATAL_ERROR "${name} did not end by itself: ${result}")
-  elseif(expect_success AND NOT result EQUAL 0)
-    message(FATAL_ERROR "${name} failed")
-  elseif(NOT expect_success AND result EQUAL 0)
-    message(FATAL_ERROR "${name} should have stopped with the injected failure")
-  endif()
-  set(output "${output}${errors}" PARENT_SCOPE)
-endfunction()
 
 run_example("uninterrupted" TRUE --json "${WORK_DIR}/uninterrupted.json" --log "${WORK_DIR}/uninterrupted.log")
 set(checkpoints --checkpoint "${WORK_DIR}/checkpoints" --checkpoint-every ${CHECKPOINT_EVERY}
