@@ -108,6 +108,7 @@ struct options {
   std::string log;
   long sample_bytes = 200;
   std::string prompt;  // "": the validation text's first 16 bytes
+  sw::model::sampling sampling;
   bool eval_only = false;
   long fail_at_step = 0;  // a fault to rehearse recovery with: rank fail_rank throws in that step
   int fail_rank = 0;
@@ -168,7 +169,8 @@ const std::string options_text =
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
     "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
     "         --stop-at-step N  --stop-after-minutes M\n"
-    "         --data PATH  --seed N  --json FILE  --log FILE  --sample N  --prompt TEXT  --eval-only\n"
+    "         --data PATH  --seed N  --json FILE  --log FILE  --eval-only\n"
+    "         --sample N  --prompt TEXT  --temperature X  --top-k N\n"
     "         --fail-at-step N  --fail-rank R\n"
     "         --help (-h)\n"
     "(docs/training.md says what each does; without --lr, the optimizer's own: " +
@@ -301,6 +303,8 @@ options parse(int argc, char** argv) {
                                            {"--log", read_into(o.log)},
                                            {"--sample", read_non_negative_into(o.sample_bytes)},
                                            {"--prompt", read_into(o.prompt)},
+                                           {"--temperature", read_non_negative_into(o.sampling.temperature)},
+                                           {"--top-k", read_non_negative_into(o.sampling.top_k)},
                                            {"--fail-at-step", read_non_negative_into(o.fail_at_step)},
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        },
@@ -370,6 +374,14 @@ void train(Communicator& world, const options& o) {
     if (speaks) std::fflush(stdout);
   };
 
+  // Where the run goes on from; a checkpoint that leaves nothing to train ends it before a model is built.
+  const sw::examples::resume_request resume = resuming(o);
+  const std::string folder = resume.folder(world);
+  if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, o.steps)) {
+    say("%s", done->c_str());
+    return;
+  }
+
   // 1. The mesh: a data axis beside the tensor-parallel grid. The model lives on the grid; the data
   //    axis belongs to the update (it averages the replicas' gradients) and to the loader.
   constexpr std::size_t tensor_dimensions = Family::mesh_dimensions;
@@ -400,8 +412,7 @@ void train(Communicator& world, const options& o) {
   const std::string schedule_described = schedule_text(o);  // as checkpoints record it
 
   long first_step = 1;
-  const sw::examples::resume_request resume = resuming(o);
-  if (const std::string folder = resume.folder(world); folder.empty()) {
+  if (folder.empty()) {
     say("%s", resume.fresh_start_note().c_str());
   } else {
     const auto saved = sw::optim::load_model_checkpoint(folder, update, world);
@@ -410,10 +421,6 @@ void train(Communicator& world, const options& o) {
     const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
     say("resumed from %s at step %ld (saved on data %s x %s%s)\n", folder.c_str(), update.steps_done(),
         saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
-    if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, update.steps_done(), o.steps)) {
-      say("%s", done->c_str());
-      return;
-    }
     if (!o.eval_only) {  // what a run that trains on takes over, where it differs
       // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
       // since the learning rate then jumps.
@@ -433,21 +440,24 @@ void train(Communicator& world, const options& o) {
 
   const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
   // MFU's denominator: one core's GEMM rate, measured by rank 0 while the others wait, times the cores
-  // the ranks can use.
-  double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
+  // the ranks can use. A run that only evaluates reports no MFU, and spends no second measuring it.
+  double peak = world.rank() == 0 && !o.eval_only ? sw::measured_gemm_flops() : 0.0;
   world.broadcast(std::span<double>(&peak, 1), 0);
   peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  say("shardwise 07: GPT of %.2fM parameters (%s)\non %d ranks (%s): data %d x tensor-parallel %s%s, %s, %s %s "
+  say("shardwise 07: GPT of %.2fM parameters (%s)\non %d rank%s (%s): data %d x tensor-parallel %s%s, %s, %s %s "
       "update%s%s\n",
-      sw::model::parameter_count(o.model) / 1e6, sw::model::describe(o.model).c_str(), world.size(), o.backend.c_str(),
-      o.data_parallel, o.tensor_parallel.c_str(),
+      sw::model::parameter_count(o.model) / 1e6, sw::model::describe(o.model).c_str(), world.size(),
+      world.size() == 1 ? "" : "s", o.backend.c_str(), o.data_parallel, o.tensor_parallel.c_str(),
       sequence_parallelism(o.sequence_parallel, o.model.products.collective),
       std::is_same_v<Weight, sw::bf16> ? "bf16 over float32 master weights" : "float32",
       o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
       o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
       std::string(sw::nn::describe(o.model.recompute)).c_str());
-  say("corpus %s: %zu bytes for training, %zu for validation; GEMM peak %.1f GFLOP/s on the cores in use\n",
-      o.data.c_str(), corpus.training().size(), corpus.validation().size(), peak / 1e9);
+  std::array<char, 64> peak_text{};  // none where the run only evaluates
+  if (!o.eval_only)
+    std::snprintf(peak_text.data(), peak_text.size(), "; GEMM peak %.1f GFLOP/s on the cores in use", peak / 1e9);
+  say("corpus %s: %zu bytes for training, %zu for validation%s\n", o.data.c_str(), corpus.training().size(),
+      corpus.validation().size(), peak_text.data());
 
   // Memory: the most a rank has held of tensors, parameters, optimizer state and the operations'
   // buffers, as every backend counts it; the largest rank's, in MiB.
@@ -466,15 +476,21 @@ void train(Communicator& world, const options& o) {
     return sum / static_cast<double>(o.eval_batches * o.data_parallel);
   };
 
-  // A few lines from the model, after --prompt or the validation text's start: each tensor-parallel
-  // group samples together, the same bytes on every rank of it.
+  // A few lines from the model, after --prompt or the validation text's start, drawn as --temperature
+  // and --top-k say: each tensor-parallel group samples together, the same bytes on every rank of it.
   const auto print_sample = [&] {
     if (o.sample_bytes == 0) return;
     const auto* prompt_bytes = reinterpret_cast<const std::uint8_t*>(o.prompt.data());
     const auto prompt =
         o.prompt.empty() ? corpus.validation().first(16) : std::span<const std::uint8_t>(prompt_bytes, o.prompt.size());
-    const auto text = sw::model::sample(model, prompt, o.sample_bytes, o.seed);
-    say("\n--- sampled after \"%s\"\n%s\n---\n", sw::data::printable(prompt).c_str(),
+    const auto text = sw::model::sample(model, prompt, o.sample_bytes, o.seed, o.sampling);
+    std::string drawn;
+    if (o.sampling.temperature == 0) drawn = ", the likeliest byte each time";
+    else if (o.sampling.temperature != 1)
+      drawn = ", at temperature " + sw::examples::number_text(o.sampling.temperature);
+    if (o.sampling.temperature != 0 && o.sampling.top_k > 0)
+      drawn += ", among the " + std::to_string(o.sampling.top_k) + " likeliest bytes";
+    say("\n--- sampled after \"%s\"%s\n%s\n---\n", sw::data::printable(prompt).c_str(), drawn.c_str(),
         sw::data::printable(text).c_str());
   };
 

@@ -222,6 +222,14 @@ void train(Communicator& world, const options& o) {
     if (speaks) std::fflush(stdout);
   };
 
+  // Where the run goes on from; a checkpoint that leaves nothing to train ends it before a model is built.
+  const sw::examples::resume_request resume = resuming(o);
+  const std::string folder = resume.folder(world);
+  if (const auto done = resume.finished(world.world_rank(), "09_train_dlrm", folder, o.steps)) {
+    say("%s", done->c_str());
+    return;
+  }
+
   // 1. The mesh: every rank a data replica with a tensor-parallel grid of one; the tables are spread
   //    over the data axis.
   sw::data_parallel_mesh mesh(world, world.size(), {1});
@@ -258,10 +266,10 @@ void train(Communicator& world, const options& o) {
   sw::optim::sparse_update<sw::optim::rowwise_adagrad> table_update(model);
   auto& embedding = model.embedding().fused_operator();
 
-  say("shardwise 09: DLRM on %d ranks (%s): %d tables of %ld x %d (%d row-wise), %ld dense features, %s pooling, "
+  say("shardwise 09: DLRM on %d rank%s (%s): %d tables of %ld x %d (%d row-wise), %ld dense features, %s pooling, "
       "batch %ld\n",
-      world.size(), o.backend.c_str(), o.tables, o.rows, o.dimension, o.row_wise, o.dense_features, o.pooling.c_str(),
-      o.batch);
+      world.size(), world.size() == 1 ? "" : "s", o.backend.c_str(), o.tables, o.rows, o.dimension, o.row_wise,
+      o.dense_features, o.pooling.c_str(), o.batch);
 
   // A checkpoint holds both updates, and records the options that shape the data or the steps rather
   // than the model (the model's shapes it checks itself), so that a resume says which it changes. A
@@ -272,8 +280,7 @@ void train(Communicator& world, const options& o) {
                                                             {"dense-lr", sw::examples::number_text(o.dense_lr)},
                                                             {"sparse-lr", sw::examples::number_text(o.sparse_lr)}};
   long first_step = 1;
-  const sw::examples::resume_request resume = resuming(o);
-  if (const std::string folder = resume.folder(world); folder.empty()) {
+  if (folder.empty()) {
     say("%s", resume.fresh_start_note().c_str());
   } else {
     const auto saved = sw::optim::load_model_checkpoint(folder, dense_update, table_update, world);
@@ -281,11 +288,6 @@ void train(Communicator& world, const options& o) {
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
     say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", folder.c_str(),
         dense_update.steps_done(), saved_as("ranks").c_str(), saved_as("row-wise").c_str());
-    if (const auto done =
-            resume.finished(world.world_rank(), "09_train_dlrm", folder, dense_update.steps_done(), o.steps)) {
-      say("%s", done->c_str());
-      return;
-    }
     for (const auto& [option, value] : noted_options)
       if (saved.contains(option) && saved.at(option) != value)
         say("note: the checkpoint was trained with --%s %s; this run goes on with %s\n", option.c_str(),

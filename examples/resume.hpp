@@ -10,9 +10,8 @@
 //
 //   const resume_request resume{o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
 //   const std::string folder = resume.folder(world);             // "" for a fresh start
-//   if (folder.empty()) say(resume.fresh_start_note());
-//   else { load(folder);
-//          if (const auto done = resume.finished(rank, program, folder, steps_done, o.steps)) { say(*done); return; } }
+//   if (const auto done = resume.finished(rank, program, folder, o.steps)) { say(*done); return; }
+//   build the model; if (folder.empty()) say(resume.fresh_start_note()); else load(folder);
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -21,6 +20,7 @@
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/optim/model_checkpoint.hpp"
 
 namespace shardwise::examples {
 
@@ -65,13 +65,16 @@ struct resume_request {
     return "";
   }
 
-  // After loading `folder` at `steps_done`, for a run of `steps`: nothing where steps are left or the run
-  // only evaluates, what the run says before it ends where --autoresume finds it complete. Otherwise a
-  // checkpoint at or past the end is a mistake (the wrong folder, or --steps), refused for `program` on
-  // `rank`.
+  // Before loading `folder` (this process reads its manifest alone) for a run of `steps`: nothing where
+  // steps are left, the run only evaluates or starts afresh; what the run says before it ends where
+  // --autoresume finds it complete, so that the job after a chain's end builds and loads nothing.
+  // Otherwise a checkpoint at or past the end is a mistake (the wrong folder, or --steps), refused for
+  // `program` on `rank`.
   [[nodiscard]] std::optional<std::string> finished(int rank, std::string_view program, const std::string& folder,
-                                                    long steps_done, long steps) const {
-    if (steps_done < steps || eval_only) return std::nullopt;
+                                                    long steps) const {
+    if (folder.empty() || eval_only) return std::nullopt;
+    const long steps_done = optim::read_model_checkpoint_summary(folder).steps;
+    if (steps_done < steps) return std::nullopt;
     const std::string at = "the checkpoint in " + folder + " is at step " + std::to_string(steps_done);
     if (autoresume && steps_done == steps)
       return at + ", the last of --steps " + std::to_string(steps) + ": nothing is left to train\n";

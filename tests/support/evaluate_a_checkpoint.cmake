@@ -4,7 +4,8 @@
 #   2. --eval-only of that checkpoint on the same mesh with ARGS alone (07 builds the checkpoint's model
 #      from the sizes it records): no step trained, nothing saved, the metrics KEYS of --json the trained
 #      run's final ones bit for bit, and, where it samples (PROMPT given), the same sample;
-#   3. with PROMPT, --eval-only again with --prompt PROMPT: the sample goes on from that text.
+#   3. with PROMPT, --eval-only again with --prompt PROMPT: the sample goes on from that text; with
+#      --temperature 0 it is the likeliest byte each time, the same text for every --seed.
 # Variables: PROGRAM (the example's command), ARGS, MODEL (the model's options, or nothing where the
 # evaluation needs them too: then in ARGS) and KEYS, each with its words separated by "|"; PROMPT;
 # WORK_DIR.
@@ -49,6 +50,22 @@ if(DEFINED PROMPT)
   run_example("prompted" TRUE --resume "${WORK_DIR}/checkpoints" --eval-only --prompt "${PROMPT}")
   if(NOT output MATCHES "\n--- sampled after \"${PROMPT}\"\n")
     message(FATAL_ERROR "the sample did not go on from --prompt ${PROMPT}")
+  endif()
+  sample_of("${output}" prompted_sample)
+  foreach(seed 1 2)
+    run_example("greedy, seed ${seed}" TRUE --resume "${WORK_DIR}/checkpoints" --eval-only --prompt "${PROMPT}"
+                --temperature 0 --seed ${seed})
+    sample_of("${output}" greedy_sample_${seed})
+  endforeach()
+  if(NOT greedy_sample_1 MATCHES "^\n--- sampled after \"${PROMPT}\", the likeliest byte each time\n")
+    message(FATAL_ERROR "the greedy sample did not say how it was drawn:${greedy_sample_1}")
+  elseif(NOT greedy_sample_1 STREQUAL greedy_sample_2)
+    message(FATAL_ERROR "greedy samples differ by --seed:${greedy_sample_1}\nand${greedy_sample_2}")
+  endif()
+  string(REGEX REPLACE "^\n[^\n]*\n" "" greedy_text "${greedy_sample_1}")  # after the "sampled after" line
+  string(REGEX REPLACE "^\n[^\n]*\n" "" prompted_text "${prompted_sample}")
+  if(greedy_text STREQUAL prompted_text)
+    message(FATAL_ERROR "the greedy sample is the one at temperature 1: --temperature changed nothing")
   endif()
 endif()
 list(JOIN KEYS ", " compared)

@@ -214,6 +214,50 @@ struct table_section {
   return bytes;
 }
 
+// `count` lines of "name rows cols": the parameters' or the tables' (`kind`) global shapes.
+inline std::map<std::string, matrix_extents> read_shapes(text_reader& in, std::size_t count, const std::string& kind) {
+  std::map<std::string, matrix_extents> shapes;
+  for (std::size_t p = 0; p < count; ++p) {
+    const std::string name(in.word());
+    matrix_extents extents;
+    extents.rows = in.number<std::int64_t>("a " + kind + "'s rows");
+    extents.cols = in.number<std::int64_t>("a " + kind + "'s columns");
+    in.end_line();
+    if (!shapes.emplace(name, extents).second) throw in.malformed(kind + " \"" + name + "\" is listed twice");
+  }
+  return shapes;
+}
+
+// The manifest after the file list: the steps, the optimizer's state names, every parameter's name and
+// global shape, the tables (where the model has any), the caller's metadata.
+inline model_checkpoint_summary read_summary(text_reader& in) {
+  model_checkpoint_summary summary;
+  in.expect("steps");
+  summary.steps = in.number<long>("the step count");
+  in.end_line();
+  summary.state_names = read_state_names(in);
+  in.expect("parameters");
+  const std::size_t parameter_count = in.count("the parameter count", 6);
+  in.end_line();
+  summary.parameters = read_shapes(in, parameter_count, "parameter");
+  std::string_view section = in.word();
+  if (section == "tables") {
+    const std::size_t table_count = in.count("the table count", 6);
+    summary.table_state_names = read_state_names(in);
+    summary.tables = read_shapes(in, table_count, "table");
+    section = in.word();
+  }
+  if (section != "metadata") throw in.malformed("\"metadata\" expected, \"" + printable(section) + "\" found");
+  const std::size_t metadata_count = in.count("the metadata count", 3);
+  in.end_line();
+  for (std::size_t m = 0; m < metadata_count; ++m) {
+    const std::string key(in.word());
+    summary.metadata[key] = in.rest_of_line();
+  }
+  in.expect_end();
+  return summary;
+}
+
 // A model checkpoint read from disk and checked against a model's parameters and its optimizer's state
 // names: the manifest, every file (size and checksum), and an index of the saved blocks by tensor name.
 class model_checkpoint_contents {
@@ -258,36 +302,6 @@ class model_checkpoint_contents {
 
   [[nodiscard]] const model_checkpoint_summary& summary() const noexcept { return summary_; }
 
-  // The manifest after the file list: the steps, the optimizer's state names, every parameter's name and
-  // global shape, the tables (where the model has any), the caller's metadata.
-  static model_checkpoint_summary read_summary(text_reader& in) {
-    model_checkpoint_summary summary;
-    in.expect("steps");
-    summary.steps = in.number<long>("the step count");
-    in.end_line();
-    summary.state_names = read_state_names(in);
-    in.expect("parameters");
-    const std::size_t parameter_count = in.count("the parameter count", 6);
-    in.end_line();
-    summary.parameters = read_shapes(in, parameter_count, "parameter");
-    std::string_view section = in.word();
-    if (section == "tables") {
-      const std::size_t table_count = in.count("the table count", 6);
-      summary.table_state_names = read_state_names(in);
-      summary.tables = read_shapes(in, table_count, "table");
-      section = in.word();
-    }
-    if (section != "metadata") throw in.malformed("\"metadata\" expected, \"" + printable(section) + "\" found");
-    const std::size_t metadata_count = in.count("the metadata count", 3);
-    in.end_line();
-    for (std::size_t m = 0; m < metadata_count; ++m) {
-      const std::string key(in.word());
-      summary.metadata[key] = in.rest_of_line();
-    }
-    in.expect_end();
-    return summary;
-  }
-
   // This rank's blocks of the tensor `name`, laid out as `record` stores them, assembled from every saved
   // block that meets them.
   [[nodiscard]] std::vector<float> assemble(const parameter_record& record, const std::string& name) const {
@@ -326,21 +340,6 @@ class model_checkpoint_contents {
  private:
   [[nodiscard]] checkpoint_error fail(const std::string& what) const {
     return call_.error(checkpoint_.path().string() + ": " + what);
-  }
-
-  // `count` lines of "name rows cols": the parameters' or the tables' (`kind`) global shapes.
-  static std::map<std::string, matrix_extents> read_shapes(text_reader& in, std::size_t count,
-                                                           const std::string& kind) {
-    std::map<std::string, matrix_extents> shapes;
-    for (std::size_t p = 0; p < count; ++p) {
-      const std::string name(in.word());
-      matrix_extents extents;
-      extents.rows = in.number<std::int64_t>("a " + kind + "'s rows");
-      extents.cols = in.number<std::int64_t>("a " + kind + "'s columns");
-      in.end_line();
-      if (!shapes.emplace(name, extents).second) throw in.malformed(kind + " \"" + name + "\" is listed twice");
-    }
-    return shapes;
   }
 
   // The model's parameters or tables (`kind`: (name, shape) pairs, the first that differs named) are
@@ -570,7 +569,7 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
 inline model_checkpoint_summary read_model_checkpoint_summary(const std::filesystem::path& path) try {
   const detail::checkpoint_call call{-1, "read_model_checkpoint_summary"};
   detail::checkpoint_folder checkpoint(path, detail::model_manifest_header, call);
-  return detail::model_checkpoint_contents::read_summary(checkpoint.manifest());
+  return detail::read_summary(checkpoint.manifest());
 } catch (...) {
   rethrow_within_call(-1, call_text("read_model_checkpoint_summary", path.string()));
 }
