@@ -25,7 +25,6 @@
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -34,7 +33,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -236,34 +234,13 @@ sw::examples::resume_request resuming(const options& o) {
   return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
 }
 
-// The model's sizes, as the options that give them and the keys a checkpoint records them by.
-constexpr std::array<std::pair<std::string_view, std::int64_t sw::model::gpt_config::*>, 4> model_sizes{
-    {{"layers", &sw::model::gpt_config::layers},
-     {"hidden", &sw::model::gpt_config::hidden},
-     {"heads", &sw::model::gpt_config::heads},
-     {"context", &sw::model::gpt_config::context}}};
-
-// A resumed run builds the model its checkpoint holds, as nanoGPT's resume does: the sizes it was saved
-// with, where the command line gives none. One given otherwise is refused, --heads above all, which no
-// parameter's shape shows.
-void take_the_checkpoints_sizes(options& o, const std::set<std::string, std::less<>>& given) {
-  const std::string folder = resuming(o).folder();
-  if (folder.empty()) return;
-  const auto saved = sw::optim::read_model_checkpoint_summary(folder).metadata;
-  for (const auto& [name, size] : model_sizes) {
-    const auto recorded = saved.find(std::string(name));
-    if (recorded == saved.end()) continue;  // saved before checkpoints recorded the sizes
-    const std::string flag = "--" + std::string(name);
-    std::int64_t value = 0;
-    const std::string& text = recorded->second;
-    if (const auto [end, problem] = std::from_chars(text.data(), text.data() + text.size(), value);
-        problem != std::errc() || end != text.data() + text.size() || value < 1)
-      usage("the checkpoint in " + folder + " records " + flag + " as \"" + text + "\", not a positive whole number");
-    if (given.contains(flag) && o.model.*size != value)
-      usage(flag + " " + std::to_string(o.model.*size) + " is not the model of " + folder + ": it was saved with " +
-            flag + " " + recorded->second);
-    o.model.*size = value;
-  }
+// The model's sizes, each by the option that gives it and the key a checkpoint records it by. A resumed
+// run takes them from its checkpoint, as nanoGPT's resume does; one given otherwise is refused, --heads
+// above all, which no parameter's shape shows.
+auto model_sizes(auto& o) {
+  return std::tuple{
+      std::pair{std::string_view("layers"), &o.model.layers}, std::pair{std::string_view("hidden"), &o.model.hidden},
+      std::pair{std::string_view("heads"), &o.model.heads}, std::pair{std::string_view("context"), &o.model.context}};
 }
 
 options parse(int argc, char** argv) {
@@ -315,7 +292,7 @@ options parse(int argc, char** argv) {
   o.model.seed = o.seed;
   if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
   if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
-  take_the_checkpoints_sizes(o, given);
+  resuming(o).take_recorded_sizes(model_sizes(o), given, usage);
   if (given.contains("--prompt") && o.prompt.empty()) usage("--prompt is the text a sample goes on from: give some");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
@@ -537,7 +514,7 @@ void train(Communicator& world, const options& o) {
       {"optimizer", o.optimizer},
       {"seed", std::to_string(o.seed)},
       {"schedule", schedule_described}};
-  for (const auto& [name, size] : model_sizes) metadata[std::string(name)] = std::to_string(o.model.*size);
+  sw::examples::record_sizes(model_sizes(o), metadata);
   const auto save = [&](long step) {
     sw::optim::save_model_checkpoint(o.checkpoint, update, data, world, metadata);
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());

@@ -39,7 +39,9 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "early_stop.hpp"
@@ -120,6 +122,16 @@ sw::examples::resume_request resuming(const options& o) {
   return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
 }
 
+// The model's sizes, each by the option that gives it and the key a checkpoint records it by. Each shows
+// in a parameter's or a table's shape, so a load would refuse another; a resumed run takes them from its
+// checkpoint instead, and says which one given otherwise differs.
+auto model_sizes(auto& o) {
+  return std::tuple{std::pair{std::string_view("tables"), &o.tables}, std::pair{std::string_view("rows"), &o.rows},
+                    std::pair{std::string_view("dimension"), &o.dimension},
+                    std::pair{std::string_view("dense-features"), &o.dense_features},
+                    std::pair{std::string_view("hidden"), &o.hidden}};
+}
+
 options parse(int argc, char** argv) {
   options o;
   using sw::examples::read_into, sw::examples::read_non_negative_into, sw::examples::read_one_of,
@@ -156,12 +168,13 @@ options parse(int argc, char** argv) {
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        },
                                        {{"--autoresume", &o.autoresume}, {"--eval-only", &o.eval_only}});
+  if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
+  resuming(o).take_recorded_sizes(model_sizes(o), given, usage);
   if (o.row_wise < 0 || o.row_wise > o.tables)
     usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
           "), not " + std::to_string(o.row_wise) + (given.contains("--row-wise") ? "" : ", its default"));
   if (o.backend == "mpi" && given.contains("--ranks"))
     usage("--ranks is the threads' count; under MPI each process mpiexec -n N starts is a rank");
-  if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
   return o;
 }
 
@@ -297,6 +310,7 @@ void train(Communicator& world, const options& o) {
     auto metadata = noted_options;
     metadata["ranks"] = std::to_string(world.size());
     metadata["row-wise"] = std::to_string(o.row_wise);
+    sw::examples::record_sizes(model_sizes(o), metadata);
     sw::optim::save_model_checkpoint(o.checkpoint, dense_update, table_update, data, world, metadata);
     say("saved step %ld in %s\n", step, o.checkpoint.c_str());
   };
@@ -521,22 +535,20 @@ void train(Communicator& world, const options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
+int main(int argc, char** argv) try {
+  const options o = parse(argc, argv);  // reads a resumed checkpoint's manifest, which may fail
   sw::examples::stop_on_signals();
-  try {
-    if (o.backend == "mpi") {
+  if (o.backend == "mpi") {
 #ifdef SHARDWISE_TRAIN_WITH_MPI
-      sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { train(world, o); });
+    sw::mpi::run(argc, argv, [&](sw::communicator auto& world) { train(world, o); });
 #else
-      usage("this build has no MPI: --backend mpi is not available");
+    usage("this build has no MPI: --backend mpi is not available");
 #endif
-    } else {
-      sw::threads::run(o.ranks, [&](sw::communicator auto& world) { train(world, o); });
-    }
-  } catch (const std::exception& failure) {
-    std::fprintf(stderr, "%s\n", failure.what());
-    return 1;
+  } else {
+    sw::threads::run(o.ranks, [&](sw::communicator auto& world) { train(world, o); });
   }
   return sw::examples::exit_code_after_signal();
+} catch (const std::exception& failure) {
+  std::fprintf(stderr, "%s\n", failure.what());
+  return 1;
 }

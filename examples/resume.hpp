@@ -7,16 +7,25 @@
 //   autoresume), and the job queued after the run's end does nothing and succeeds.
 // - neither: a fresh start, which notes a --checkpoint folder that holds checkpoints already.
 // With --eval-only the run takes the checkpoint as it is, and trains, saves and logs nothing.
+// A resumed run builds the model its checkpoint holds: the checkpoint records the model's sizes
+// (record_sizes), and take_recorded_sizes gives them to the options before the ranks start.
 //
 //   const resume_request resume{o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
 //   const std::string folder = resume.folder(world);             // "" for a fresh start
 //   if (const auto done = resume.finished(rank, program, folder, o.steps)) { say(*done); return; }
 //   build the model; if (folder.empty()) say(resume.fresh_start_note()); else load(folder);
+#include <charconv>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
 
 #include "shardwise/comm/communicator.hpp"
 #include "shardwise/core/error.hpp"
@@ -82,6 +91,32 @@ struct resume_request {
                          at + " and --steps is " + std::to_string(steps) + ": nothing is left to train");
   }
 
+  // A resumed run builds the model its checkpoint holds, as nanoGPT's resume does: each of `sizes` (a
+  // tuple of pairs: an option's name without "--", a pointer to its value) that the checkpoint records
+  // takes the recorded value where the command line (`given`) sets none; one set otherwise is refused
+  // through `refuse` (the example's usage(problem), which does not return). This process reads the
+  // manifest alone, before the ranks start.
+  template <class Sizes, class Refuse>
+  void take_recorded_sizes(const Sizes& sizes, const std::set<std::string, std::less<>>& given, Refuse refuse) const {
+    const std::string from = folder();
+    if (from.empty()) return;
+    const auto saved = optim::read_model_checkpoint_summary(from).metadata;
+    const auto take = [&](std::string_view name, auto& size) {
+      const auto recorded = saved.find(std::string(name));
+      if (recorded == saved.end()) return;  // saved before checkpoints recorded the sizes
+      const std::string flag = "--" + std::string(name), &text = recorded->second;
+      std::remove_cvref_t<decltype(size)> value{};
+      if (const auto [end, problem] = std::from_chars(text.data(), text.data() + text.size(), value);
+          problem != std::errc() || end != text.data() + text.size() || value < 1)
+        refuse("the checkpoint in " + from + " records " + flag + " as \"" + text + "\", not a positive whole number");
+      if (given.contains(flag) && size != value)
+        refuse(flag + " " + std::to_string(size) + " is not the model of " + from + ": it was saved with " + flag +
+               " " + text);
+      size = value;
+    };
+    std::apply([&](const auto&... size) { (take(size.first, *size.second), ...); }, sizes);
+  }
+
   // What the line reporting a stop adds: how a run goes on from the step it saved.
   [[nodiscard]] std::string where_a_stopped_run_goes_on() const {
     if (checkpoint.empty()) return " (no --checkpoint: nothing saved)";
@@ -93,5 +128,12 @@ struct resume_request {
     return std::filesystem::exists(std::filesystem::path(checkpoint) / "latest");
   }
 };
+
+// The model's `sizes` (as take_recorded_sizes takes them) in a checkpoint's metadata.
+template <class Sizes>
+void record_sizes(const Sizes& sizes, std::map<std::string, std::string>& metadata) {
+  std::apply([&](const auto&... size) { ((metadata[std::string(size.first)] = std::to_string(*size.second)), ...); },
+             sizes);
+}
 
 }  // namespace shardwise::examples

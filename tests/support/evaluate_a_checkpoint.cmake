@@ -1,7 +1,7 @@
 # Evaluates a training example's checkpoint with --eval-only, as a user who trained a model and wants
 # its metrics (and a sample) from it later:
 #   1. a run of ARGS and MODEL that saves its last step;
-#   2. --eval-only of that checkpoint on the same mesh with ARGS alone (07 builds the checkpoint's model
+#   2. --eval-only of that checkpoint on the same mesh with ARGS alone (the example builds the checkpoint's model
 #      from the sizes it records): no step trained, nothing saved, the metrics KEYS of --json the trained
 #      run's final ones bit for bit, and, where it samples (PROMPT given), the same sample;
 #   3. with PROMPT, --eval-only again with --prompt PROMPT: the sample goes on from that text; with
