@@ -104,7 +104,8 @@ struct resume_request {
     const auto take = [&](std::string_view name, auto& size) {
       const auto recorded = saved.find(std::string(name));
       if (recorded == saved.end()) return;  // saved before checkpoints recorded the sizes
-      const std::string flag = "--" + std::string(name), &text = recorded->second;
+      const std::string flag = "--" + std::string(name);
+      const std::string& text = recorded->second;
       std::remove_cvref_t<decltype(size)> value{};
       if (const auto [end, problem] = std::from_chars(text.data(), text.data() + text.size(), value);
           problem != std::errc() || end != text.data() + text.size() || value < 1)

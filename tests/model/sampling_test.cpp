@@ -60,6 +60,15 @@ TEST(sampling, top_k_draws_among_the_likeliest_only) {
   expect_draws_follow({.temperature = 1, .top_k = 60}, expected_shares(1, -INFINITY));
 }
 
+// A random number at the end of [0, 1), or at 1 where rounding takes it, still draws a token that has a
+// share: here the last of the top 2, not the vocabulary's last token.
+TEST(sampling, the_end_of_the_range_draws_a_kept_token) {
+  for (const double uniform : {std::nextafter(1.0, 0.0), 1.0}) {
+    EXPECT_EQ(model::detail::draw_token(logits, {.temperature = 1, .top_k = 2}, uniform), 3);
+    EXPECT_EQ(model::detail::draw_token(logits, {.temperature = 1}, uniform), 5);
+  }
+}
+
 TEST(sampling, temperature_zero_takes_the_likeliest_token) {
   for (const double uniform : {0.0, 0.5, 0.999}) {
     EXPECT_EQ(model::detail::draw_token(logits, {.temperature = 0}, uniform), 1) << "the first of the tied likeliest";

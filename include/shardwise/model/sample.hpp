@@ -51,10 +51,17 @@ namespace detail {
   for (std::size_t token = 0; token < logits.size(); ++token)
     total += weights[token] =
         logits[token] >= kept_from ? std::exp((logits[token] - *likeliest) / how.temperature) : 0.0;
+  // The token whose share of [0, total) holds uniform * total; where rounding runs past the last share,
+  // the last token that has one, never one outside the top k.
   double threshold = uniform * total;
-  std::int32_t token = 0;
-  while (token + 1 < vocabulary && (threshold -= weights[static_cast<std::size_t>(token)]) >= 0) ++token;
-  return token;
+  auto drawn = static_cast<std::int32_t>(likeliest - logits.begin());
+  for (std::int32_t token = 0; token < vocabulary; ++token) {
+    const double weight = weights[static_cast<std::size_t>(token)];
+    if (weight == 0) continue;
+    drawn = token;
+    if ((threshold -= weight) < 0) break;
+  }
+  return drawn;
 }
 
 }  // namespace detail
