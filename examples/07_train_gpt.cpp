@@ -20,7 +20,8 @@
 // --autoresume goes on from the --checkpoint folder where it holds a checkpoint: one command for every
 // job of a chain. --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
 // A resumed run builds the model its checkpoint holds; --eval-only gives that model's validation loss and
-// a sample after --prompt, and trains nothing.
+// a sample after --prompt, and trains nothing; --init-from DIR trains a checkpoint's weights afresh
+// (another --optimizer, schedule or --data: a fine-tuning run).
 //
 // Read top to bottom: options, then train() — the mesh, the model, the update, the loop.
 #include <algorithm>
@@ -98,6 +99,7 @@ struct options {
   long checkpoint_every = 100;
   std::string resume;
   bool autoresume = false;
+  std::string init_from;
   long stop_at_step = 0;  // 0: none
   double stop_after_minutes = 0;
   std::string data = "/usr/share/games/fortunes";
@@ -165,7 +167,7 @@ const std::string options_text =
     optimizer_names_text() +
     "  --replicated  --lr X\n"
     "         --warmup N  --weight-decay X  --clip X  --eval-every N  --eval-batches N\n"
-    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
+    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume  --init-from DIR\n"
     "         --stop-at-step N  --stop-after-minutes M\n"
     "         --data PATH  --seed N  --json FILE  --log FILE  --eval-only\n"
     "         --sample N  --prompt TEXT  --temperature X  --top-k N\n"
@@ -229,11 +231,6 @@ const char* sequence_parallelism(bool on, sw::collective_matmul_form collective)
 // --collective's values, in collective_matmul_form's order.
 constexpr std::array<std::string_view, 3> collective_forms{"ring", "unfused", "automatic"};
 
-// Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
-sw::examples::resume_request resuming(const options& o) {
-  return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
-}
-
 // The model's sizes, each by the option that gives it and the key a checkpoint records it by. A resumed
 // run takes them from its checkpoint, as nanoGPT's resume does; one given otherwise is refused, --heads
 // above all, which no parameter's shape shows.
@@ -272,6 +269,7 @@ options parse(int argc, char** argv) {
                                            {"--checkpoint", read_into(o.checkpoint)},
                                            {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
                                            {"--resume", read_into(o.resume)},
+                                           {"--init-from", read_into(o.init_from)},
                                            {"--stop-at-step", read_positive_into(o.stop_at_step)},
                                            {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
                                            {"--data", read_into(o.data)},
@@ -291,8 +289,9 @@ options parse(int argc, char** argv) {
                                         {"--eval-only", &o.eval_only}});
   o.model.seed = o.seed;
   if (o.learning_rate == 0) o.learning_rate = default_learning_rate(o.optimizer);
-  if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
-  resuming(o).take_recorded_sizes(model_sizes(o), given, usage);
+  const auto resume = sw::examples::resuming(o);
+  if (const std::string mistake = resume.mistake(); !mistake.empty()) usage(mistake);
+  resume.take_recorded_sizes(model_sizes(o), given, usage);
   if (given.contains("--prompt") && o.prompt.empty()) usage("--prompt is the text a sample goes on from: give some");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
@@ -352,7 +351,7 @@ void train(Communicator& world, const options& o) {
   };
 
   // Where the run goes on from; a checkpoint that leaves nothing to train ends it before a model is built.
-  const sw::examples::resume_request resume = resuming(o);
+  const sw::examples::resume_request resume = sw::examples::resuming(o);
   const std::string folder = resume.folder(world);
   if (const auto done = resume.finished(world.world_rank(), "07_train_gpt", folder, o.steps)) {
     say("%s", done->c_str());
@@ -373,68 +372,36 @@ void train(Communicator& world, const options& o) {
   const long replica_batch = o.batch / o.data_parallel;
   const long micro_batch = replica_batch / o.micro_batches;
 
-  // 3. The model, the same on every mesh for one seed, and its update: sharded across the replicas
-  //    unless --replicated, one copy of the weights per rank (the update holds the parameters' storage).
-  //    In bf16 the model stores its weights and activations as bf16 and the update keeps float32
-  //    master weights; gradients and optimizer state are float32 in either precision.
+  // 3. The model, the same on every mesh for one seed. In bf16 it stores its weights and activations
+  //    as bf16.
   sw::model::gpt<Weight, Family, std::remove_cvref_t<decltype(tensor_parallel)>> model(tensor_parallel, o.model);
-  sw::optim::data_parallel_update<Optimizer, Mode, Weight> update(model, data, hyper_parameters<Optimizer>(o));
-  if constexpr (requires { Optimizer{}.weight_decay; }) {
-    auto no_decay = hyper_parameters<Optimizer>(o);
-    no_decay.weight_decay = 0;
-    for (std::size_t t = 0; t < update.parameters().size(); ++t)
-      if (!decays(update.parameters()[t].name)) update.set_optimizer(t, no_decay);
-  }
-  const sw::optim::warmup_cosine schedule{o.learning_rate, o.warmup, o.steps, o.learning_rate / 10};
-  const std::string schedule_described = schedule_text(o);  // as checkpoints record it
 
-  long first_step = 1;
-  if (folder.empty()) {
-    say("%s", resume.fresh_start_note().c_str());
-  } else {
-    const auto saved = sw::optim::load_model_checkpoint(folder, update, world);
-    first_step = update.steps_done() + 1;
+  // What the run says of itself: the model and the mesh, then the corpus (and, where it trains, the
+  // GEMM peak its MFU divides by).
+  const auto print_headline = [&](double peak) {
+    const std::string precision = !std::is_same_v<Weight, sw::bf16> ? "float32"
+                                  : o.eval_only                     ? "bf16"
+                                                                    : "bf16 over float32 master weights";
+    const std::string updated =
+        o.eval_only ? "evaluated, no update" : (o.replicated ? "replicated " : "sharded ") + o.optimizer + " update";
+    say("shardwise 07: GPT of %.2fM parameters (%s)\non %d rank%s (%s): data %d x tensor-parallel %s%s, %s, %s%s%s\n",
+        sw::model::parameter_count(o.model) / 1e6, sw::model::describe(o.model).c_str(), world.size(),
+        world.size() == 1 ? "" : "s", o.backend.c_str(), o.data_parallel, o.tensor_parallel.c_str(),
+        sequence_parallelism(o.sequence_parallel, o.model.products.collective), precision.c_str(), updated.c_str(),
+        o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
+        std::string(sw::nn::describe(o.model.recompute)).c_str());
+    std::array<char, 64> peak_text{};  // none where the run only evaluates
+    if (peak > 0)
+      std::snprintf(peak_text.data(), peak_text.size(), "; GEMM peak %.1f GFLOP/s on the cores in use", peak / 1e9);
+    say("corpus %s: %zu bytes for training, %zu for validation%s\n", o.data.c_str(), corpus.training().size(),
+        corpus.validation().size(), peak_text.data());
+  };
+  // "(saved on data 2 x 1d:2 in float)": the mesh and precision a checkpoint records.
+  const auto saved_on = [](const std::map<std::string, std::string>& saved) {
     const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
     const std::string precision = saved.contains("precision") ? " in " + saved.at("precision") : "";
-    say("resumed from %s at step %ld (saved on data %s x %s%s)\n", folder.c_str(), update.steps_done(),
-        saved_as("data_parallel").c_str(), saved_as("tensor_parallel").c_str(), precision.c_str());
-    if (!o.eval_only) {  // what a run that trains on takes over, where it differs
-      // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
-      // since the learning rate then jumps.
-      if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
-        say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
-            saved.at("schedule").c_str(), schedule_described.c_str(), first_step);
-      // AdamW and LAMB keep the same moments, so either goes on from the other's; the library refuses
-      // a state of other names.
-      if (saved.contains("optimizer") && saved.at("optimizer") != o.optimizer)
-        say("note: the checkpoint was trained with %s; this run's %s takes over its optimizer state\n",
-            saved.at("optimizer").c_str(), o.optimizer.c_str());
-      if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
-        say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
-            saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
-    }
-  }
-
-  const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
-  // MFU's denominator: one core's GEMM rate, measured by rank 0 while the others wait, times the cores
-  // the ranks can use. A run that only evaluates reports no MFU, and spends no second measuring it.
-  double peak = world.rank() == 0 && !o.eval_only ? sw::measured_gemm_flops() : 0.0;
-  world.broadcast(std::span<double>(&peak, 1), 0);
-  peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  say("shardwise 07: GPT of %.2fM parameters (%s)\non %d rank%s (%s): data %d x tensor-parallel %s%s, %s, %s %s "
-      "update%s%s\n",
-      sw::model::parameter_count(o.model) / 1e6, sw::model::describe(o.model).c_str(), world.size(),
-      world.size() == 1 ? "" : "s", o.backend.c_str(), o.data_parallel, o.tensor_parallel.c_str(),
-      sequence_parallelism(o.sequence_parallel, o.model.products.collective),
-      std::is_same_v<Weight, sw::bf16> ? "bf16 over float32 master weights" : "float32",
-      o.replicated ? "replicated" : "sharded", o.optimizer.c_str(),
-      o.model.recompute == sw::nn::recomputation::none ? "" : ", ",
-      std::string(sw::nn::describe(o.model.recompute)).c_str());
-  std::array<char, 64> peak_text{};  // none where the run only evaluates
-  if (!o.eval_only)
-    std::snprintf(peak_text.data(), peak_text.size(), "; GEMM peak %.1f GFLOP/s on the cores in use", peak / 1e9);
-  say("corpus %s: %zu bytes for training, %zu for validation%s\n", o.data.c_str(), corpus.training().size(),
-      corpus.validation().size(), peak_text.data());
+    return "(saved on data " + saved_as("data_parallel") + " x " + saved_as("tensor_parallel") + precision + ")";
+  };
 
   // Memory: the most a rank has held of tensors, parameters, optimizer state and the operations'
   // buffers, as every backend counts it; the largest rank's, in MiB.
@@ -471,19 +438,78 @@ void train(Communicator& world, const options& o) {
         sw::data::printable(text).c_str());
   };
 
-  // --eval-only: the loaded model's validation loss and a sample, as nanoGPT's eval_only and sample.py.
+  // A checkpoint's weights alone, into the model (no update, no optimizer state); returns its step.
+  const auto load_weights = [&](const std::string& from, const char* then) {
+    const auto saved = sw::optim::load_model_weights(from, model, world);
+    say("loaded the weights of %s at step %s %s%s\n", from.c_str(), saved.at("steps").c_str(), saved_on(saved).c_str(),
+        then);
+    return saved.at("steps");
+  };
+
+  // --eval-only: the checkpoint's weights, its validation loss and a sample, as nanoGPT's eval_only and
+  // sample.py.
   if (o.eval_only) {
+    const std::string step = load_weights(folder, "");
+    print_headline(0);
     const double loss = validation_loss();
-    say("evaluated step %ld: validation loss %.4f nats per byte, on %ld batch%s of %ld samples\n", update.steps_done(),
-        loss, o.eval_batches, o.eval_batches == 1 ? "" : "es", replica_batch * o.data_parallel);
+    say("evaluated step %s: validation loss %.4f nats per byte, on %ld batch%s of %ld samples; memory %.1f MiB\n",
+        step.c_str(), loss, o.eval_batches, o.eval_batches == 1 ? "" : "es", replica_batch * o.data_parallel,
+        memory_mib());
     if (speaks && !o.json.empty()) {
       std::ofstream out(o.json);
       out.precision(17);
-      out << "{\"steps_done\": " << update.steps_done() << ", \"final_val_loss\": " << loss << "}\n";
+      out << "{\"steps_done\": " << step << ", \"final_val_loss\": " << loss << "}\n";
     }
     print_sample();
     return;
   }
+
+  // --init-from: a new run from a checkpoint's weights, with a fresh optimizer (of any kind) from step 1.
+  // They are loaded before the update is built, which takes the model's values as its weights.
+  if (folder.empty() && !o.init_from.empty()) (void)load_weights(o.init_from, ": this run trains them from step 1");
+
+  // Its update: sharded across the replicas unless --replicated, one copy of the weights per rank (the
+  // update holds the parameters' storage). In bf16 the update keeps float32 master weights; gradients
+  // and optimizer state are float32 in either precision.
+  sw::optim::data_parallel_update<Optimizer, Mode, Weight> update(model, data, hyper_parameters<Optimizer>(o));
+  if constexpr (requires { Optimizer{}.weight_decay; }) {
+    auto no_decay = hyper_parameters<Optimizer>(o);
+    no_decay.weight_decay = 0;
+    for (std::size_t t = 0; t < update.parameters().size(); ++t)
+      if (!decays(update.parameters()[t].name)) update.set_optimizer(t, no_decay);
+  }
+  const sw::optim::warmup_cosine schedule{o.learning_rate, o.warmup, o.steps, o.learning_rate / 10};
+  const std::string schedule_described = schedule_text(o);  // as checkpoints record it
+
+  long first_step = 1;
+  if (folder.empty()) {
+    say("%s", resume.fresh_start_note().c_str());
+  } else {
+    const auto saved = sw::optim::load_model_checkpoint(folder, update, world);
+    first_step = update.steps_done() + 1;
+    say("resumed from %s at step %ld %s\n", folder.c_str(), update.steps_done(), saved_on(saved).c_str());
+    // A run extended with more --steps follows its own schedule from here, as nanoGPT's would: said,
+    // since the learning rate then jumps.
+    if (saved.contains("schedule") && saved.at("schedule") != schedule_described)
+      say("note: the checkpoint's learning-rate schedule was %s; this run's, %s, takes over from step %ld\n",
+          saved.at("schedule").c_str(), schedule_described.c_str(), first_step);
+    // AdamW and LAMB keep the same moments, so either goes on from the other's; the library refuses
+    // a state of other names.
+    if (saved.contains("optimizer") && saved.at("optimizer") != o.optimizer)
+      say("note: the checkpoint was trained with %s; this run's %s takes over its optimizer state\n",
+          saved.at("optimizer").c_str(), o.optimizer.c_str());
+    if (saved.contains("seed") && saved.at("seed") != std::to_string(o.seed))
+      say("note: the checkpoint was trained on the samples of --seed %s; this run reads those of --seed %llu\n",
+          saved.at("seed").c_str(), static_cast<unsigned long long>(o.seed));
+  }
+
+  // MFU's denominator: one core's GEMM rate, measured by rank 0 while the others wait, times the cores
+  // the ranks can use.
+  double peak = world.rank() == 0 ? sw::measured_gemm_flops() : 0.0;
+  world.broadcast(std::span<double>(&peak, 1), 0);
+  peak *= std::min<int>(world.size(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  print_headline(peak);
+  const double tokens_per_step = static_cast<double>(o.batch * o.model.context);
 
   // 4. The loop: micro-batches add their gradients, the update averages them over the replicas,
   //    clips their global norm and steps.

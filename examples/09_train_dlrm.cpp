@@ -20,7 +20,8 @@
 // and --stop-after-minutes M stop the run so, as planned (a batch job's time limit), and --autoresume
 // goes on from the --checkpoint folder where it holds a checkpoint: one command for every job of a
 // chain. --log FILE writes every step's metrics as the run goes, kept across stops and resumes.
-// --eval-only gives a --resume'd checkpoint's held-out loss, AUC and accuracy, and trains nothing.
+// --eval-only gives a --resume'd checkpoint's held-out loss, AUC and accuracy, and trains nothing;
+// --init-from DIR trains a checkpoint's weights and tables afresh, with new optimizer state from step 1.
 //
 // Read top to bottom: options, then train() — the mesh, the data, the model, the updates, the loop.
 #include <algorithm>
@@ -93,6 +94,7 @@ struct options {
   std::string checkpoint;
   long checkpoint_every = 100;
   std::string resume;
+  std::string init_from;
   bool autoresume = false;
   bool eval_only = false;
   long stop_at_step = 0;  // 0: none
@@ -108,7 +110,7 @@ constexpr const char* options_text =
     "         --dimension N  --dense-features N  --hidden N  --pooling sum|mean  --bag-length N\n"
     "         --dense-lr X  --sparse-lr X  --eval-every N  --eval-batches N  --compare-every N\n"
     "         --path automatic|fused|unfused  --seed N  --json FILE  --log FILE  --eval-only\n"
-    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume\n"
+    "         --checkpoint DIR  --checkpoint-every N  --resume DIR  --autoresume  --init-from DIR\n"
     "         --stop-at-step N  --stop-after-minutes M  --fail-at-step N  --fail-rank R\n"
     "         --help (-h)\n"
     "(docs/dlrm.md says what each does)\n";
@@ -116,11 +118,6 @@ constexpr const char* options_text =
 const sw::examples::command_line command_line{"09_train_dlrm", options_text};
 
 [[noreturn]] void usage(const std::string& problem) { command_line.refuse(problem); }
-
-// Where the run goes on from: --resume, or --autoresume's --checkpoint folder.
-sw::examples::resume_request resuming(const options& o) {
-  return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
-}
 
 // The model's sizes, each by the option that gives it and the key a checkpoint records it by. Each shows
 // in a parameter's or a table's shape, so a load would refuse another; a resumed run takes them from its
@@ -160,6 +157,7 @@ options parse(int argc, char** argv) {
                                            {"--checkpoint", read_into(o.checkpoint)},
                                            {"--checkpoint-every", read_positive_into(o.checkpoint_every)},
                                            {"--resume", read_into(o.resume)},
+                                           {"--init-from", read_into(o.init_from)},
                                            {"--stop-at-step", read_positive_into(o.stop_at_step)},
                                            {"--stop-after-minutes", read_positive_into(o.stop_after_minutes)},
                                            {"--json", read_into(o.json)},
@@ -168,8 +166,9 @@ options parse(int argc, char** argv) {
                                            {"--fail-rank", read_non_negative_into(o.fail_rank)},
                                        },
                                        {{"--autoresume", &o.autoresume}, {"--eval-only", &o.eval_only}});
-  if (const std::string mistake = resuming(o).mistake(); !mistake.empty()) usage(mistake);
-  resuming(o).take_recorded_sizes(model_sizes(o), given, usage);
+  const auto resume = sw::examples::resuming(o);
+  if (const std::string mistake = resume.mistake(); !mistake.empty()) usage(mistake);
+  resume.take_recorded_sizes(model_sizes(o), given, usage);
   if (o.row_wise < 0 || o.row_wise > o.tables)
     usage("--row-wise, how many tables are cut by rows, is between 0 and --tables (" + std::to_string(o.tables) +
           "), not " + std::to_string(o.row_wise) + (given.contains("--row-wise") ? "" : ", its default"));
@@ -236,7 +235,7 @@ void train(Communicator& world, const options& o) {
   };
 
   // Where the run goes on from; a checkpoint that leaves nothing to train ends it before a model is built.
-  const sw::examples::resume_request resume = resuming(o);
+  const sw::examples::resume_request resume = sw::examples::resuming(o);
   const std::string folder = resume.folder(world);
   if (const auto done = resume.finished(world.world_rank(), "09_train_dlrm", folder, o.steps)) {
     say("%s", done->c_str());
@@ -261,7 +260,7 @@ void train(Communicator& world, const options& o) {
   data_config.seed = o.seed;
   const sw::data::dlrm_generator generator(data_config);
 
-  // 3. The model and its two updates.
+  // 3. The model, then (where the run trains) its two updates.
   sw::model::dlrm_config config;
   config.dense_features = o.dense_features;
   config.bottom = {o.hidden, o.dimension};
@@ -275,8 +274,6 @@ void train(Communicator& world, const options& o) {
   sw::fused::embedding_options embedding_options;
   embedding_options.choice = embedding_options.backward_choice = path_of(o.path);
   sw::model::dlrm<float, Communicator> model(mesh, config, o.batch, embedding_options);
-  sw::optim::sharded_update<sw::optim::adam> dense_update(model, data, sw::optim::adam{});
-  sw::optim::sparse_update<sw::optim::rowwise_adagrad> table_update(model);
   auto& embedding = model.embedding().fused_operator();
 
   say("shardwise 09: DLRM on %d rank%s (%s): %d tables of %ld x %d (%d row-wise), %ld dense features, %s pooling, "
@@ -284,6 +281,11 @@ void train(Communicator& world, const options& o) {
       world.size(), world.size() == 1 ? "" : "s", o.backend.c_str(), o.tables, o.rows, o.dimension, o.row_wise,
       o.dense_features, o.pooling.c_str(), o.batch);
 
+  // "(saved on 8 ranks with --row-wise 2)": how a checkpoint's tables were spread.
+  const auto saved_on = [](const std::map<std::string, std::string>& saved) {
+    const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
+    return "(saved on " + saved_as("ranks") + " ranks with --row-wise " + saved_as("row-wise") + ")";
+  };
   // A checkpoint holds both updates, and records the options that shape the data or the steps rather
   // than the model (the model's shapes it checks itself), so that a resume says which it changes. A
   // resumed run reads the batches from the checkpoint's step on: a step's batch depends on its number only.
@@ -292,29 +294,6 @@ void train(Communicator& world, const options& o) {
                                                             {"bag-length", std::to_string(o.bag_length)},
                                                             {"dense-lr", sw::examples::number_text(o.dense_lr)},
                                                             {"sparse-lr", sw::examples::number_text(o.sparse_lr)}};
-  long first_step = 1;
-  if (folder.empty()) {
-    say("%s", resume.fresh_start_note().c_str());
-  } else {
-    const auto saved = sw::optim::load_model_checkpoint(folder, dense_update, table_update, world);
-    first_step = dense_update.steps_done() + 1;
-    const auto saved_as = [&](const std::string& key) { return saved.contains(key) ? saved.at(key) : "?"; };
-    say("resumed from %s at step %ld (saved on %s ranks with --row-wise %s)\n", folder.c_str(),
-        dense_update.steps_done(), saved_as("ranks").c_str(), saved_as("row-wise").c_str());
-    for (const auto& [option, value] : noted_options)
-      if (saved.contains(option) && saved.at(option) != value)
-        say("note: the checkpoint was trained with --%s %s; this run goes on with %s\n", option.c_str(),
-            saved.at(option).c_str(), value.c_str());
-  }
-  const auto save = [&](long step) {
-    auto metadata = noted_options;
-    metadata["ranks"] = std::to_string(world.size());
-    metadata["row-wise"] = std::to_string(o.row_wise);
-    sw::examples::record_sizes(model_sizes(o), metadata);
-    sw::optim::save_model_checkpoint(o.checkpoint, dense_update, table_update, data, world, metadata);
-    say("saved step %ld in %s\n", step, o.checkpoint.c_str());
-  };
-
   const auto batch_of = [&](sw::data::dlrm_stream stream, long index) {
     return generator.batch<float>(stream, index * o.batch, o.batch, model.first_row(), model.rows(),
                                   model.input_tables());
@@ -345,22 +324,62 @@ void train(Communicator& world, const options& o) {
     return result;
   };
 
-  // --eval-only: the loaded model's held-out loss, AUC and accuracy, and no step.
+  // A checkpoint's weights and tables alone, into the model (no update, no optimizer state); returns
+  // its step.
+  const auto load_weights = [&](const std::string& from, const char* then) {
+    const auto saved = sw::optim::load_model_weights(from, model, world);
+    say("loaded the weights of %s at step %s %s%s\n", from.c_str(), saved.at("steps").c_str(), saved_on(saved).c_str(),
+        then);
+    return saved.at("steps");
+  };
+
+  // --eval-only: the checkpoint's held-out loss, AUC and accuracy, and no step.
   if (o.eval_only) {
+    const std::string step = load_weights(folder, "");
     const held_out result = evaluate();
-    say("evaluated step %ld: held-out loss %.4f (a constant predictor's %.4f), AUC %.3f, accuracy %.3f, on %ld "
+    say("evaluated step %s: held-out loss %.4f (a constant predictor's %.4f), AUC %.3f, accuracy %.3f, on %ld "
         "batch%s of %ld samples\n",
-        dense_update.steps_done(), result.loss, result.constant_predictor_loss, result.auc, result.accuracy,
-        o.eval_batches, o.eval_batches == 1 ? "" : "es", o.batch);
+        step.c_str(), result.loss, result.constant_predictor_loss, result.auc, result.accuracy, o.eval_batches,
+        o.eval_batches == 1 ? "" : "es", o.batch);
     if (speaks && !o.json.empty()) {
       std::ofstream out(o.json);
       out.precision(17);
-      out << "{\"steps_done\": " << dense_update.steps_done() << ", \"held_out_loss\": " << result.loss
+      out << "{\"steps_done\": " << step << ", \"held_out_loss\": " << result.loss
           << ", \"constant_predictor_loss\": " << result.constant_predictor_loss << ", \"auc\": " << result.auc
           << ", \"accuracy\": " << result.accuracy << "}\n";
     }
     return;
   }
+
+  // --init-from: a new run from a checkpoint's weights and tables, with fresh optimizer state from step
+  // 1; loaded before the updates are built, which take the model's values.
+  if (folder.empty() && !o.init_from.empty()) (void)load_weights(o.init_from, ": this run trains them from step 1");
+
+  // Its two updates: Adam for the dense MLPs, sharded over the replicas; row-wise Adagrad for the rows
+  // of the tables a batch touches.
+  sw::optim::sharded_update<sw::optim::adam> dense_update(model, data, sw::optim::adam{});
+  sw::optim::sparse_update<sw::optim::rowwise_adagrad> table_update(model);
+
+  long first_step = 1;
+  if (folder.empty()) {
+    say("%s", resume.fresh_start_note().c_str());
+  } else {
+    const auto saved = sw::optim::load_model_checkpoint(folder, dense_update, table_update, world);
+    first_step = dense_update.steps_done() + 1;
+    say("resumed from %s at step %ld %s\n", folder.c_str(), dense_update.steps_done(), saved_on(saved).c_str());
+    for (const auto& [option, value] : noted_options)
+      if (saved.contains(option) && saved.at(option) != value)
+        say("note: the checkpoint was trained with --%s %s; this run goes on with %s\n", option.c_str(),
+            saved.at(option).c_str(), value.c_str());
+  }
+  const auto save = [&](long step) {
+    auto metadata = noted_options;
+    metadata["ranks"] = std::to_string(world.size());
+    metadata["row-wise"] = std::to_string(o.row_wise);
+    sw::examples::record_sizes(model_sizes(o), metadata);
+    sw::optim::save_model_checkpoint(o.checkpoint, dense_update, table_update, data, world, metadata);
+    say("saved step %ld in %s\n", step, o.checkpoint.c_str());
+  };
 
   const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

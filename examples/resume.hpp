@@ -5,15 +5,19 @@
 //   start; a checkpoint at the last of --steps ends the run at once, exit status 0. Every job of a chain
 //   of batch jobs runs the same command (Megatron-LM's --load of the --save folder, Composer's
 //   autoresume), and the job queued after the run's end does nothing and succeeds.
-// - neither: a fresh start, which notes a --checkpoint folder that holds checkpoints already.
+// - neither: a fresh start, which notes a --checkpoint folder that holds checkpoints already; with
+//   --init-from DIR, from the weights of DIR's latest checkpoint, with a fresh optimizer from step 1
+//   (Megatron-LM's --finetune). --autoresume still goes on from the --checkpoint folder where it
+//   holds a checkpoint, so every job of a chain that fine-tunes runs the same command.
 // With --eval-only the run takes the checkpoint as it is, and trains, saves and logs nothing.
-// A resumed run builds the model its checkpoint holds: the checkpoint records the model's sizes
-// (record_sizes), and take_recorded_sizes gives them to the options before the ranks start.
+// A run builds the model of the checkpoint it loads (model_folder()): the checkpoint records the
+// model's sizes (record_sizes), and take_recorded_sizes gives them to the options before the ranks start.
 //
-//   const resume_request resume{o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log};
+//   const resume_request resume = resuming(o);                   // o.resume, o.checkpoint, ...
 //   const std::string folder = resume.folder(world);             // "" for a fresh start
 //   if (const auto done = resume.finished(rank, program, folder, o.steps)) { say(*done); return; }
-//   build the model; if (folder.empty()) say(resume.fresh_start_note()); else load(folder);
+//   build the model; if (folder.empty() && !o.init_from.empty()) load its weights from o.init_from;
+//   build the update; if (folder.empty()) say(resume.fresh_start_note()); else load(folder);
 #include <charconv>
 #include <filesystem>
 #include <functional>
@@ -39,6 +43,7 @@ struct resume_request {
   bool autoresume = false;  // --autoresume
   bool eval_only = false;   // --eval-only
   std::string log;          // --log FILE
+  std::string init_from;    // --init-from DIR
 
   // What is wrong with the options, "" for nothing.
   [[nodiscard]] std::string mistake() const {
@@ -48,11 +53,23 @@ struct resume_request {
       return "--autoresume goes on from the --checkpoint folder: give --checkpoint DIR";
     if (eval_only && (!checkpoint.empty() || !log.empty()))
       return "--eval-only trains no step, so it saves and logs none: leave out --checkpoint and --log";
+    if (!init_from.empty() && (!resume.empty() || eval_only))
+      return "--init-from DIR starts a run that trains a checkpoint's weights with a fresh optimizer from step 1; " +
+             std::string(eval_only ? "--eval-only evaluates the --resume DIR checkpoint as it is"
+                                   : "--resume DIR goes on with its optimizer state and steps") +
+             ": give one";
     return "";
   }
 
   // The folder the run loads as this process sees it, "" for a fresh start.
   [[nodiscard]] std::string folder() const { return !autoresume ? resume : holds_checkpoint() ? checkpoint : ""; }
+
+  // The folder whose model the run builds, as this process sees it: the one it goes on from, else
+  // --init-from's; "" for a fresh model.
+  [[nodiscard]] std::string model_folder() const {
+    const std::string from = folder();
+    return from.empty() ? init_from : from;
+  }
 
   // The same as rank 0 sees it (collective), so that every rank starts alike even where a file system
   // shows the ranks a save at different times.
@@ -91,14 +108,14 @@ struct resume_request {
                          at + " and --steps is " + std::to_string(steps) + ": nothing is left to train");
   }
 
-  // A resumed run builds the model its checkpoint holds, as nanoGPT's resume does: each of `sizes` (a
+  // A run builds the model of the checkpoint it loads, as nanoGPT's resume does: each of `sizes` (a
   // tuple of pairs: an option's name without "--", a pointer to its value) that the checkpoint records
   // takes the recorded value where the command line (`given`) sets none; one set otherwise is refused
   // through `refuse` (the example's usage(problem), which does not return). This process reads the
   // manifest alone, before the ranks start.
   template <class Sizes, class Refuse>
   void take_recorded_sizes(const Sizes& sizes, const std::set<std::string, std::less<>>& given, Refuse refuse) const {
-    const std::string from = folder();
+    const std::string from = model_folder();
     if (from.empty()) return;
     const auto saved = optim::read_model_checkpoint_summary(from).metadata;
     const auto take = [&](std::string_view name, auto& size) {
@@ -129,6 +146,12 @@ struct resume_request {
     return std::filesystem::exists(std::filesystem::path(checkpoint) / "latest");
   }
 };
+
+// The request an example's options make (fields named as the options are).
+template <class Options>
+[[nodiscard]] resume_request resuming(const Options& o) {
+  return {o.resume, o.checkpoint, o.autoresume, o.eval_only, o.log, o.init_from};
+}
 
 // The model's `sizes` (as take_recorded_sizes takes them) in a checkpoint's metadata.
 template <class Sizes>

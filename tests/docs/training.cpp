@@ -61,8 +61,8 @@ void block_6(gpt& model, dp_mesh& mesh, const optim::adamw& no_decay, const opti
   (void)loss, (void)report;
 }
 
-// 7: the checkpoint's folder, an update, the data-parallel mesh and every rank's world.
-void block_7(const std::filesystem::path& dir, optim::sharded_update<optim::adamw>& update, dp_mesh& mesh,
+// 7: the checkpoint's folder, a model and its update, the data-parallel mesh and every rank's world.
+void block_7(const std::filesystem::path& dir, gpt& model, optim::sharded_update<optim::adamw>& update, dp_mesh& mesh,
              communicator& world) {
 #include "training_7.inc"
 }

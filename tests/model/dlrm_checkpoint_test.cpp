@@ -2,8 +2,8 @@
 // saved into one checkpoint. Loaded on the same ranks, the next step is the uninterrupted run's, bit for
 // bit; loaded on fewer ranks with every table cut by rows, each table row, its accumulator and every
 // dense weight land where the new pieces hold them, bit for bit, and the next loss agrees within float
-// rounding; a checkpoint of tables of other shapes, of another sparse optimizer, or loaded without the
-// tables, is refused with what differs.
+// rounding; the weights alone load likewise, with no optimizer state; a checkpoint of tables of other
+// shapes, of another sparse optimizer, or loaded without the tables, is refused with what differs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,6 +149,45 @@ TYPED_TEST(dlrm_checkpoint, resumes_bitwise_on_the_same_ranks_and_loads_exactly_
         if (world.rank() == 0) fs::remove_all(folder);
       },
       {1, 2, 3, 4});
+}
+
+// The weights alone (to evaluate, or to train on with fresh optimizers), loaded on one rank fewer with
+// every table cut by rows: each dense weight and table row where the new pieces hold them, bit for bit;
+// the tables' accumulators left as a fresh update made them (zero); the next loss within rounding.
+TYPED_TEST(dlrm_checkpoint, the_weights_alone_load_on_fewer_ranks_with_the_tables_cut_otherwise) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        const fs::path folder = shardwise::testing::shared_folder(world, "dlrm-checkpoint-weights");
+        const auto c = config_with(fused::pooling::mean);
+        std::map<std::string, std::vector<double>> saved;
+        double next_loss = 0;
+        {
+          dlrm_training run(world, c);
+          run.step(0);
+          run.step(1);
+          optim::save_model_checkpoint(folder, run.dense, run.tables, run.mesh.data(), world);
+          saved = run.state();
+          next_loss = run.step(2, false);
+        }
+        const int fewer = std::max(1, world.size() - 1);
+        auto part = world.split(world.rank() < fewer ? 0 : 1, world.rank());
+        if (world.rank() < fewer) {
+          dlrm_training run(part, every_table_by_rows(c));
+          const auto metadata = optim::load_model_weights(folder, run.model, part);
+          EXPECT_EQ(metadata.at("steps"), "2");
+          EXPECT_EQ(run.dense.steps_done(), 0);  // the update is not the checkpoint's
+          for (const auto& [name, values] : run.state()) {
+            if (name.ends_with("/sum_of_mean_squares"))
+              EXPECT_TRUE(std::ranges::all_of(values, [](double v) { return v == 0; })) << name;
+            else
+              EXPECT_EQ(values, saved.at(name)) << name;
+          }
+          EXPECT_NEAR(run.step(2, false), next_loss, 1e-6 * std::abs(next_loss));
+        }
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
+      },
+      {1, 2, 3});
 }
 
 TYPED_TEST(dlrm_checkpoint, refuses_other_tables_another_sparse_optimizer_and_a_load_without_the_tables) {

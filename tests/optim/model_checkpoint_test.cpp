@@ -3,7 +3,8 @@
 // other shapes and families (weights and optimizer state land exactly where the layouts put them; the
 // next step agrees within float rounding); a weight cut unevenly by columns loads bit for bit into its
 // padded pieces; a checkpoint of another model or another optimizer, a damaged file and a missing one are
-// errors naming what is wrong; a save leaves earlier ones alone.
+// errors naming what is wrong; a save leaves earlier ones alone. The weights alone load into a model
+// with no update, on any mesh and in bf16.
 // The 2-D and 3-D families' models compile in sources of their own (model_checkpoint_checks.hpp).
 #include "shardwise/optim/model_checkpoint.hpp"
 
@@ -144,6 +145,79 @@ TYPED_TEST(model_checkpoint, a_bf16_model_resumes_bitwise_from_its_master_weight
           (void)optim::load_model_checkpoint(folder, run.update, world);
           run.step(3);
           expect_equal(run.state(), after, 0, "resumed on the same mesh");
+        }
+        world.barrier();
+        if (world.rank() == 0) fs::remove_all(folder);
+      },
+      {1, 2, 4});
+}
+
+// The weights alone, loaded into a model with no update (to evaluate it, or to train on with another
+// optimizer): on meshes other than the saving one, each parameter whole is the saved weight bit for bit
+// (rounded to bf16 in a bf16 model); the AdamW state the checkpoint holds is passed over; a model of
+// other parameters is refused, as is a bf16 model whose update (and its master weights) is built.
+template <class T, class Communicator>
+void expect_weights_load(Communicator& world, const fs::path& folder, const global_state& saved, int replicas) {
+  SCOPED_TRACE("data " + std::to_string(replicas) + (std::is_same_v<T, bf16> ? ", bf16" : ", float"));
+  using mesh_type = data_parallel_mesh<Communicator, 1>;
+  mesh_type mesh(world, replicas, {world.size() / replicas});
+  auto other_start = config;
+  other_start.seed = 9;  // other initial values, which the load replaces
+  model::gpt<T, nn::tensor_parallel_1d<padded>, typename mesh_type::tensor_parallel_mesh_type> gpt(
+      mesh.tensor_parallel(), other_start);
+  const auto metadata = optim::load_model_weights(folder, gpt, world);
+  EXPECT_EQ(metadata.at("steps"), "2");
+  EXPECT_EQ(metadata.at("note"), "weights");
+  std::size_t checked = 0;
+  gpt.for_each_parameter([&](const std::string& name, auto& p) {
+    const matrix expected = saved.at(name).unaryExpr([](float v) { return static_cast<float>(static_cast<T>(v)); });
+    EXPECT_EQ(all_gather(p.value).template cast<float>(), expected) << name;
+    ++checked;
+  });
+  EXPECT_EQ(checked * 4, saved.size());  // each parameter's weights, master weights and two moments
+}
+
+TYPED_TEST(model_checkpoint, the_weights_alone_load_into_a_model_with_no_update_on_any_mesh) {
+  TypeParam::run(
+      [](communicator auto& world) {
+        using C = std::remove_cvref_t<decltype(world)>;
+        const fs::path folder = shardwise::testing::shared_folder(world, "model-checkpoint-weights");
+        const int replicas = world.size() >= 2 ? 2 : 1;
+        global_state saved;
+        {
+          training<nn::tensor_parallel_1d<padded>, C, 1> run(world, replicas, {world.size() / replicas});
+          run.step(1);
+          run.step(2);
+          optim::save_model_checkpoint(folder, run.update, run.mesh.data(), world, {{"note", "weights"}});
+          saved = run.state();
+        }
+        expect_weights_load<float>(world, folder, saved, 1);
+        expect_weights_load<float>(world, folder, saved, world.size());
+        expect_weights_load<bf16>(world, folder, saved, 1);
+
+        data_parallel_mesh<C, 1> mesh(world, 1, {world.size()});
+        auto deeper = config;
+        deeper.layers = 2;
+        model::gpt<float, nn::tensor_parallel_1d<padded>, typename data_parallel_mesh<C, 1>::tensor_parallel_mesh_type>
+            other(mesh.tensor_parallel(), deeper);
+        try {
+          (void)optim::load_model_weights(folder, other, world);
+          ADD_FAILURE() << "loaded the weights of a model of one layer into one of two";
+        } catch (const optim::checkpoint_error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("load_model_weights(" + folder.string() + ")"), std::string::npos) << what;
+          EXPECT_NE(what.find("it has no parameter \"blocks.1."), std::string::npos) << what;
+        }
+        // A bf16 model whose update is built keeps float32 master weights the load cannot reach.
+        training<nn::tensor_parallel_1d<padded>, C, 1, bf16> updated(world, 1, {world.size()});
+        try {
+          (void)optim::load_model_weights(folder, updated.gpt, world);
+          ADD_FAILURE() << "loaded the weights of a bf16 model past its update's master weights";
+        } catch (const argument_error& e) {
+          EXPECT_NE(std::string(e.what()).find("load_model_weights(" + folder.string() + "): parameter \"" +
+                                               "embedding.token.weight\" is bound to an update"),
+                    std::string::npos)
+              << e.what();
         }
         world.barrier();
         if (world.rank() == 0) fs::remove_all(folder);

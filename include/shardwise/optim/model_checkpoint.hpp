@@ -34,6 +34,9 @@
 // that intersect them — so the mesh, the layouts and the padding may all differ from the saving run's.
 // Values are copied, never combined: a load is bit-exact. Values are in the machine's byte order.
 //
+// load_model_weights(dir, model, world) loads the weights alone into a model with no update (any
+// optimizer's checkpoint): to evaluate or sample it, or to train on with a fresh optimizer.
+//
 // read_model_checkpoint_summary(dir) reads the manifest alone — the steps, the shapes, the metadata — so
 // that a program can build the model a checkpoint was saved from (its sizes kept in the metadata)
 // before it loads it.
@@ -54,10 +57,12 @@
 #include <vector>
 
 #include "shardwise/comm/communicator.hpp"
+#include "shardwise/core/element_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout.hpp"
 #include "shardwise/nn/sparse_parameter.hpp"
 #include "shardwise/optim/checkpoint_files.hpp"
+#include "shardwise/optim/model_parameters.hpp"
 #include "shardwise/optim/sharded.hpp"
 #include "shardwise/optim/sparse_update.hpp"
 
@@ -259,23 +264,25 @@ inline model_checkpoint_summary read_summary(text_reader& in) {
 }
 
 // A model checkpoint read from disk and checked against a model's parameters and its optimizer's state
-// names: the manifest, every file (size and checksum), and an index of the saved blocks by tensor name.
+// names (none given: the weights alone are read, and any optimizer's state is passed over): the manifest,
+// every file (size and checksum), and an index of the saved blocks by tensor name.
 class model_checkpoint_contents {
  public:
   model_checkpoint_contents(const std::filesystem::path& path, std::span<const parameter_record> records,
-                            std::span<const std::string_view> optimizer_state_names, const table_section& model_tables,
-                            const checkpoint_call& call)
+                            std::optional<std::span<const std::string_view>> optimizer_state_names,
+                            const table_section& model_tables, const checkpoint_call& call)
       : call_(call), checkpoint_(path, model_manifest_header, call_), summary_(read_summary(checkpoint_.manifest())) {
     const auto& [steps, state_names, shapes, tables, table_state_names, metadata] = summary_;
     // The model must be the checkpoint's: the same names with the same global shapes.
     std::vector<std::pair<std::string, matrix_extents>> model_shapes;  // in the model's order
     for (const auto& record : records) model_shapes.emplace_back(record.name, record.extents);
     expect_same(shapes, model_shapes, "parameter");
-    if (!std::ranges::equal(state_names, optimizer_state_names))
+    if (optimizer_state_names && !std::ranges::equal(state_names, *optimizer_state_names))
       throw fail("its optimizer state is " + detail::names_text(state_names) + ", this optimizer keeps " +
-                 detail::names_text(optimizer_state_names));
+                 detail::names_text(*optimizer_state_names));
     expect_same(tables, model_tables.tables, "table");
-    if (!model_tables.tables.empty() && !std::ranges::equal(table_state_names, model_tables.state_names))
+    if (optimizer_state_names && !model_tables.tables.empty() &&
+        !std::ranges::equal(table_state_names, model_tables.state_names))
       throw fail("its tables' optimizer state is " + detail::names_text(table_state_names) +
                  " per row, this sparse optimizer keeps " + detail::names_text(model_tables.state_names));
 
@@ -366,24 +373,23 @@ class model_checkpoint_contents {
   std::map<std::string, std::vector<saved_block>> blocks_;
 };
 
-// Every table of the model, gathered from the pieces each rank of `world` holds (collective), with the
-// sparse optimizer's state names. Nothing throws before the collectives: the ranks read the same lines
-// after them, so they refuse them together (the manifest refuses a name that is not one word).
-template <class SparseOptimizer, communicator World>
-[[nodiscard]] table_section every_table(const sparse_update<SparseOptimizer, float>& tables, World& world,
+// Every table of the model, gathered from the `pieces` each rank of `world` holds ((name, pointer to an
+// nn::sparse_parameter<float>) pairs; collective), with the sparse optimizer's `state_names`. Nothing
+// throws before the collectives: the ranks read the same lines after them, so they refuse them together
+// (the manifest refuses a name that is not one word).
+template <class Pieces, communicator World>
+[[nodiscard]] table_section every_table(const Pieces& pieces, std::vector<std::string_view> state_names, World& world,
                                         const checkpoint_call& call) {
   std::string mine;
-  for (std::size_t t = 0; t < tables.table_count(); ++t) {
-    const auto& piece = tables.parameter(t);
-    mine += tables.name(t) + " " + std::to_string(piece.table_rows) + " " + std::to_string(piece.dimension()) + "\n";
-  }
+  for (const auto& [name, piece] : pieces)
+    mine += name + " " + std::to_string(piece->table_rows) + " " + std::to_string(piece->dimension()) + "\n";
   auto longest = static_cast<std::int64_t>(mine.size());
   world.all_reduce(std::span<std::int64_t>(&longest, 1), op::max);
   mine.resize(static_cast<std::size_t>(longest), '\n');
   std::string all(static_cast<std::size_t>(longest) * static_cast<std::size_t>(world.size()), '\n');
   if (longest > 0) world.all_gather(std::span<const char>(mine), std::span<char>(all));
 
-  table_section section{{}, {SparseOptimizer::state_names.begin(), SparseOptimizer::state_names.end()}};
+  table_section section{{}, std::move(state_names)};
   for (std::size_t at = 0; at < all.size();) {
     const std::size_t end = all.find('\n', at);
     const std::string line = all.substr(at, end - at);
@@ -398,6 +404,15 @@ template <class SparseOptimizer, communicator World>
                        extents_string(extents));
   }
   return section;
+}
+
+// The pieces a sparse update holds, and the names of their rows' state, collected from every rank.
+template <class SparseOptimizer, communicator World>
+[[nodiscard]] table_section every_table(const sparse_update<SparseOptimizer, float>& tables, World& world,
+                                        const checkpoint_call& call) {
+  std::vector<std::pair<std::string, const nn::sparse_parameter<float>*>> pieces;
+  for (std::size_t t = 0; t < tables.table_count(); ++t) pieces.emplace_back(tables.name(t), &tables.parameter(t));
+  return every_table(pieces, {SparseOptimizer::state_names.begin(), SparseOptimizer::state_names.end()}, world, call);
 }
 
 // What a rank writes of its table pieces: each piece's rows, and each value of their state as a column.
@@ -418,6 +433,12 @@ void append_table_blocks(std::vector<std::byte>& bytes, const sparse_update<Spar
   }
 }
 
+// Fills a table piece's rows from the saved blocks that meet them.
+inline void load_table_values(const model_checkpoint_contents& saved, const std::string& name,
+                              nn::sparse_parameter<float>& piece) {
+  std::ranges::copy(saved.assemble(piece_record(name, piece, piece.dimension()), name), piece.values().begin());
+}
+
 // Fills this rank's table pieces and their state from the saved blocks that meet them.
 template <class SparseOptimizer>
 void load_table_blocks(const model_checkpoint_contents& saved, sparse_update<SparseOptimizer, float>& tables) {
@@ -425,7 +446,7 @@ void load_table_blocks(const model_checkpoint_contents& saved, sparse_update<Spa
   for (std::size_t t = 0; t < tables.table_count(); ++t) {
     auto& piece = tables.parameter(t);
     const std::string& name = tables.name(t);
-    std::ranges::copy(saved.assemble(piece_record(name, piece, piece.dimension()), name), piece.values().begin());
+    load_table_values(saved, name, piece);
     const auto state = tables.state(t);
     for (std::size_t k = 0; k < per_row; ++k) {
       const std::string state_name = state_tensor_name(name, SparseOptimizer::state_names[k]);
@@ -467,6 +488,13 @@ void save_model(const std::filesystem::path& directory, const data_parallel_upda
                         bytes.empty() ? std::nullopt : std::optional<std::span<const std::byte>>(bytes), keep, call);
 }
 
+// What a load returns: the caller's metadata, with "steps" added.
+[[nodiscard]] inline std::map<std::string, std::string> metadata_with_steps(const model_checkpoint_summary& summary) {
+  auto metadata = summary.metadata;
+  metadata["steps"] = std::to_string(summary.steps);
+  return metadata;
+}
+
 // A load that checks the tables against `tables` and fills them by load_tables(saved).
 template <class Optimizer, weight_update Mode, class Weight, communicator World, class LoadTables>
 std::map<std::string, std::string> load_model(const std::filesystem::path& path,
@@ -485,8 +513,7 @@ std::map<std::string, std::string> load_model(const std::filesystem::path& path,
     }
     load_tables(saved);
     update.set_steps_done(saved.summary().steps);
-    metadata = saved.summary().metadata;
-    metadata["steps"] = std::to_string(saved.summary().steps);
+    metadata = metadata_with_steps(saved.summary());
     return saved.summary().steps;
   });
   return metadata;
@@ -560,6 +587,58 @@ std::map<std::string, std::string> load_model_checkpoint(const std::filesystem::
   }
 } catch (...) {
   rethrow_within_call(world.world_rank(), call_text("load_model_checkpoint", path.string()));
+}
+
+// Loads the weights alone of the checkpoint at `path` (a directory with `latest`, or a step folder) into
+// `model`'s parameters, and into its embedding tables where it has any (for_each_sparse_parameter), with
+// no update: to evaluate or sample a checkpoint without building an optimizer's state, or to train on
+// from its weights with a fresh optimizer of any kind (Megatron-LM's --finetune; a full load refuses
+// another optimizer's state). The checks are load_model_checkpoint's — the same parameter names and
+// global shapes, every file's size and checksum — on any mesh; a bf16 model takes the saved float32
+// weights rounded, before an update is built from it: the update's float32 master weights, taken from
+// the model's values when it is built, are out of the load's reach afterwards (refused). Returns the
+// saved metadata with "steps" added. Collective over `world`: a failure on any rank throws on every rank.
+template <parameterised Model, communicator World>
+std::map<std::string, std::string> load_model_weights(const std::filesystem::path& path, Model& model,
+                                                      World& world) try {
+  const detail::checkpoint_call call{world.world_rank(), "load_model_weights"};
+  std::vector<parameter_record> records;
+  model.for_each_parameter([&](const std::string& name, auto& p) {
+    using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
+    if (!std::is_same_v<element, float> && p.value.is_bound())
+      throw argument_error(world.world_rank(), "load_model_weights",
+                           "parameter \"" + name +
+                               "\" is bound to an update, whose float32 master weights this load would not reach: "
+                               "load the weights before building the update");
+    records.push_back(detail::record_of(name, p.value));
+  });
+  std::vector<std::pair<std::string, nn::sparse_parameter<float>*>> pieces;
+  if constexpr (requires { model.for_each_sparse_parameter([](const std::string&, auto&) {}); }) {
+    static_assert(sparse_parameterised<Model, float>,
+                  "load_model_weights: a checkpoint holds float32 tables; this model's tables are of another type");
+    model.for_each_sparse_parameter(
+        [&](const std::string& name, nn::sparse_parameter<float>& piece) { pieces.emplace_back(name, &piece); });
+  }
+  const auto tables = detail::every_table(pieces, {}, world, call);
+
+  std::map<std::string, std::string> metadata;
+  detail::load_together(world, path, call, [&] {
+    const detail::model_checkpoint_contents saved(path, records, std::nullopt, tables, call);
+    std::size_t t = 0;
+    model.for_each_parameter([&](const std::string&, auto& p) {
+      using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
+      const auto values = saved.assemble(records[t], records[t].name);
+      ++t;
+      if (!element_memory::stored_on_this_thread()) return;  // shapes only: no values to set
+      std::ranges::transform(values, p.value.data().begin(), [](float v) { return static_cast<element>(v); });
+    });
+    for (const auto& [name, piece] : pieces) detail::load_table_values(saved, name, *piece);
+    metadata = detail::metadata_with_steps(saved.summary());
+    return saved.summary().steps;
+  });
+  return metadata;
+} catch (...) {
+  rethrow_within_call(world.world_rank(), call_text("load_model_weights", path.string()));
 }
 
 // What the checkpoint at `path` (a directory with `latest`, or a step folder) says of itself, read from

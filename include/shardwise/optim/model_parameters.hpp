@@ -60,6 +60,15 @@ template <class Tensor>
   return true;
 }
 
+// What an update or a checkpoint knows of the parameter `name` whose value is `value`.
+template <class Tensor>
+[[nodiscard]] parameter_record record_of(const std::string& name, const Tensor& value) {
+  parameter_record record{name, value.extents(), {}, holds_counted_copy(value)};
+  record.blocks.reserve(static_cast<std::size_t>(value.block_count()));
+  for (int b = 0; b < value.block_count(); ++b) record.blocks.push_back(value.block(b));
+  return record;
+}
+
 // One parameter of a model, its type forgotten: what it is, and the four things an update does to it.
 template <class Weight>
 struct model_parameter {
@@ -93,11 +102,7 @@ template <class Weight, parameterised Model>
     using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
     if constexpr (weights_are_parameters<element, Weight>()) {
       model_parameter<Weight> parameter;
-      parameter.record.name = name;
-      parameter.record.extents = p.value.extents();
-      parameter.record.blocks.reserve(static_cast<std::size_t>(p.value.block_count()));
-      for (int b = 0; b < p.value.block_count(); ++b) parameter.record.blocks.push_back(p.value.block(b));
-      parameter.record.counted = holds_counted_copy(p.value);
+      parameter.record = record_of(name, p.value);
       parameter.shape = local_shape(p.value);
       parameter.gradient_is_zero = !values || std::ranges::none_of(p.gradient.data(), [](auto g) { return g != 0; });
       parameter.release_gradient = [&p] { p.gradient.release(); };
