@@ -293,6 +293,12 @@ options parse(int argc, char** argv) {
   if (const std::string mistake = resume.mistake(); !mistake.empty()) usage(mistake);
   resume.take_recorded_sizes(model_sizes(o), given, usage);
   if (given.contains("--prompt") && o.prompt.empty()) usage("--prompt is the text a sample goes on from: give some");
+  for (const std::string_view drawing : {"--prompt", "--temperature", "--top-k"})
+    if (given.contains(drawing) && o.sample_bytes == 0)
+      usage(std::string(drawing) + " is for the sample, and --sample 0 draws none");
+  if (given.contains("--top-k") && o.sampling.temperature == 0)
+    usage("--top-k " + std::to_string(o.sampling.top_k) +
+          " draws among the likeliest bytes, and --temperature 0 takes the likeliest: give one");
   if (o.batch % (o.data_parallel * o.micro_batches) != 0)
     usage("the batch of " + std::to_string(o.batch) + " samples does not split into " +
           std::to_string(o.data_parallel) + " replicas x " + std::to_string(o.micro_batches) +

@@ -430,7 +430,8 @@ void train(Communicator& world, const options& o) {
     const auto step_start = std::chrono::steady_clock::now();
     const auto batch = batch_of(sw::data::dlrm_stream::training, step);
     double update_seconds = 0;
-    if (step % o.compare_every == 0) {
+    const bool compared = step % o.compare_every == 0;
+    if (compared) {
       // After the comparison, the paths training takes: the automatic choice's, once it has made it.
       const auto kept = [](bool measuring, bool fuses) {
         return measuring ? sw::fused::path::automatic : fuses ? sw::fused::path::fused : sw::fused::path::baseline;
@@ -483,6 +484,7 @@ void train(Communicator& world, const options& o) {
                      {"held_out_loss", evaluates ? last.loss : unevaluated},
                      {"auc", evaluates ? last.auc : unevaluated},
                      {"accuracy", evaluates ? last.accuracy : unevaluated},
+                     {"compared", compared ? 1.0 : 0.0},  // 1: the step ran both paths, which its seconds hold
                      {"seconds", step_seconds}});
     if (evaluates || step == first_step || step % 20 == 0) {
       const double seconds_left =
