@@ -36,12 +36,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "options.hpp"
@@ -445,6 +449,7 @@ struct planned {
   mesh_choice mesh;
   simulated_step simulated;
   double measured_seconds = 0;
+  std::size_t listed = 0;  // its place among the candidates, which orders ties
 };
 
 // Kendall's tau between the simulated and the measured order: 1 when every pair agrees.
@@ -493,17 +498,25 @@ int main(int argc, char** argv) try {
     for (const auto& why : not_planned) std::printf("  %s\n", why.c_str());
   }
   std::vector<planned> fitting;
-  std::vector<std::string> dropped, refused_grids;
+  std::vector<std::pair<std::size_t, std::string>> dropped;                  // by their place among the candidates
+  std::map<std::string, std::pair<std::size_t, std::string>> refused_grids;  // the first candidate's reason
   const auto wall_start = std::chrono::steady_clock::now();
-  // "[12/174, 1:05 left]": mesh i of all, and the time the rest take at the pace so far.
+  // "[12/174, 1:05 left]": the i-th mesh simulated of all, and the time the rest take at the pace so far.
   const auto counter = [&, meshes = candidates.size()](std::size_t i) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     return "[" + std::to_string(i + 1) + "/" + std::to_string(meshes) + ", " +
            sw::examples::duration(seconds / static_cast<double>(i + 1) * static_cast<double>(meshes - i - 1)) +
            " left]";
   };
+  // In a shuffled order (always the same), so that the pace so far is the rest's: listed, the meshes of
+  // many replicas and no rings come first and simulate fastest, and the time left began at a tenth of
+  // the truth. What the plan prints after the progress lines follows the candidates' order.
+  std::vector<std::size_t> order(candidates.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937(2026));
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    mesh_choice m = candidates[i];
+    const std::size_t listed = order[i];
+    mesh_choice m = candidates[listed];
     simulated_step s = simulate(m, o, c);
     // Over the memory: keep no attention probabilities, then one block's activations at a time, if
     // either fits.
@@ -527,27 +540,29 @@ int main(int argc, char** argv) try {
     }
     const std::string what = m.label();
     if (!s.refused.empty()) {
-      // Its other updates and micro-batches fail alike: the grid's first reason is enough.
-      if (std::find(refused_grids.begin(), refused_grids.end(), m.name()) == refused_grids.end()) {
-        refused_grids.push_back(m.name());
-        dropped.push_back(m.name() + ": " + s.refused);
-      }
+      // Its other updates and micro-batches fail alike: the reason of the grid's first candidate is enough.
+      if (const auto [first, added] = refused_grids.try_emplace(m.name(), listed, s.refused);
+          !added && listed < first->second.first)
+        first->second = {listed, s.refused};
       std::printf("%s %s: the grid cannot cut the model (why: under dropped)\n", counter(i).c_str(), what.c_str());
     } else if (s.memory_bytes > c.memory_bytes) {
       char text[96];
       std::snprintf(text, sizeof text, ": %.3g GiB per device", s.memory_bytes / gib);
-      dropped.push_back(what + text);
+      dropped.emplace_back(listed, what + text);
       std::printf("%s %s: %.2f ms, %.3g GiB, over the device's memory\n", counter(i).c_str(), what.c_str(),
                   s.seconds * 1e3, s.memory_bytes / gib);
     } else {
-      fitting.push_back({m, s});
+      fitting.push_back({m, s, 0, listed});
       std::printf("%s %s: %.2f ms, %.3g GiB\n", counter(i).c_str(), what.c_str(), s.seconds * 1e3,
                   s.memory_bytes / gib);
     }
     std::fflush(stdout);
   }
-  std::stable_sort(fitting.begin(), fitting.end(),
-                   [](const planned& a, const planned& b) { return a.simulated.seconds < b.simulated.seconds; });
+  std::sort(fitting.begin(), fitting.end(), [](const planned& a, const planned& b) {
+    return std::pair(a.simulated.seconds, a.listed) < std::pair(b.simulated.seconds, b.listed);
+  });
+  for (const auto& [grid, first] : refused_grids) dropped.emplace_back(first.first, grid + ": " + first.second);
+  std::sort(dropped.begin(), dropped.end());
   std::printf("simulated %zu meshes in %.1f s", candidates.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   if (candidates.size() < all_candidates) std::printf(" (--only %s, of %zu)", o.only.c_str(), all_candidates);
@@ -600,7 +615,7 @@ int main(int argc, char** argv) try {
   }
   if (!dropped.empty()) {
     std::printf("\ndropped %zu:\n", dropped.size());
-    for (const auto& why : dropped) std::printf("  %s\n", why.c_str());
+    for (const auto& entry : dropped) std::printf("  %s\n", entry.second.c_str());
   }
   if (o.check && !fitting.empty()) {
     // The first, the middle and the last mesh by simulated time: does the measured time order them so?
