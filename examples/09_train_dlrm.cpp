@@ -557,7 +557,7 @@ void train(Communicator& world, const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const options o = parse(argc, argv);  // reads a resumed checkpoint's manifest, which may fail
+  const options o = parse(argc, argv);  // refuses what it cannot use, an unreadable checkpoint included
   sw::examples::stop_on_signals();
   if (o.backend == "mpi") {
 #ifdef SHARDWISE_TRAIN_WITH_MPI

@@ -111,13 +111,18 @@ struct resume_request {
   // A run builds the model of the checkpoint it loads, as nanoGPT's resume does: each of `sizes` (a
   // tuple of pairs: an option's name without "--", a pointer to its value) that the checkpoint records
   // takes the recorded value where the command line (`given`) sets none; one set otherwise is refused
-  // through `refuse` (the example's usage(problem), which does not return). This process reads the
-  // manifest alone, before the ranks start.
+  // through `refuse` (the example's usage(problem), which does not return), as is a folder that holds no
+  // checkpoint. This process reads the manifest alone, before the ranks start.
   template <class Sizes, class Refuse>
   void take_recorded_sizes(const Sizes& sizes, const std::set<std::string, std::less<>>& given, Refuse refuse) const {
     const std::string from = model_folder();
     if (from.empty()) return;
-    const auto saved = optim::read_model_checkpoint_summary(from).metadata;
+    std::map<std::string, std::string> saved;
+    try {
+      saved = optim::read_model_checkpoint_summary(from).metadata;
+    } catch (const error& unreadable) {
+      refuse(unreadable.detail());  // "no checkpoint at DIR: …", with no call or rank: none has started
+    }
     const auto take = [&](std::string_view name, auto& size) {
       const auto recorded = saved.find(std::string(name));
       if (recorded == saved.end()) return;  // saved before checkpoints recorded the sizes
