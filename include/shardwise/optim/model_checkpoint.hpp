@@ -605,11 +605,12 @@ std::map<std::string, std::string> load_model_weights(const std::filesystem::pat
   std::vector<parameter_record> records;
   model.for_each_parameter([&](const std::string& name, auto& p) {
     using element = typename std::remove_cvref_t<decltype(p.value)>::value_type;
-    if (!std::is_same_v<element, float> && p.value.is_bound())
-      throw argument_error(world.world_rank(), "load_model_weights",
-                           "parameter \"" + name +
-                               "\" is bound to an update, whose float32 master weights this load would not reach: "
-                               "load the weights before building the update");
+    if constexpr (!std::is_same_v<element, float>)
+      if (p.value.is_bound())
+        throw argument_error(world.world_rank(), "load_model_weights",
+                             "parameter \"" + name +
+                                 "\" is bound to an update, whose float32 master weights this load would not reach: "
+                                 "load the weights before building the update");
     records.push_back(detail::record_of(name, p.value));
   });
   std::vector<std::pair<std::string, nn::sparse_parameter<float>*>> pieces;
